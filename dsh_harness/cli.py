@@ -1,0 +1,223 @@
+"""The ``dsh`` command line. Plugins add subcommands through ``dsh_register_commands``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import json
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .config import load_config
+from .errors import DshError
+from .harness import Harness
+
+log = logging.getLogger("dsh")
+
+
+class CommandRegistry:
+    """What ``dsh_register_commands`` receives: a way to add top-level subcommands."""
+
+    def __init__(self, subparsers: argparse._SubParsersAction):
+        self._subparsers = subparsers
+        self.names: set[str] = set()
+
+    def add_command(self, name: str, help: str) -> argparse.ArgumentParser:
+        if name in self.names:
+            raise DshError(f"command {name!r} is registered twice")
+        self.names.add(name)
+        return self._subparsers.add_parser(name, help=help, description=help)
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True))
+
+
+# -- built-in commands ---------------------------------------------------------------------
+
+def cmd_plugins(harness: Harness, args: argparse.Namespace) -> int:
+    listing = [p.as_dict() for p in harness.plugin_listing()]
+    if args.json:
+        _print_json(listing)
+        return 0
+    for p in listing:
+        state = "enabled" if p["enabled"] else "installed, not enabled"
+        print(f"{p['name']} {p['version'] or ''} ({p['origin']}, {state})".replace("  ", " "))
+        print(f"    module: {p['module']}")
+        print(f"    hooks:  {', '.join(p['hooks']) or '-'}")
+        if p["error"]:
+            print(f"    error:  {p['error']}")
+    return 0
+
+
+def cmd_config_check(harness: Harness, args: argparse.Namespace) -> int:
+    _ = harness.storage  # resolves backends and routes, reporting unknown names
+    instances = [f"{iid} ({plugin})" for iid, (plugin, _) in harness._instances.items()]
+    print(f"{harness.loaded.source}: OK")
+    print(f"  home: {harness.home}")
+    print(f"  storage: {harness.config.storage.backend}"
+          + "".join(f", {d} -> {b}" for d, b in harness.config.storage.routes.items()))
+    print(f"  plugin instances: {', '.join(instances) or 'none'}")
+    return 0
+
+
+async def cmd_storage_ls(harness: Harness, args: argparse.Namespace) -> int:
+    storage = harness.storage
+    rows = []
+    for name, spec in sorted(storage.specs.items()):
+        domain = await storage.domain(name)
+        counts = {t: len(await domain.all(t)) for t in spec.tables}
+        rows.append({"domain": name, "version": spec.version,
+                     "backend": storage.backend_for(name), "tables": counts})
+    if getattr(args, "json", False):
+        _print_json(rows)
+    else:
+        for r in rows:
+            tables = ", ".join(f"{t}={n}" for t, n in r["tables"].items())
+            print(f"{r['domain']} v{r['version']} on {r['backend']}: {tables}")
+    return 0
+
+
+async def cmd_storage_dump(harness: Harness, args: argparse.Namespace) -> int:
+    storage = harness.storage
+    domain = await (storage.open_on(args.domain, args.backend) if args.backend
+                    else storage.domain(args.domain))
+    try:
+        data = {t: {k: json.loads(v) for k, v in rows.items()}
+                for t, rows in (await domain.export()).items()}
+    finally:
+        if args.backend:
+            await domain.close()
+    if args.json:
+        _print_json({"domain": args.domain, "version": domain.spec.version, "tables": data})
+    else:
+        for table, rows in data.items():
+            for key, value in rows.items():
+                print(f"{table}\t{key}\t{json.dumps(value, sort_keys=True, ensure_ascii=False)}")
+    return 0
+
+
+async def cmd_storage_copy(harness: Harness, args: argparse.Namespace) -> int:
+    count = await harness.storage.copy(args.domain, args.source, args.target)
+    print(f"copied {count} records of {args.domain} from {args.source} to {args.target}; "
+          "verified record by record")
+    if harness.storage.backend_for(args.domain) != args.target:
+        print(f"note: {args.domain} is still routed to {harness.storage.backend_for(args.domain)}"
+              f"; set storage.backend or storage.routes.{args.domain} = \"{args.target}\" to use"
+              " the copy")
+    return 0
+
+
+async def cmd_run(harness: Harness, args: argparse.Namespace) -> int:
+    harness.run_once = args.once
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await harness.startup()
+    try:
+        if not args.once:
+            log.info("dsh running; press Ctrl-C to stop")
+            await stop.wait()
+    finally:
+        await harness.shutdown()
+    return 0
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, CommandRegistry]:
+    parser = argparse.ArgumentParser(prog="dsh", description="The dsh agent harness.")
+    parser.add_argument("--config", type=Path, default=None,
+                        help="deployment config (default: ./dsh.toml)")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="more logging (-v info, -vv debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    registry = CommandRegistry(sub)
+
+    p = registry.add_command("plugins", "list plugins, their origin and hooks")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_plugins)
+
+    p = registry.add_command("config", "inspect the deployment config")
+    csub = p.add_subparsers(dest="config_command", metavar="SUBCOMMAND", required=True)
+    c = csub.add_parser("check", help="validate dsh.toml and every enabled plugin's block")
+    c.set_defaults(handler=cmd_config_check)
+
+    p = registry.add_command("storage", "inspect storage domains and move them between backends")
+    ssub = p.add_subparsers(dest="storage_command", metavar="SUBCOMMAND", required=True)
+    s = ssub.add_parser("ls", help="declared domains, their backend and record counts")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(handler=cmd_storage_ls)
+    s = ssub.add_parser("dump", help="print every record of a domain")
+    s.add_argument("domain")
+    s.add_argument("--backend", help="read this backend instead of the routed one")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(handler=cmd_storage_dump)
+    s = ssub.add_parser("copy", help="copy a domain between backends and verify it")
+    s.add_argument("domain")
+    s.add_argument("--from", dest="source", required=True)
+    s.add_argument("--to", dest="target", required=True)
+    s.set_defaults(handler=cmd_storage_copy)
+
+    p = registry.add_command("run", "start every enabled plugin until SIGINT/SIGTERM")
+    p.add_argument("--once", action="store_true", help="one pass of each plugin's work, then exit")
+    p.set_defaults(handler=cmd_run)
+    return parser, registry
+
+
+def _setup_logging(verbosity: int) -> None:
+    level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+async def _invoke(handler: Any, harness: Harness, args: argparse.Namespace) -> int:
+    try:
+        result = handler(harness, args)
+        if inspect.isawaitable(result):
+            result = await result
+        return int(result or 0)
+    finally:
+        if handler is not cmd_run:
+            await harness.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config", type=Path, default=None)
+    pre.add_argument("-v", "--verbose", action="count", default=0)
+    known, _ = pre.parse_known_args(argv)
+    _setup_logging(known.verbose)
+
+    parser, registry = build_parser()
+    harness: Harness | None = None
+    setup_error: DshError | None = None
+    try:
+        harness = Harness(load_config(known.config))
+        harness.plugins.call("dsh_register_commands", cli=registry)
+    except DshError as exc:
+        setup_error = exc
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        if setup_error:
+            print(f"dsh: {setup_error}", file=sys.stderr)
+        parser.print_help()
+        return 2 if setup_error else 0
+    if setup_error or harness is None:
+        print(f"dsh: {setup_error}", file=sys.stderr)
+        return 1
+    try:
+        return asyncio.run(_invoke(args.handler, harness, args))
+    except DshError as exc:
+        print(f"dsh: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

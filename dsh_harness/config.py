@@ -1,0 +1,205 @@
+"""The deployment config: one TOML file (``dsh.toml``) read into pydantic models.
+
+Unknown keys are errors, every error names the file and the field path, and ``${VAR}`` /
+``${VAR:-default}`` are interpolated from the environment so secrets stay out of the file.
+Plugin instance blocks are kept as raw mappings here; each plugin's own model validates them
+(``dsh_plugin_config_models``), with errors reported under ``plugins.<instance>``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from .errors import ConfigError
+from .validation import error_lines, format_loc, join_errors
+
+DEFAULT_CONFIG_PATH = Path("dsh.toml")
+_INTERPOLATION = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StorageConfig(StrictModel):
+    backend: str = "sqlite"
+    routes: dict[str, str] = Field(default_factory=dict)
+
+
+class SessionsConfig(StrictModel):
+    store: str = "jsonl"
+
+
+class ModelSpec(StrictModel):
+    """Prices in USD per 1M tokens and the context window; defaults follow DeepSeek's list."""
+
+    context_window: int = Field(default=1_000_000, ge=1)
+    input: float = Field(default=0.14, ge=0)
+    cache_read: float = Field(default=0.0028, ge=0)
+    output: float = Field(default=0.28, ge=0)
+
+
+def _deepseek_models() -> dict[str, ModelSpec]:
+    # Published prices (see docs/config.en.md); override per deployment when they change.
+    return {
+        "deepseek-v4-flash": ModelSpec(input=0.14, cache_read=0.0028, output=0.28),
+        "deepseek-v4-pro": ModelSpec(input=0.28, cache_read=0.028, output=0.42),
+        "deepseek-chat": ModelSpec(context_window=128_000, input=0.28, cache_read=0.028,
+                                   output=0.42),
+        "deepseek-reasoner": ModelSpec(context_window=128_000, input=0.28, cache_read=0.028,
+                                       output=0.42),
+    }
+
+
+class ProviderConfig(StrictModel):
+    kind: str = "openai"
+    base_url: str = "https://api.deepseek.com"
+    api_key_env: str | None = "DEEPSEEK_API_KEY"
+    api_key: SecretStr | None = None
+    timeout_s: float = Field(default=300.0, gt=0)
+    max_retries: int = Field(default=4, ge=0, le=20)
+    models: dict[str, ModelSpec] = Field(default_factory=_deepseek_models)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", v):
+            raise ValueError("must be an http(s) URL")
+        return v.rstrip("/")
+
+
+def _default_providers() -> dict[str, ProviderConfig]:
+    return {"deepseek": ProviderConfig()}
+
+
+class CompactionConfig(StrictModel):
+    # Fraction of the model's context window a prompt may reach before old turns are summarized.
+    threshold: float = Field(default=0.8, gt=0, le=1)
+    # Absolute cap on prompt tokens per session (bounds cost); 0 = only the threshold applies.
+    max_prompt_tokens: int = Field(default=0, ge=0)
+    keep_recent_turns: int = Field(default=2, ge=1)
+
+
+class WebConfig(StrictModel):
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    auth_token: SecretStr | None = None
+
+
+class PluginInstanceConfig(BaseModel):
+    """``[plugins.<instance id>]``: which plugin, whether enabled, and its config keys."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    plugin: str | None = None
+    enabled: bool = True
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class DeploymentConfig(StrictModel):
+    home: Path = Path(".dsh")
+    default_model: str = "deepseek/deepseek-v4-flash"
+    disable_plugins: list[str] = Field(default_factory=list)
+    storage: StorageConfig = StorageConfig()
+    sessions: SessionsConfig = SessionsConfig()
+    providers: dict[str, ProviderConfig] = Field(default_factory=_default_providers)
+    compaction: CompactionConfig = CompactionConfig()
+    web: WebConfig = WebConfig()
+    plugins: dict[str, PluginInstanceConfig] = Field(default_factory=dict)
+
+    @field_validator("default_model")
+    @classmethod
+    def _provider_model(cls, v: str) -> str:
+        if v.count("/") < 1 or v.startswith("/") or v.endswith("/"):
+            raise ValueError("must be <provider>/<model>, e.g. deepseek/deepseek-v4-flash")
+        return v
+
+    @field_validator("plugins")
+    @classmethod
+    def _instance_ids(cls, v: dict[str, PluginInstanceConfig]) -> dict[str, PluginInstanceConfig]:
+        for key in v:
+            if not _NAME.match(key):
+                raise ValueError(f"instance id {key!r} may only use letters, digits, _ . -")
+        return v
+
+
+class LoadedConfig(BaseModel):
+    """A validated config plus where it came from (for messages and relative paths)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
+
+    source: str
+    base_dir: Path
+    config: DeploymentConfig
+
+    @property
+    def home(self) -> Path:
+        home = self.config.home.expanduser()
+        return home if home.is_absolute() else (self.base_dir / home).resolve()
+
+
+def interpolate(value: Any, env: Mapping[str, str], path: tuple[int | str, ...] = ()) -> Any:
+    """Replace ``${VAR}`` / ``${VAR:-default}`` in every string; ``$$`` is a literal ``$``."""
+    if isinstance(value, str):
+        def repl(m: re.Match[str]) -> str:
+            if m.group(0) == "$$":
+                return "$"
+            name, default = m.group(1), m.group(2)
+            if name in env and env[name] != "":
+                return env[name]
+            if default is not None:
+                return default
+            raise ConfigError(
+                f"{format_loc(path)}: environment variable {name} is not set "
+                f"(write ${{{name}:-default}} to make it optional)"
+            )
+        return _INTERPOLATION.sub(repl, value)
+    if isinstance(value, dict):
+        return {k: interpolate(v, env, (*path, k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env, (*path, i)) for i, v in enumerate(value)]
+    return value
+
+
+def parse_config(text: str, source: str, base_dir: Path,
+                 env: Mapping[str, str] | None = None) -> LoadedConfig:
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    try:
+        raw = interpolate(raw, os.environ if env is None else env)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    try:
+        config = DeploymentConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(join_errors(source, error_lines(exc))) from None
+    return LoadedConfig(source=source, base_dir=base_dir, config=config)
+
+
+def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) -> LoadedConfig:
+    """Read ``path`` (default ``./dsh.toml``). A missing default file yields the defaults."""
+    explicit = path is not None
+    path = path or DEFAULT_CONFIG_PATH
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if explicit:
+            raise ConfigError(f"{path}: config file not found") from None
+        return LoadedConfig(source="(defaults)", base_dir=Path.cwd(), config=DeploymentConfig())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from None
+    return parse_config(text, str(path), path.resolve().parent, env)

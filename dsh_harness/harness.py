@@ -1,0 +1,192 @@
+"""The ``Harness``: one deployment config, one plugin host, and the services plugins use."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from .config import LoadedConfig, PluginInstanceConfig
+from .errors import ConfigError, PluginError, StorageError
+from .plugins import (
+    BUILTIN,
+    ENTRY_POINT,
+    Discovered,
+    PluginHost,
+    PluginInfo,
+    builtin_plugins,
+    discover_entry_points,
+    hook_names,
+)
+from .storage import DomainSpec, StorageService
+from .validation import error_lines, join_errors
+
+log = logging.getLogger(__name__)
+
+HARNESS_VERSION = "0.1.0"
+
+# What the harness offers plugins; a manifest requiring anything else cannot be enabled.
+HOST_SERVICES = frozenset({"storage", "sessions", "agents", "llm", "web", "commands"})
+
+
+def _register_into(table: dict[str, Any], kind: str) -> Callable[[str, Any], None]:
+    def register(name: str, factory: Any) -> None:
+        if name in table:
+            raise PluginError(f"{kind} {name!r} is registered twice")
+        table[name] = factory
+    return register
+
+
+class Harness:
+    """Everything a run of ``dsh`` shares. Plugins receive it in their hooks."""
+
+    def __init__(self, loaded: LoadedConfig, *, env: Mapping[str, str] | None = None,
+                 load_entry_points: bool = True, plugins: Iterable[tuple[str, object]] = ()):
+        self.loaded = loaded
+        self.config = loaded.config
+        self.home: Path = loaded.home
+        env = os.environ if env is None else env
+        blocked = [*self.config.disable_plugins,
+                   *env.get("DSH_DISABLE_PLUGINS", "").split(",")]
+        self.plugins = PluginHost(blocked)
+        for name, module in builtin_plugins():
+            self.plugins.register(module, name, origin=BUILTIN, version=HARNESS_VERSION)
+        self.discovered: list[Discovered] = discover_entry_points() if load_entry_points else []
+        self._instances = self._resolve_instances()
+        for found in self.discovered:
+            if found.name in self.enabled_plugin_names:
+                self._check_services(found)
+                self.plugins.register(found.module, found.name, origin=ENTRY_POINT,
+                                      version=found.version, manifest=found.manifest)
+        for name, plugin in plugins:
+            self.plugins.register(plugin, name)
+        self._instance_settings = self._validate_instance_configs()
+        self._storage: StorageService | None = None
+        # Set by ``dsh run --once``: plugins do one pass of their work inside dsh_startup.
+        self.run_once = False
+
+    # -- plugin instances ---------------------------------------------------------------
+
+    def _resolve_instances(self) -> dict[str, tuple[str, PluginInstanceConfig]]:
+        """instance id -> (plugin name, block) for every enabled instance."""
+        by_name = {d.name: d for d in self.discovered}
+        by_default = {d.manifest.default_instance: d.name
+                      for d in self.discovered if d.manifest and d.manifest.default_instance}
+        out: dict[str, tuple[str, PluginInstanceConfig]] = {}
+        problems = []
+        for instance_id, block in self.config.plugins.items():
+            if not block.enabled:
+                continue
+            plugin = block.plugin or by_default.get(instance_id) or instance_id
+            if plugin not in by_name:
+                problems.append(f"plugins.{instance_id}: no installed plugin named {plugin!r} "
+                                f"(installed: {', '.join(sorted(by_name)) or 'none'})")
+                continue
+            if plugin in self.plugins.blocked:
+                log.warning("plugins.%s: plugin %s is blocked; instance not started",
+                            instance_id, plugin)
+                continue
+            out[instance_id] = (plugin, block)
+        if problems:
+            raise ConfigError(join_errors(self.loaded.source, problems))
+        return out
+
+    @property
+    def enabled_plugin_names(self) -> set[str]:
+        return {plugin for plugin, _ in self._instances.values()}
+
+    def _check_services(self, found: Discovered) -> None:
+        needed = set(found.manifest.services.required) if found.manifest else set()
+        missing = sorted(needed - HOST_SERVICES)
+        if missing:
+            raise PluginError(f"plugin {found.name!r} needs host services this harness lacks: "
+                              f"{', '.join(missing)}")
+
+    def _validate_instance_configs(self) -> dict[str, Any]:
+        models: dict[str, type[BaseModel]] = {}
+        for result in self.plugins.call("dsh_plugin_config_models"):
+            models.update(result)
+        settings: dict[str, Any] = {}
+        problems: list[str] = []
+        for instance_id, (plugin, block) in self._instances.items():
+            model = models.get(plugin)
+            if model is None:
+                settings[instance_id] = block.settings
+                continue
+            try:
+                settings[instance_id] = model.model_validate(block.settings)
+            except ValidationError as exc:
+                problems += error_lines(exc, prefix=f"plugins.{instance_id}")
+        if problems:
+            raise ConfigError(join_errors(self.loaded.source, problems))
+        return settings
+
+    def plugin_instances(self, plugin: str) -> list[tuple[str, Any]]:
+        """(instance id, validated config) of every enabled instance of ``plugin``."""
+        return [(iid, self._instance_settings[iid])
+                for iid, (name, _) in self._instances.items() if name == plugin]
+
+    def plugin_listing(self) -> list[PluginInfo]:
+        """Registered plugins plus installed-but-not-enabled ones (for ``dsh plugins``)."""
+        infos = list(self.plugins.registered())
+        seen = {i.name for i in infos}
+        for found in self.discovered:
+            if found.name in seen:
+                continue
+            info = PluginInfo(name=found.name, version=found.version, origin=ENTRY_POINT,
+                              module=found.module.__name__, enabled=False,
+                              manifest=found.manifest)
+            try:
+                info.hooks = hook_names(found.module)
+            except Exception as exc:
+                info.error = str(exc)
+            infos.append(info)
+        return infos
+
+    # -- storage --------------------------------------------------------------------------
+
+    def domain_specs(self) -> dict[str, DomainSpec]:
+        specs: dict[str, DomainSpec] = {}
+        for result in self.plugins.call("dsh_storage_domains"):
+            for spec in result if isinstance(result, list | tuple) else [result]:
+                if not isinstance(spec, DomainSpec):
+                    raise PluginError(f"dsh_storage_domains returned {type(spec).__name__}, "
+                                      "expected DomainSpec")
+                if spec.name in specs:
+                    raise StorageError(f"storage domain {spec.name!r} is declared twice")
+                specs[spec.name] = spec
+        return specs
+
+    @property
+    def storage(self) -> StorageService:
+        if self._storage is None:
+            factories: dict[str, Any] = {}
+            self.plugins.call("dsh_register_storage_backends",
+                              register=_register_into(factories, "storage backend"))
+            self._storage = StorageService(self.home / "storage", self.config.storage.backend,
+                                           self.config.storage.routes, factories,
+                                           self.domain_specs())
+        return self._storage
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def startup(self) -> None:
+        """Run every plugin's ``dsh_startup``; on failure, shut down what started."""
+        self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            await self.plugins.acall("dsh_startup", harness=self)
+        except BaseException:
+            await self.shutdown()
+            raise
+
+    async def shutdown(self) -> None:
+        await self.plugins.acall_all("dsh_shutdown", harness=self)
+        await self.close()
+
+    async def close(self) -> None:
+        if self._storage is not None:
+            await self._storage.close()

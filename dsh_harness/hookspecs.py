@@ -1,0 +1,132 @@
+"""The whole plugin contract of the dsh harness.
+
+Every hook a plugin may implement is declared here, and nowhere else. Implementations may be
+plain functions or coroutines: the harness awaits whatever awaitable a hook returns (see
+``PluginHost.call``). Hook names start with ``dsh_`` so a plugin module can hold helpers freely.
+
+Built-in behaviour (storage backends, the JSONL session store, the OpenAI-compatible provider,
+the web UI) is implemented through these very hooks in ``dsh_harness.default_plugins``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pluggy
+
+PROJECT_NAME = "dsh"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+@hookspec
+def dsh_register_storage_backends(register: Any) -> None:
+    """Register storage backends by name.
+
+    Fires once, when the harness builds its storage service (before any domain is opened).
+    ``register(name, factory)`` adds a backend; ``factory(storage_dir: Path)`` returns a
+    ``StorageBackend``. Built-ins register ``json`` and ``sqlite``. Return nothing; every
+    implementation runs (side effect). Registering a name twice is an error naming both.
+    """
+
+
+@hookspec
+def dsh_register_session_stores(register: Any) -> None:
+    """Register session stores (where session event logs persist) by name.
+
+    Fires once, when the harness builds its session service. ``register(name, factory)``;
+    ``factory(home: Path)`` returns a ``SessionStore``. Built-in: ``jsonl``. Return nothing;
+    every implementation runs (side effect).
+    """
+
+
+@hookspec
+def dsh_register_llm_providers(register: Any) -> None:
+    """Register LLM provider kinds by name.
+
+    Fires once, when the harness builds its LLM service. ``register(kind, factory)``;
+    ``factory(name, provider_config)`` returns an ``LLMProvider``. Built-in: ``openai``
+    (OpenAI-compatible endpoints, DeepSeek by default). Return nothing (side effect).
+    """
+
+
+@hookspec
+def dsh_storage_domains() -> Any:
+    """Declare the storage domains this plugin owns.
+
+    Fires when the harness collects domain declarations (at start-up and for ``dsh storage``
+    commands). Return a ``DomainSpec`` or a list of them (or ``None``). Results of all
+    plugins are concatenated; two plugins declaring the same domain name is an error.
+    """
+
+
+@hookspec
+def dsh_plugin_config_models() -> Any:
+    """Declare the pydantic model that validates a plugin instance's config block.
+
+    Fires when the harness validates ``dsh.toml`` (start-up and ``dsh config check``). Return a
+    mapping ``{plugin_name: model_class}``. Results are merged; the model validates every
+    enabled instance of that plugin and its errors are reported with the instance's field path.
+    """
+
+
+@hookspec(firstresult=True)
+def dsh_agent_world(harness: Any, session_id: str) -> Any:
+    """Say what the agent of a session is: its ``AgentWorld``.
+
+    Fires on **every** agent create and resume, whichever code path asks (the plugin's own
+    runner, the CLI, the web UI), so a session always gets the same world. Return an
+    ``AgentWorld`` (one complete system-prompt section, scoped tools, and whether global tools
+    are hidden) for session ids you own, else ``None``. First non-``None`` result wins.
+    """
+
+
+@hookspec(firstresult=True)
+def dsh_session_title(harness: Any, session: Any) -> Any:
+    """Pin the title of a session.
+
+    Fires when a session is created or resumed and when listings need a title. ``session`` is
+    the session's metadata (id, created time). Return a string to pin the title (automatic
+    titles never override a pinned one) or ``None``. First non-``None`` result wins.
+    """
+
+
+@hookspec
+def dsh_startup(harness: Any) -> Any:
+    """Start background work.
+
+    Fires once after the harness has opened its services, in ``dsh run``. May be a coroutine;
+    the harness awaits every implementation in registration order. A raised error aborts
+    start-up (already started plugins are shut down).
+    """
+
+
+@hookspec
+def dsh_shutdown(harness: Any) -> Any:
+    """Stop background work started in ``dsh_startup``.
+
+    Fires once when ``dsh run`` stops (signal, ``--once`` finished, or a start-up error). May be
+    a coroutine; every implementation is awaited even if another one raised; errors are logged.
+    """
+
+
+@hookspec
+def dsh_register_commands(cli: Any) -> None:
+    """Add subcommands to the ``dsh`` command line.
+
+    Fires while the CLI is built, only for enabled plugins. ``cli.add_command(name, help)``
+    returns an ``argparse.ArgumentParser``; set its handler with
+    ``parser.set_defaults(handler=fn)`` where ``fn(harness, args)`` may be a coroutine and
+    returns an exit code. Every implementation runs (side effect).
+    """
+
+
+@hookspec
+def dsh_register_web_routes(router: Any) -> None:
+    """Add pages and API routes to the harness web UI.
+
+    Fires once when the web app is built. ``router.add_page(path, endpoint, title)`` adds a
+    navigable page; ``router.add_route(path, endpoint, methods)`` a plain route. Every
+    implementation runs (side effect).
+    """

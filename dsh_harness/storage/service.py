@@ -1,0 +1,94 @@
+"""The harness storage service: backends by name, domains by declaration, routing, copies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import StorageError
+from .base import Domain, DomainSpec, StorageBackend
+
+BackendFactory = Callable[[Path], StorageBackend]
+
+
+class StorageService:
+    """Opens declared domains on the configured backend (or a per-domain route)."""
+
+    def __init__(self, directory: Path, default_backend: str, routes: dict[str, str],
+                 factories: dict[str, BackendFactory], specs: dict[str, DomainSpec]):
+        self.directory = directory
+        self.default_backend = default_backend
+        self.routes = dict(routes)
+        self.factories = factories
+        self.specs = specs
+        self._backends: dict[str, StorageBackend] = {}
+        self._domains: dict[str, Domain] = {}
+        for label, name in [("storage.backend", default_backend),
+                            *[(f"storage.routes.{d}", b) for d, b in routes.items()]]:
+            if name not in factories:
+                raise StorageError(f"{label}: unknown storage backend {name!r} "
+                                   f"(available: {', '.join(sorted(factories))})")
+
+    def backend(self, name: str) -> StorageBackend:
+        if name not in self.factories:
+            raise StorageError(f"unknown storage backend {name!r} "
+                               f"(available: {', '.join(sorted(self.factories))})")
+        if name not in self._backends:
+            self._backends[name] = self.factories[name](self.directory)
+        return self._backends[name]
+
+    def backend_for(self, domain: str) -> str:
+        return self.routes.get(domain, self.default_backend)
+
+    def spec(self, domain: str) -> DomainSpec:
+        try:
+            return self.specs[domain]
+        except KeyError:
+            raise StorageError(f"no enabled plugin declares storage domain {domain!r} "
+                               f"(declared: {', '.join(sorted(self.specs)) or 'none'})") from None
+
+    async def domain(self, name: str) -> Domain:
+        """The opened domain ``name`` on its routed backend (opened once, then shared)."""
+        if name not in self._domains:
+            self._domains[name] = await Domain.open(self.spec(name),
+                                                    self.backend(self.backend_for(name)))
+        return self._domains[name]
+
+    async def open_on(self, name: str, backend: str) -> Domain:
+        """Open ``name`` on a specific backend, outside the routing (for copy and dump)."""
+        return await Domain.open(self.spec(name), self.backend(backend))
+
+    async def copy(self, name: str, source: str, target: str) -> int:
+        """Copy a domain between backends and verify it record by record; returns the count."""
+        if source == target:
+            raise StorageError("storage copy: --from and --to name the same backend")
+        src = await self.open_on(name, source)
+        try:
+            data = await src.export()
+        finally:
+            await src.close()
+        dst = await self.open_on(name, target)
+        try:
+            await dst.replace_all(data)
+            copied = await dst.export()
+        finally:
+            await dst.close()
+        for table, rows in data.items():
+            got = copied.get(table, {})
+            missing = sorted(set(rows) - set(got))
+            differ = sorted(k for k in rows if k in got and got[k] != rows[k])
+            extra = sorted(set(got) - set(rows))
+            if missing or differ or extra:
+                raise StorageError(
+                    f"storage copy of {name!r} to {target} did not verify in table {table!r}: "
+                    f"{len(missing)} missing, {len(differ)} different, {len(extra)} extra "
+                    f"(first: {(missing or differ or extra)[0]!r})")
+        return sum(len(rows) for rows in data.values())
+
+    async def close(self) -> None:
+        for domain in self._domains.values():
+            await domain.close()
+        self._domains.clear()
+        for backend in self._backends.values():
+            await backend.close()
+        self._backends.clear()

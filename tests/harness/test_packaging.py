@@ -1,0 +1,29 @@
+"""The built wheel carries the plugin manifest inside the reviewer package."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_wheel_contains_manifest_and_entry_point(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                    "-q", "-w", str(tmp_path), str(ROOT)], check=True, cwd=tmp_path)
+    (wheel,) = tmp_path.glob("dsh_github_reviewer-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        assert "dsh_github_reviewer/plugin.toml" in names
+        manifest = zf.read("dsh_github_reviewer/plugin.toml").decode()
+        assert manifest == (ROOT / "plugin.toml").read_text()
+        (ep,) = [n for n in names if n.endswith("entry_points.txt")]
+        entry_points = zf.read(ep).decode()
+    assert "[dsh]" in entry_points
+    assert "dsh-github-reviewer = dsh_github_reviewer.plugin" in entry_points
+    assert "[console_scripts]" in entry_points and "dsh = dsh_harness.cli:main" in entry_points

@@ -1,0 +1,215 @@
+"""One contract, both backends: every storage backend must pass this file."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+from dsh_harness import DomainSpec, StorageError
+from dsh_harness.storage import Domain
+from dsh_harness.storage.json_backend import JsonBackend
+from dsh_harness.storage.sqlite_backend import SqliteBackend
+
+
+class Item(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    n: int
+    tags: list[str] = []
+
+
+class Other(BaseModel):
+    label: str
+
+
+SPEC = DomainSpec(name="demo", version=1, tables={"items": Item, "others": Other})
+BACKENDS = {"json": JsonBackend, "sqlite": SqliteBackend}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request, tmp_path: Path):
+    return BACKENDS[request.param](tmp_path / "storage")
+
+
+async def test_put_get_delete_list(backend):
+    d = await Domain.open(SPEC, backend)
+    assert await d.get("items", "a") is None
+    await d.put("items", "a", Item(n=1))
+    await d.put("items", "b", Item(n=2, tags=["x"]))
+    await d.put("others", "a", Other(label="same key, other table"))
+    assert await d.get("items", "a") == Item(n=1)
+    assert list((await d.all("items")).keys()) == ["a", "b"]
+    assert await d.delete("items", "a") is True
+    assert await d.delete("items", "a") is False
+    assert await d.get("items", "a") is None
+    assert (await d.get("others", "a")).label == "same key, other table"
+    await d.close()
+
+
+async def test_update_read_modify_write_and_delete(backend):
+    d = await Domain.open(SPEC, backend)
+    t = d.table("items")
+    assert (await t.update("k", lambda cur: Item(n=(cur.n if cur else 0) + 1))).n == 1
+    assert (await t.update("k", lambda cur: Item(n=cur.n + 1))).n == 2
+
+    async def async_fn(cur):
+        return Item(n=cur.n * 10)
+    assert (await t.update("k", async_fn)).n == 20
+    assert await t.update("k", lambda cur: None) is None
+    assert await t.get("k") is None
+    await d.close()
+
+
+async def test_reads_return_copies_not_aliases(backend):
+    d = await Domain.open(SPEC, backend)
+    rec = Item(n=1, tags=["a"])
+    await d.put("items", "k", rec)
+    rec.tags.append("mutated after put")
+    got = await d.get("items", "k")
+    assert got.tags == ["a"]
+    got.tags.append("mutated after get")
+    assert (await d.get("items", "k")).tags == ["a"]
+    everything = await d.all("items")
+    everything["k"].tags.clear()
+    assert (await d.get("items", "k")).tags == ["a"]
+    await d.close()
+
+
+async def test_persists_across_reopen(backend):
+    d = await Domain.open(SPEC, backend)
+    await d.put("items", "k", Item(n=7))
+    await d.close()
+    d2 = await Domain.open(SPEC, backend)
+    assert (await d2.get("items", "k")).n == 7
+    await d2.close()
+
+
+async def test_wrong_record_type_and_unknown_table_rejected(backend):
+    d = await Domain.open(SPEC, backend)
+    with pytest.raises(StorageError, match="expected Item, got Other"):
+        await d.put("items", "k", Other(label="x"))
+    with pytest.raises(StorageError, match="no table 'nope'"):
+        await d.get("nope", "k")
+    await d.close()
+
+
+async def test_version_mismatch_is_an_error(backend):
+    d = await Domain.open(SPEC, backend)
+    await d.put("items", "k", Item(n=1))
+    await d.close()
+    v2 = DomainSpec(name="demo", version=2, tables=SPEC.tables)
+    with pytest.raises(StorageError, match="stored version 1 differs from declared version 2"):
+        await Domain.open(v2, backend)
+
+
+class StrictItem(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    n: int
+    required_new_field: str
+
+
+async def test_invalid_record_at_open_names_domain_table_key_and_keeps_data(backend, tmp_path):
+    d = await Domain.open(SPEC, backend)
+    await d.put("items", "good", Item(n=1))
+    await d.put("items", "bad-one", Item(n=2))
+    await d.close()
+    stricter = DomainSpec(name="demo", version=1, tables={"items": StrictItem, "others": Other})
+    before = {p.name: p.read_bytes() for p in (tmp_path / "storage").iterdir() if p.is_file()}
+    with pytest.raises(StorageError) as exc:
+        await Domain.open(stricter, backend)
+    msg = str(exc.value)
+    assert "domain 'demo'" in msg and "table 'items'" in msg and "key 'bad-one'" in msg
+    assert "required_new_field" in msg
+    after = {p.name: p.read_bytes() for p in (tmp_path / "storage").iterdir() if p.is_file()
+             if not p.name.endswith(("-wal", "-shm"))}
+    for name, data in after.items():
+        if name.endswith(".json"):
+            assert before[name] == data, "the file must never be rewritten"
+    d = await Domain.open(SPEC, backend)
+    assert len(await d.all("items")) == 2
+    await d.close()
+
+
+async def test_concurrent_writers_from_many_tasks(backend):
+    d = await Domain.open(SPEC, backend)
+    t = d.table("items")
+    await t.put("counter", Item(n=0))
+
+    async def bump(i: int):
+        await t.update("counter", lambda cur: Item(n=cur.n + 1))
+        await t.put(f"k{i:03d}", Item(n=i))
+
+    await asyncio.gather(*(bump(i) for i in range(60)))
+    assert (await t.get("counter")).n == 60
+    assert len(await t.all()) == 61
+    await d.close()
+    d2 = await Domain.open(SPEC, backend)
+    assert (await d2.get("items", "counter")).n == 60
+    await d2.close()
+
+
+async def test_write_many_is_atomic_batch(backend):
+    d = await Domain.open(SPEC, backend)
+    await d.write_many([("items", f"k{i}", Item(n=i)) for i in range(100)])
+    assert len(await d.all("items")) == 100
+    await d.write_many([("items", f"k{i}", None) for i in range(50)])
+    assert len(await d.all("items")) == 50
+    await d.close()
+
+
+async def test_list_domains(backend):
+    assert await backend.list_domains() == []
+    d = await Domain.open(SPEC, backend)
+    await d.put("items", "k", Item(n=1))
+    await d.close()
+    assert await backend.list_domains() == ["demo"]
+
+
+async def test_json_backend_refuses_corrupted_file_and_never_overwrites(tmp_path):
+    backend = JsonBackend(tmp_path)
+    d = await Domain.open(SPEC, backend)
+    await d.put("items", "k", Item(n=1))
+    await d.close()
+    path = tmp_path / "demo.json"
+    truncated = path.read_bytes()[:-7]
+    path.write_bytes(truncated)
+    with pytest.raises(StorageError, match="corrupted or truncated"):
+        await Domain.open(SPEC, backend)
+    assert path.read_bytes() == truncated
+
+
+async def test_json_file_is_private_and_readable(tmp_path):
+    backend = JsonBackend(tmp_path)
+    d = await Domain.open(SPEC, backend)
+    await d.put("items", "k", Item(n=1))
+    await d.close()
+    path = tmp_path / "demo.json"
+    assert path.stat().st_mode & 0o777 == 0o600
+    doc = json.loads(path.read_text())
+    assert doc == {"domain": "demo", "version": 1,
+                   "tables": {"items": {"k": {"n": 1, "tags": []}}, "others": {}}}
+
+
+async def test_json_backend_sees_writes_of_another_process_handle(tmp_path):
+    # `dsh web` reads while `dsh run` writes: a second handle must notice the replaced file.
+    reader = await Domain.open(SPEC, JsonBackend(tmp_path))
+    writer = await Domain.open(SPEC, JsonBackend(tmp_path))
+    await writer.put("items", "k", Item(n=5))
+    assert (await reader.get("items", "k")).n == 5
+
+
+async def test_sqlite_rejects_non_database_file(tmp_path):
+    (tmp_path / "dsh.sqlite3").write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StorageError, match="not a usable SQLite database"):
+        await Domain.open(SPEC, SqliteBackend(tmp_path))
+    assert (tmp_path / "dsh.sqlite3").read_bytes() == b"this is not sqlite" * 100
+
+
+def test_domain_spec_rejects_unsafe_names():
+    with pytest.raises(StorageError):
+        DomainSpec(name='x"; drop', version=1, tables={})
+    with pytest.raises(StorageError):
+        DomainSpec(name="ok", version=0, tables={})
