@@ -1,29 +1,56 @@
 """dsh — a small agent harness. This module is its whole public API for plugins.
 
-Plugins import only names listed in ``__all__``; everything else is internal and may change.
+Plugins import only names listed in ``__all__`` (and the testing kit, ``dsh_harness.testing``,
+in their tests); everything else is internal and may change.
 """
 
+from .agents import (
+    Agent,
+    AgentError,
+    AgentWorld,
+    BudgetExhausted,
+    Tool,
+    ToolContext,
+    ToolRejected,
+    TurnOutcome,
+)
 from .config import DeploymentConfig, LoadedConfig, load_config, parse_config
 from .errors import ConfigError, DshError, PluginError, StorageError
 from .harness import HARNESS_VERSION as __version__
 from .harness import Harness
 from .hookspecs import hookimpl
+from .llm import LLMError
+from .sessions import SessionHeader, SessionSummary, Usage
+from .sessions.events import TurnEndReason
 from .storage import Domain, DomainSpec, StorageBackend, StoredDomain, Table
 from .validation import error_lines, format_loc
 
 __all__ = [
+    "Agent",
+    "AgentError",
+    "AgentWorld",
+    "BudgetExhausted",
     "ConfigError",
     "DeploymentConfig",
     "Domain",
     "DomainSpec",
     "DshError",
     "Harness",
+    "LLMError",
     "LoadedConfig",
     "PluginError",
+    "SessionHeader",
+    "SessionSummary",
     "StorageBackend",
     "StorageError",
     "StoredDomain",
     "Table",
+    "Tool",
+    "ToolContext",
+    "ToolRejected",
+    "TurnEndReason",
+    "TurnOutcome",
+    "Usage",
     "__version__",
     "error_lines",
     "format_loc",

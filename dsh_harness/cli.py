@@ -129,6 +129,41 @@ async def cmd_run(harness: Harness, args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_sessions_list(harness: Harness, args: argparse.Namespace) -> int:
+    summaries = await harness.sessions.summaries()
+    if args.json:
+        _print_json([s.model_dump(mode="json") | {"cache_hit_pct": round(s.cache_hit_pct, 2)}
+                     for s in summaries])
+        return 0
+    for s in summaries:
+        u = s.usage
+        print(f"{s.id}\t{s.title or '-'}\tturns={s.turns}\tin={u.uncached_input} "
+              f"cached={u.cache_read} out={u.output} hit={s.cache_hit_pct:.1f}% "
+              f"${u.cost_usd:.6f}\t{s.last_activity.isoformat(timespec='seconds')}")
+    return 0
+
+
+async def cmd_sessions_show(harness: Harness, args: argparse.Namespace) -> int:
+    log = await harness.sessions.read(args.session_id)
+    if args.json:
+        _print_json({"header": log.header.model_dump(mode="json"),
+                     "events": [e.model_dump(mode="json") for e in log.events],
+                     "notes": log.notes})
+        return 0
+    print(f"session {log.header.id} (created {log.header.created_at.isoformat()})")
+    for note in log.notes:
+        print(f"  note: {note}")
+    for e in log.events:
+        print(f"  #{e.seq} {e.type}: {_event_line(e)}")
+    return 0
+
+
+def _event_line(e: Any) -> str:
+    data = e.model_dump(mode="json", exclude={"seq", "at", "type"})
+    text = json.dumps(data, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, CommandRegistry]:
     parser = argparse.ArgumentParser(prog="dsh", description="The dsh agent harness.")
     parser.add_argument("--config", type=Path, default=None,
@@ -162,6 +197,16 @@ def build_parser() -> tuple[argparse.ArgumentParser, CommandRegistry]:
     s.add_argument("--from", dest="source", required=True)
     s.add_argument("--to", dest="target", required=True)
     s.set_defaults(handler=cmd_storage_copy)
+
+    p = registry.add_command("sessions", "list and read session logs (never resumes them)")
+    ssub = p.add_subparsers(dest="sessions_command", metavar="SUBCOMMAND", required=True)
+    s = ssub.add_parser("list", help="every session with title, turns, tokens and cost")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(handler=cmd_sessions_list)
+    s = ssub.add_parser("show", help="the events of one session")
+    s.add_argument("session_id")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(handler=cmd_sessions_show)
 
     p = registry.add_command("run", "start every enabled plugin until SIGINT/SIGTERM")
     p.add_argument("--once", action="store_true", help="one pass of each plugin's work, then exit")

@@ -13,7 +13,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
@@ -66,6 +66,10 @@ class ProviderConfig(StrictModel):
     api_key: SecretStr | None = None
     timeout_s: float = Field(default=300.0, gt=0)
     max_retries: int = Field(default=4, ge=0, le=20)
+    # First backoff step; doubles per attempt (with jitter) unless the server sends Retry-After.
+    retry_base_s: float = Field(default=1.0, ge=0)
+    # Which reasoning_content to send back: "all" keeps requests prefix-stable across turns.
+    reasoning_replay: Literal["all", "current_turn", "none"] = "all"
     models: dict[str, ModelSpec] = Field(default_factory=_deepseek_models)
 
     @field_validator("base_url")

@@ -10,8 +10,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from .agents import AgentService
 from .config import LoadedConfig, PluginInstanceConfig
 from .errors import ConfigError, PluginError, StorageError
+from .llm import LLMService
 from .plugins import (
     BUILTIN,
     ENTRY_POINT,
@@ -22,6 +24,7 @@ from .plugins import (
     discover_entry_points,
     hook_names,
 )
+from .sessions import SessionService
 from .storage import DomainSpec, StorageService
 from .validation import error_lines, join_errors
 
@@ -30,7 +33,7 @@ log = logging.getLogger(__name__)
 HARNESS_VERSION = "0.1.0"
 
 # What the harness offers plugins; a manifest requiring anything else cannot be enabled.
-HOST_SERVICES = frozenset({"storage", "sessions", "agents", "llm", "web", "commands"})
+HOST_SERVICES = frozenset({"storage", "sessions", "agents", "llm", "commands"})
 
 
 def _register_into(table: dict[str, Any], kind: str) -> Callable[[str, Any], None]:
@@ -66,6 +69,9 @@ class Harness:
             self.plugins.register(plugin, name)
         self._instance_settings = self._validate_instance_configs()
         self._storage: StorageService | None = None
+        self._sessions: SessionService | None = None
+        self._llm: LLMService | None = None
+        self._agents: AgentService | None = None
         # Set by ``dsh run --once``: plugins do one pass of their work inside dsh_startup.
         self.run_once = False
 
@@ -172,6 +178,36 @@ class Harness:
                                            self.domain_specs())
         return self._storage
 
+    # -- sessions, models, agents -------------------------------------------------------------
+
+    @property
+    def sessions(self) -> SessionService:
+        if self._sessions is None:
+            stores: dict[str, Any] = {}
+            self.plugins.call("dsh_register_session_stores",
+                              register=_register_into(stores, "session store"))
+            name = self.config.sessions.store
+            if name not in stores:
+                raise ConfigError(f"{self.loaded.source}: sessions.store: unknown session store "
+                                  f"{name!r} (available: {', '.join(sorted(stores))})")
+            self._sessions = SessionService(stores[name](self.home))
+        return self._sessions
+
+    @property
+    def llm(self) -> LLMService:
+        if self._llm is None:
+            kinds: dict[str, Any] = {}
+            self.plugins.call("dsh_register_llm_providers",
+                              register=_register_into(kinds, "LLM provider kind"))
+            self._llm = LLMService(self.config, kinds)
+        return self._llm
+
+    @property
+    def agents(self) -> AgentService:
+        if self._agents is None:
+            self._agents = AgentService(self)
+        return self._agents
+
     # -- lifecycle --------------------------------------------------------------------------
 
     async def startup(self) -> None:
@@ -188,5 +224,11 @@ class Harness:
         await self.close()
 
     async def close(self) -> None:
+        if self._agents is not None:
+            await self._agents.close()
+        if self._sessions is not None:
+            await self._sessions.close()
+        if self._llm is not None:
+            await self._llm.close()
         if self._storage is not None:
             await self._storage.close()

@@ -1,0 +1,8 @@
+"""Agents: a session plus a world, driven turn by turn."""
+
+from .agent import Agent, TurnOutcome
+from .service import AgentError, AgentService
+from .world import AgentWorld, BudgetExhausted, Tool, ToolContext, ToolRejected
+
+__all__ = ["Agent", "AgentError", "AgentService", "AgentWorld", "BudgetExhausted", "Tool",
+           "ToolContext", "ToolRejected", "TurnOutcome"]

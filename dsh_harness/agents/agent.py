@@ -1,0 +1,266 @@
+"""A live agent: one session, one world, one turn at a time.
+
+A turn is: user message -> (model request -> assistant message -> tool calls -> results)* ->
+end. Every step is logged as it happens; a turn that stops early (cancel, deadline, error,
+crash) is closed by ``Session.close_open_turn`` so the history stays balanced and identical.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..llm.types import LLMError, LLMProvider, LLMRequest
+from ..sessions.events import (
+    AssistantMessage,
+    Compaction,
+    RetryNotice,
+    StepEnd,
+    StepStart,
+    TitleSet,
+    ToolCallStarted,
+    ToolResult,
+    TurnEnd,
+    TurnStart,
+    Usage,
+    UserMessage,
+)
+from ..sessions.history import model_messages
+from ..sessions.log import Session
+from . import compaction
+from .pipeline import execute
+from .world import AgentWorld, BudgetExhausted, Tool, ToolContext
+
+if TYPE_CHECKING:
+    from .service import AgentService
+
+log = logging.getLogger(__name__)
+
+FALLBACK_TITLE_CHARS = 80
+
+
+@dataclass
+class TurnOutcome:
+    turn: int
+    reason: str
+    text: str | None = None
+    error: str | None = None
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def ok(self) -> bool:
+        return self.reason == "completed"
+
+
+@dataclass
+class _Queued:
+    text: str
+    meta: dict[str, Any]
+    deadline: float | None
+    future: asyncio.Future[TurnOutcome]
+
+
+class Agent:
+    def __init__(self, service: AgentService, session: Session, world: AgentWorld,
+                 provider: LLMProvider, provider_name: str, model: str):
+        self.service, self.session, self.world = service, session, world
+        self.provider, self.provider_name, self.model = provider, provider_name, model
+        self.tools: list[Tool] = world.visible_tools(service.global_tools)
+        self._queue: list[_Queued] = []
+        self._runner: asyncio.Task[None] | None = None
+        self._current: asyncio.Task[TurnOutcome] | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.last_outcome: TurnOutcome | None = None
+        self._stopping = False
+
+    @property
+    def session_id(self) -> str:
+        return self.session.id
+
+    @property
+    def busy(self) -> bool:
+        return not self._idle.is_set()
+
+    # -- public API -----------------------------------------------------------------------
+
+    def followup(self, text: str, *, meta: dict[str, Any] | None = None,
+                 deadline: float | None = None) -> asyncio.Future[TurnOutcome]:
+        """Queue a user turn; returns a future of its outcome. Turns run one at a time.
+
+        ``deadline`` is an absolute ``loop.time()``; default: now + ``world.turn_timeout_s``.
+        """
+        loop = asyncio.get_running_loop()
+        if deadline is None and self.world.turn_timeout_s:
+            deadline = loop.time() + self.world.turn_timeout_s
+        fut: asyncio.Future[TurnOutcome] = loop.create_future()
+        self._queue.append(_Queued(text, dict(meta or {}), deadline, fut))
+        self._idle.clear()
+        if self._runner is None or self._runner.done():
+            self._runner = asyncio.create_task(self._run_queue(), name=f"agent:{self.session_id}")
+        return fut
+
+    async def when_idle(self) -> TurnOutcome | None:
+        await self._idle.wait()
+        return self.last_outcome
+
+    def cancel(self) -> None:
+        """Abort the running turn (logged as ``aborted``) and drop queued ones."""
+        for q in self._queue:
+            if not q.future.done():
+                q.future.cancel()
+        self._queue.clear()
+        if self._current is not None and not self._current.done():
+            self._current.cancel()
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def _run_queue(self) -> None:
+        try:
+            while self._queue:
+                q = self._queue.pop(0)
+                if q.future.done():
+                    continue
+                self._current = asyncio.create_task(self._run_turn(q))
+                try:
+                    outcome = await asyncio.shield(self._current)
+                except asyncio.CancelledError:
+                    # Our runner was cancelled (shutdown): let the turn close as interrupted.
+                    self._current.cancel()
+                    outcome = await self._current
+                    q.future.set_result(outcome)
+                    raise
+                self.last_outcome = outcome
+                if not q.future.done():
+                    q.future.set_result(outcome)
+        finally:
+            self._current = None
+            if not self._queue:
+                self._idle.set()
+
+    async def _run_turn(self, q: _Queued) -> TurnOutcome:
+        session = self.session
+        turn = session.last_turn + 1
+        await session.record(TurnStart, turn=turn, meta=q.meta)
+        await session.record(UserMessage, turn=turn, content=q.text)
+        await self._fallback_title(q.text)
+        reason, error, text = "completed", None, None
+        try:
+            async with asyncio.timeout_at(q.deadline):
+                text = await self._steps(turn, q.meta)
+        except TimeoutError:
+            reason, error = "deadline", "the turn deadline passed"
+        except asyncio.CancelledError:
+            if self._stopping:
+                reason, error = "interrupted", "the harness stopped during the turn"
+            else:
+                reason, error = "aborted", "cancelled"
+        except LLMError as exc:
+            reason, error = "error", str(exc)
+        except Exception as exc:
+            log.exception("turn %d of %s failed", turn, session.id)
+            reason, error = "error", f"{type(exc).__name__}: {exc}"
+        if reason == "completed":
+            end = await session.record(TurnEnd, turn=turn, reason="completed",
+                                       usage=session.turn_usage(turn))
+            await session.flush()
+        else:
+            end = await session.close_open_turn(reason, error)
+        assert end is not None
+        return TurnOutcome(turn=turn, reason=end.reason, text=text, error=end.error,
+                           usage=end.usage)
+
+    async def _steps(self, turn: int, meta: dict[str, Any]) -> str | None:
+        session, world = self.session, self.world
+        tool_map = {t.name: t for t in self.tools}
+        used = 0
+
+        def consume() -> None:
+            nonlocal used
+            if world.max_tool_calls is not None and used >= world.max_tool_calls:
+                raise BudgetExhausted(
+                    f"tool budget exhausted: {world.max_tool_calls} calls per turn; "
+                    "finish the task with what you have")
+            used += 1
+
+        for step in range(1, world.max_steps + 1):
+            await session.record(StepStart, turn=turn, step=step)
+            await self._maybe_compact(turn)
+            response = await self.provider.complete(self.request(turn), self._on_retry(turn))
+            usage = self.service.harness.llm.price(self.provider_name, self.model,
+                                                   response.usage)
+            msg = await session.record(
+                AssistantMessage, turn=turn, content=response.content,
+                reasoning=response.reasoning, tool_calls=response.tool_calls, usage=usage,
+                model=response.model or self.model)
+            if not msg.tool_calls:
+                await session.record(StepEnd, turn=turn, step=step)
+                return msg.content
+            for call in msg.tool_calls:
+                await session.record(ToolCallStarted, turn=turn, call_id=call.id,
+                                     name=call.name, arguments=call.arguments)
+                ctx = ToolContext(session_id=session.id, turn=turn, turn_meta=meta,
+                                  call_id=call.id, _consume=consume)
+                out = await execute(tool_map, call, ctx, world.tool_timeout_s,
+                                    world.tool_result_limit)
+                await session.record(ToolResult, turn=turn, call_id=call.id, name=call.name,
+                                     content=out.content, is_error=out.is_error, note=out.note)
+            await session.record(StepEnd, turn=turn, step=step)
+        raise LLMError(f"the model did not finish within {world.max_steps} steps")
+
+    def request(self, turn: int) -> LLMRequest:
+        replay = self.service.harness.config.providers[self.provider_name].reasoning_replay
+        return LLMRequest(model=self.model, system=self.world.system_prompt,
+                          messages=model_messages(self.session.events, replay, turn),
+                          tools=[t.schema() for t in self.tools])
+
+    def _on_retry(self, turn: int):
+        async def note(attempt: int, error: str, wait: float) -> None:
+            await self.session.record(RetryNotice, turn=turn, attempt=attempt, error=error,
+                                      wait_s=round(wait, 3))
+        return note
+
+    async def _maybe_compact(self, turn: int) -> None:
+        harness = self.service.harness
+        spec = harness.llm.spec(self.provider_name, self.model)
+        limit = compaction.budget(harness.config.compaction, spec)
+        request = self.request(turn)
+        size = compaction.estimate_tokens({"messages": request.wire_messages(),
+                                           "tools": request.tools})
+        if size <= limit:
+            return
+        through = compaction.eligible_through_turn(
+            self.session.events, turn, harness.config.compaction.keep_recent_turns)
+        if through is None:
+            log.warning("session %s: prompt of ~%d tokens exceeds the budget of %d but no "
+                        "whole turn can be compacted", self.session.id, size, limit)
+            return
+        text = compaction.transcript(compaction.head_messages(self.session.events, through))
+        summary_request = LLMRequest(
+            model=self.model, system=compaction.SUMMARY_SYSTEM,
+            messages=[{"role": "user", "content": text + "\n\n" + compaction.SUMMARY_INSTRUCTION}])
+        response = await self.provider.complete(summary_request, self._on_retry(turn))
+        usage = harness.llm.price(self.provider_name, self.model, response.usage)
+        await self.session.record(Compaction, through_turn=through,
+                                  summary=response.content or "(empty summary)",
+                                  tokens_before=size, usage=usage)
+
+    async def _fallback_title(self, text: str) -> None:
+        title, _pinned = self.session.title()
+        if title is None:
+            first = " ".join(text.strip().split())[:FALLBACK_TITLE_CHARS] or "(untitled)"
+            await self.session.record(TitleSet, title=first, pinned=False)
+
+    async def stop(self) -> None:
+        """Cancel the runner (shutdown); a running turn is closed as interrupted."""
+        self._stopping = True
+        if self._runner is not None and not self._runner.done():
+            if self._current is not None and not self._current.done():
+                self._current.cancel()
+            self._runner.cancel()
+            try:
+                await self._runner
+            except (asyncio.CancelledError, Exception):
+                pass

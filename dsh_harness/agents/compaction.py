@@ -1,0 +1,63 @@
+"""Token-budget compaction: summarize the oldest whole turns into one head message.
+
+It runs before a model request whose prompt would exceed the budget. Only whole, ended turns
+before the running one are summarized (so a tool call is never split from its result), the
+newest ``keep_recent_turns`` stay verbatim, and a ``compaction`` event records the cut. The
+new head is then stable, so later requests hit the prefix cache again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from ..config import CompactionConfig, ModelSpec
+from ..sessions.events import TurnEnd
+from ..sessions.history import latest_compaction, model_messages
+
+SUMMARY_SYSTEM = ("You compress conversations. Write a faithful, compact summary of the "
+                  "transcript you are given: decisions, findings with file paths and line "
+                  "numbers, open questions, and anything the assistant promised. No preamble.")
+SUMMARY_INSTRUCTION = "Summarize the transcript above for your own future reference."
+
+
+def estimate_tokens(payload: Any) -> int:
+    """Deterministic estimate: one token per 4 bytes of canonical JSON."""
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return math.ceil(len(text.encode()) / 4)
+
+
+def budget(config: CompactionConfig, spec: ModelSpec) -> int:
+    limit = int(spec.context_window * config.threshold)
+    if config.max_prompt_tokens:
+        limit = min(limit, config.max_prompt_tokens)
+    return limit
+
+
+def eligible_through_turn(events: list[Any], current_turn: int, keep_recent: int) -> int | None:
+    """The last turn that may be folded into a summary, or None if nothing may be."""
+    ended = [e.turn for e in events if isinstance(e, TurnEnd) and e.turn < current_turn]
+    previous = latest_compaction(events)
+    floor = previous.through_turn if previous else 0
+    candidates = [t for t in ended if t > floor]
+    if len(candidates) <= keep_recent:
+        return None
+    return candidates[-keep_recent - 1] if keep_recent else candidates[-1]
+
+
+def transcript(messages: list[dict[str, Any]]) -> str:
+    lines = []
+    for m in messages:
+        role = m["role"]
+        if m.get("content"):
+            lines.append(f"[{role}] {m['content']}")
+        for call in m.get("tool_calls", []):
+            fn = call["function"]
+            lines.append(f"[{role} tool call {fn['name']}] {fn['arguments']}")
+    return "\n\n".join(lines)
+
+
+def head_messages(events: list[Any], through_turn: int) -> list[dict[str, Any]]:
+    head = [e for e in events if getattr(e, "turn", None) is None or e.turn <= through_turn]
+    return model_messages(head, reasoning="none")

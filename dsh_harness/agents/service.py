@@ -1,0 +1,114 @@
+"""``harness.agents``: create, resume or return the live agent of a session id.
+
+The world always comes from the ``dsh_agent_world`` hook, on every create and resume, whichever
+code path asks; a session whose owner gives no world cannot run an agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..errors import DshError
+from ..sessions.events import TitleSet
+from ..sessions.log import Session
+from .agent import Agent
+from .world import AgentWorld, Tool
+
+if TYPE_CHECKING:
+    from ..harness import Harness
+
+log = logging.getLogger(__name__)
+
+
+class AgentError(DshError):
+    pass
+
+
+class AgentService:
+    def __init__(self, harness: Harness):
+        self.harness = harness
+        self.global_tools: list[Tool] = []
+        self._live: dict[str, Agent] = {}
+        self._opening: dict[str, asyncio.Lock] = {}
+
+    def register_global_tool(self, tool: Tool) -> None:
+        if any(t.name == tool.name for t in self.global_tools):
+            raise AgentError(f"global tool {tool.name!r} is registered twice")
+        self.global_tools.append(tool)
+
+    def get(self, session_id: str) -> Agent | None:
+        return self._live.get(session_id)
+
+    def live(self) -> list[Agent]:
+        return list(self._live.values())
+
+    async def create(self, session_id: str, meta: dict[str, Any] | None = None) -> Agent:
+        async with self._lock(session_id):
+            if session_id in self._live or await self.harness.sessions.exists(session_id):
+                raise AgentError(f"session {session_id!r} already exists; resume it instead")
+            session = await self.harness.sessions.create(session_id, meta or {})
+            return await self._start(session)
+
+    async def resume(self, session_id: str) -> Agent:
+        async with self._lock(session_id):
+            if session_id in self._live:
+                return self._live[session_id]
+            session = await self.harness.sessions.resume(session_id)
+            return await self._start(session)
+
+    async def get_or_open(self, session_id: str, meta: dict[str, Any] | None = None) -> Agent:
+        """The live agent, else the resumed session, else a new one."""
+        async with self._lock(session_id):
+            if session_id in self._live:
+                return self._live[session_id]
+            if await self.harness.sessions.exists(session_id):
+                session = await self.harness.sessions.resume(session_id)
+            else:
+                session = await self.harness.sessions.create(session_id, meta or {})
+            return await self._start(session)
+
+    def _lock(self, session_id: str) -> asyncio.Lock:
+        return self._opening.setdefault(session_id, asyncio.Lock())
+
+    async def world_for(self, session_id: str) -> AgentWorld:
+        world = await self.harness.plugins.afirst("dsh_agent_world", harness=self.harness,
+                                                  session_id=session_id)
+        if world is None:
+            raise AgentError(f"no plugin provides a world for session {session_id!r}")
+        if not isinstance(world, AgentWorld):
+            raise AgentError(f"dsh_agent_world returned {type(world).__name__}, "
+                             "expected AgentWorld")
+        return world
+
+    async def _start(self, session: Session) -> Agent:
+        world = await self.world_for(session.id)
+        await self.pin_title(session)
+        provider_name, model = self.harness.llm.split(world.model)
+        provider = self.harness.llm.provider(provider_name)
+        agent = Agent(self, session, world, provider, provider_name, model)
+        self._live[session.id] = agent
+        return agent
+
+    async def pin_title(self, session: Session) -> None:
+        pinned = await self.harness.plugins.afirst("dsh_session_title", harness=self.harness,
+                                                   session=session.header)
+        current, is_pinned = session.title()
+        if pinned and (pinned != current or not is_pinned):
+            await session.record(TitleSet, title=str(pinned), pinned=True)
+
+    async def evict(self, session_id: str) -> bool:
+        """Drop an idle agent from memory; it can be resumed from persistence later."""
+        agent = self._live.get(session_id)
+        if agent is None or agent.busy:
+            return False
+        del self._live[session_id]
+        await self.harness.sessions.release(session_id)
+        return True
+
+    async def close(self) -> None:
+        for agent in list(self._live.values()):
+            await agent.stop()
+            await self.harness.sessions.release(agent.session_id)
+        self._live.clear()

@@ -1,0 +1,174 @@
+"""OpenAI-compatible chat completions (DeepSeek by default) through the ``openai`` SDK.
+
+Streaming with a final usage chunk; tool-call deltas reassembled by index; DeepSeek's
+``reasoning_content`` kept. Retries (exponential backoff with jitter, ``Retry-After`` honoured)
+cover 429, 5xx, timeouts, connection errors and streams cut before their end. A failed attempt
+returns nothing, so no partial answer can reach the session log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+from collections.abc import Mapping
+from typing import Any
+
+import openai
+
+from ..config import ProviderConfig
+from ..sessions.events import ToolCall
+from .types import LLMError, LLMProvider, LLMRequest, LLMResponse, RawUsage, RetryCallback
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 60.0
+ERROR_BODY_LIMIT = 500
+
+
+class StreamCut(Exception):
+    """The stream ended before the model finished (no finish_reason)."""
+
+
+def retry_after_s(headers: Mapping[str, str] | None) -> float | None:
+    if not headers:
+        return None
+    value = headers.get("retry-after")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _extra(obj: Any, name: str) -> Any:
+    extra = getattr(obj, "model_extra", None) or {}
+    return extra.get(name, getattr(obj, name, None) if name in type(obj).model_fields else None)
+
+
+def raw_usage(usage: Any) -> RawUsage:
+    if usage is None:
+        return RawUsage()
+    hit = getattr(usage, "prompt_cache_hit_tokens", None)
+    if hit is None:
+        details = getattr(usage, "prompt_tokens_details", None)
+        hit = getattr(details, "cached_tokens", None) if details is not None else None
+    return RawUsage(prompt_tokens=usage.prompt_tokens or 0,
+                    completion_tokens=usage.completion_tokens or 0,
+                    cache_hit_tokens=int(hit or 0))
+
+
+class OpenAICompatibleProvider(LLMProvider):
+    def __init__(self, name: str, config: ProviderConfig, env: Mapping[str, str] | None = None):
+        self.name, self.config = name, config
+        self._env = os.environ if env is None else env
+        self._client: openai.AsyncOpenAI | None = None
+
+    def _key(self) -> str:
+        if self.config.api_key is not None:
+            return self.config.api_key.get_secret_value()
+        var = self.config.api_key_env
+        if var and self._env.get(var):
+            return self._env[var]
+        hint = f"set {var} in the environment" if var else "set api_key_env"
+        raise LLMError(f"provider {self.name!r} has no API key: {hint} "
+                       f"(or providers.{self.name}.api_key in dsh.toml)")
+
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        if self._client is None:
+            self._client = openai.AsyncOpenAI(api_key=self._key(), base_url=self.config.base_url,
+                                              timeout=self.config.timeout_s, max_retries=0)
+        return self._client
+
+    async def list_models(self) -> list[str]:
+        page = await self.client.models.list()
+        return [m.id async for m in page]
+
+    async def complete(self, request: LLMRequest, on_retry: RetryCallback | None = None
+                       ) -> LLMResponse:
+        attempt = 0
+        while True:
+            try:
+                return await self._attempt(request)
+            except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
+                    openai.APIConnectionError, StreamCut) as exc:
+                if attempt >= self.config.max_retries:
+                    raise LLMError(f"provider {self.name!r}: {self._describe(exc)} "
+                                   f"(gave up after {attempt + 1} attempts)") from None
+                headers = getattr(getattr(exc, "response", None), "headers", None)
+                wait = retry_after_s(headers)
+                if wait is None:
+                    wait = min(MAX_BACKOFF_S, self.config.retry_base_s * 2 ** attempt)
+                    wait *= random.uniform(0.5, 1.0)
+                attempt += 1
+                log.warning("provider %s: %s; retry %d in %.1fs", self.name,
+                            self._describe(exc), attempt, wait)
+                if on_retry is not None:
+                    await on_retry(attempt, self._describe(exc), wait)
+                await asyncio.sleep(wait)
+            except openai.APIStatusError as exc:
+                raise LLMError(f"provider {self.name!r}: {self._describe(exc)}") from None
+
+    @staticmethod
+    def _describe(exc: Exception) -> str:
+        if isinstance(exc, openai.APIStatusError):
+            body = (exc.response.text if exc.response is not None else "")[:ERROR_BODY_LIMIT]
+            return f"HTTP {exc.status_code}: {body}"
+        if isinstance(exc, StreamCut):
+            return f"stream cut: {exc}"
+        return f"{type(exc).__name__}: {exc}"
+
+    async def _attempt(self, request: LLMRequest) -> LLMResponse:
+        kwargs: dict[str, Any] = {"model": request.model, "messages": request.wire_messages(),
+                                  "stream": True, "stream_options": {"include_usage": True}}
+        if request.tools:
+            kwargs["tools"] = request.tools
+        content: list[str] = []
+        reasoning: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        finish: str | None = None
+        usage = None
+        model = request.model
+        try:
+            stream = await self.client.chat.completions.create(**kwargs)
+            async for chunk in stream:
+                model = chunk.model or model
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    if delta.content:
+                        content.append(delta.content)
+                    piece = _extra(delta, "reasoning_content")
+                    if piece:
+                        reasoning.append(piece)
+                    for tc in delta.tool_calls or []:
+                        slot = calls.setdefault(tc.index, {"id": "", "name": "", "args": []})
+                        if tc.id:
+                            slot["id"] = tc.id
+                        if tc.function and tc.function.name:
+                            slot["name"] += tc.function.name
+                        if tc.function and tc.function.arguments:
+                            slot["args"].append(tc.function.arguments)
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+        except openai.APIError:
+            raise
+        except Exception as exc:  # transport errors while reading the stream
+            if type(exc).__module__.split(".")[0] in {"httpx", "httpx2", "httpcore", "h11"}:
+                raise StreamCut(f"{type(exc).__name__}: {exc}") from None
+            raise
+        if finish is None:
+            raise StreamCut("the stream ended without a finish_reason")
+        tool_calls = [ToolCall(id=slot["id"] or f"call_{i}", name=slot["name"],
+                               arguments="".join(slot["args"]))
+                      for i, slot in sorted(calls.items())]
+        return LLMResponse(content="".join(content) if content else None,
+                           reasoning="".join(reasoning) if reasoning else None,
+                           tool_calls=tool_calls, usage=raw_usage(usage), finish_reason=finish,
+                           model=model)
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()

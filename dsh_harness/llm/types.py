@@ -1,0 +1,62 @@
+"""Provider-neutral request/response shapes and the provider interface."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import DshError
+from ..sessions.events import ToolCall
+
+# on_retry(attempt, error text, wait seconds): lets the agent log a retry notice.
+RetryCallback = Callable[[int, str, float], Awaitable[None]]
+
+
+class LLMError(DshError):
+    """A model request failed for good (after retries, or a non-retryable error)."""
+
+
+@dataclass(frozen=True)
+class RawUsage:
+    """Token counts as the provider reported them, before pricing."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_hit_tokens: int = 0
+
+
+@dataclass
+class LLMRequest:
+    model: str
+    system: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+
+    def wire_messages(self) -> list[dict[str, Any]]:
+        return [{"role": "system", "content": self.system}, *self.messages]
+
+
+@dataclass
+class LLMResponse:
+    content: str | None
+    reasoning: str | None
+    tool_calls: list[ToolCall]
+    usage: RawUsage
+    finish_reason: str | None = None
+    model: str = ""
+
+
+class LLMProvider(ABC):
+    name: str
+
+    @abstractmethod
+    async def complete(self, request: LLMRequest, on_retry: RetryCallback | None = None
+                       ) -> LLMResponse: ...
+
+    @abstractmethod
+    async def list_models(self) -> list[str]: ...
+
+    async def close(self) -> None:  # noqa: B027 - optional
+        pass

@@ -1,0 +1,50 @@
+"""Where session event logs persist. Stores are registered by plugins (built-in: ``jsonl``)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+from .events import SessionHeader
+
+
+@dataclass
+class LoadedLog:
+    header: SessionHeader
+    events: list
+    # Bytes of a torn final line that loading dropped (a crash mid-append).
+    dropped_tail: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+class SessionStore(ABC):
+    """Persists one append-only event log per session id."""
+
+    name: str
+
+    @abstractmethod
+    async def create(self, header: SessionHeader) -> None:
+        """Start a new log; an existing log with that id is an error."""
+
+    @abstractmethod
+    async def exists(self, session_id: str) -> bool: ...
+
+    @abstractmethod
+    async def load(self, session_id: str, *, repair: bool = False) -> LoadedLog:
+        """Read a log. ``repair`` (only when resuming) cuts a torn final line off the file."""
+
+    @abstractmethod
+    async def append(self, session_id: str, events: list) -> None:
+        """Hand events to the OS (they survive a process kill); durable after ``flush``."""
+
+    @abstractmethod
+    async def flush(self, session_id: str) -> None: ...
+
+    @abstractmethod
+    async def list_ids(self) -> list[str]: ...
+
+    async def release(self, session_id: str) -> None:  # noqa: B027 - optional
+        """Flush and drop any open handle on a session (agent evicted from memory)."""
+
+    async def close(self) -> None:  # noqa: B027 - optional
+        pass

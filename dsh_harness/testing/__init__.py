@@ -1,0 +1,10 @@
+"""The harness testing kit: a scripted OpenAI-compatible model server and helpers.
+
+Plugin authors use it in their own tests (``from dsh_harness.testing import ...``).
+"""
+
+from .model_server import Fault, ModelRequest, Reply, ScriptedModelServer, Served
+from .prefix_cache import PrefixCache, estimate_tokens, render_prompt
+
+__all__ = ["Fault", "ModelRequest", "PrefixCache", "Reply", "ScriptedModelServer", "Served",
+           "estimate_tokens", "render_prompt"]

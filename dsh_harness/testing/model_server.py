@@ -1,0 +1,273 @@
+"""A scripted OpenAI-compatible model server on a real loopback HTTP port.
+
+For plugin authors' tests: replies come from a script (a list of ``Reply``) or a policy function
+that looks at the request, so a scripted agent can read tool results and decide. Faults can be
+injected (429 with Retry-After, 500, a stream cut mid-answer). Usage is reported the way
+DeepSeek does, with cache hits from a ``PrefixCache``. Every request body is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+from .prefix_cache import PrefixCache, estimate_tokens, render_prompt
+
+
+@dataclass
+class Reply:
+    content: str | None = None
+    tool_calls: list[tuple[str, dict[str, Any] | str]] = field(default_factory=list)
+    reasoning: str | None = None
+    # Pause between streamed chunks (to test what happens mid-stream).
+    chunk_delay_s: float = 0.0
+
+
+@dataclass
+class Fault:
+    kind: str  # "rate_limit" | "server_error" | "stream_cut"
+    retry_after: float | None = None
+
+    @classmethod
+    def rate_limit(cls, retry_after: float = 0.05) -> Fault:
+        return cls("rate_limit", retry_after)
+
+    @classmethod
+    def server_error(cls) -> Fault:
+        return cls("server_error")
+
+    @classmethod
+    def stream_cut(cls) -> Fault:
+        return cls("stream_cut")
+
+
+@dataclass
+class ModelRequest:
+    """What a policy sees: the request body with a few helpers."""
+
+    body: dict[str, Any]
+    number: int
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.body.get("messages", [])
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [t["function"]["name"] for t in self.body.get("tools") or []]
+
+    @property
+    def system(self) -> str:
+        first = self.messages[0] if self.messages else {}
+        return first.get("content", "") if first.get("role") == "system" else ""
+
+    @property
+    def last(self) -> dict[str, Any]:
+        return self.messages[-1] if self.messages else {}
+
+    def since_last_user(self) -> list[dict[str, Any]]:
+        for i in range(len(self.messages) - 1, -1, -1):
+            if self.messages[i]["role"] == "user":
+                return self.messages[i:]
+        return []
+
+    def last_user_text(self) -> str:
+        turn = self.since_last_user()
+        return turn[0]["content"] if turn else ""
+
+    def tool_results(self) -> list[str]:
+        return [m["content"] for m in self.since_last_user() if m["role"] == "tool"]
+
+
+Policy = Callable[[ModelRequest], Reply]
+
+
+@dataclass
+class Served:
+    request: dict[str, Any]
+    prompt_tokens: int
+    cache_hit_tokens: int
+    completion_tokens: int
+    fault: str | None = None
+
+
+class ScriptedModelServer:
+    def __init__(self, policy: Policy | None = None, script: list[Reply] | None = None,
+                 models: tuple[str, ...] = ("deepseek-v4-flash", "deepseek-v4-pro"),
+                 host: str = "127.0.0.1", port: int = 0, chunk_chars: int = 24):
+        self.policy, self.script = policy, list(script or [])
+        self.models, self.host, self.port = models, host, port
+        self.chunk_chars = chunk_chars
+        self.cache = PrefixCache()
+        self.faults: list[Fault] = []
+        self.served: list[Served] = []
+        self._lock = threading.Lock()
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- scenario API ---------------------------------------------------------------------
+
+    def inject(self, *faults: Fault) -> None:
+        with self._lock:
+            self.faults.extend(faults)
+
+    def push(self, *replies: Reply) -> None:
+        with self._lock:
+            self.script.extend(replies)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        return [s.request for s in self.served if s.fault is None]
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> ScriptedModelServer:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(self.app(), log_level="warning", lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
+                                        daemon=True, name="scripted-model-server")
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("scripted model server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._server = self._thread = None
+
+    def __enter__(self) -> ScriptedModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- HTTP -------------------------------------------------------------------------------
+
+    def app(self) -> Starlette:
+        routes = []
+        for prefix in ("/v1", ""):
+            routes += [Route(f"{prefix}/chat/completions", self._chat, methods=["POST"]),
+                       Route(f"{prefix}/models", self._models, methods=["GET"])]
+        return Starlette(routes=routes)
+
+    async def _models(self, request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [
+            {"id": m, "object": "model", "owned_by": "scripted"} for m in self.models]})
+
+    def _next_reply(self, req: ModelRequest) -> Reply:
+        if self.policy is not None:
+            return self.policy(req)
+        with self._lock:
+            if not self.script:
+                raise LookupError("the scripted model has no reply left")
+            return self.script.pop(0)
+
+    async def _chat(self, request: Request) -> Any:
+        body = await request.json()
+        with self._lock:
+            fault = self.faults.pop(0) if self.faults else None
+            number = len(self.served) + 1
+        if fault and fault.kind in ("rate_limit", "server_error"):
+            self.served.append(Served(body, 0, 0, 0, fault.kind))
+            if fault.kind == "rate_limit":
+                return JSONResponse({"error": {"message": "rate limited (scripted)"}},
+                                    status_code=429,
+                                    headers={"retry-after": str(fault.retry_after)})
+            return JSONResponse({"error": {"message": "server error (scripted)"}},
+                                status_code=500)
+        req = ModelRequest(body, number)
+        try:
+            reply = await asyncio.to_thread(self._next_reply, req)
+        except LookupError as exc:
+            return JSONResponse({"error": {"message": str(exc)}}, status_code=500)
+        prompt = render_prompt(body.get("messages", []), body.get("tools"))
+        with self._lock:
+            total, hit = self.cache.account(prompt)
+        calls = [(name, args if isinstance(args, str) else json.dumps(args))
+                 for name, args in reply.tool_calls]
+        out_text = (reply.content or "") + (reply.reasoning or "") + "".join(
+            n + a for n, a in calls)
+        completion = max(1, estimate_tokens(out_text))
+        self.served.append(Served(body, total, hit, completion,
+                                  "stream_cut" if fault else None))
+        usage = {"prompt_tokens": total, "completion_tokens": completion,
+                 "total_tokens": total + completion, "prompt_cache_hit_tokens": hit,
+                 "prompt_cache_miss_tokens": total - hit,
+                 "prompt_tokens_details": {"cached_tokens": hit}}
+        model = body.get("model", "scripted")
+        ids = [f"call_{number}_{i}" for i in range(len(calls))]
+        finish = "tool_calls" if calls else "stop"
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+            if reply.reasoning is not None:
+                message["reasoning_content"] = reply.reasoning
+            if calls:
+                message["tool_calls"] = [
+                    {"id": cid, "type": "function", "function": {"name": n, "arguments": a}}
+                    for cid, (n, a) in zip(ids, calls, strict=True)]
+            return JSONResponse({"id": f"chatcmpl-{number}", "object": "chat.completion",
+                                 "created": int(time.time()), "model": model,
+                                 "choices": [{"index": 0, "message": message,
+                                              "finish_reason": finish}], "usage": usage})
+        chunks = self._chunks(number, model, reply, calls, ids, finish, usage)
+        return StreamingResponse(self._sse(chunks, fault is not None, reply.chunk_delay_s),
+                                 media_type="text/event-stream")
+
+    def _pieces(self, text: str) -> list[str]:
+        n = self.chunk_chars
+        return [text[i:i + n] for i in range(0, len(text), n)] or [""]
+
+    def _chunks(self, number: int, model: str, reply: Reply, calls: list[tuple[str, str]],
+                ids: list[str], finish: str, usage: dict[str, Any]) -> list[dict[str, Any]]:
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+            return {"id": f"chatcmpl-{number}", "object": "chat.completion.chunk",
+                    "created": 0, "model": model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+        out = [chunk({"role": "assistant", "content": ""})]
+        if reply.reasoning:
+            out += [chunk({"reasoning_content": p}) for p in self._pieces(reply.reasoning)]
+        if reply.content:
+            out += [chunk({"content": p}) for p in self._pieces(reply.content)]
+        for i, ((name, args), cid) in enumerate(zip(calls, ids, strict=True)):
+            out.append(chunk({"tool_calls": [{"index": i, "id": cid, "type": "function",
+                                              "function": {"name": name, "arguments": ""}}]}))
+            out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]})
+                    for p in self._pieces(args) if p]
+        out.append(chunk({}, finish))
+        out.append({"id": f"chatcmpl-{number}", "object": "chat.completion.chunk", "created": 0,
+                    "model": model, "choices": [], "usage": usage})
+        return out
+
+    async def _sse(self, chunks: list[dict[str, Any]], cut: bool, delay: float):
+        for i, c in enumerate(chunks):
+            if cut and i >= max(1, len(chunks) // 2):
+                raise ConnectionAbortedError("scripted stream cut")
+            yield f"data: {json.dumps(c)}\n\n"
+            await asyncio.sleep(delay)
+        yield "data: [DONE]\n\n"

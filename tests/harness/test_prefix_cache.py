@@ -1,0 +1,95 @@
+"""Prefix-cache economics and compaction, through the simulator."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from dsh_harness.agents.compaction import SUMMARY_SYSTEM
+from dsh_harness.sessions.events import Compaction
+from dsh_harness.sessions.history import SUMMARY_ACK
+from dsh_harness.testing import ModelRequest, PrefixCache, Reply, ScriptedModelServer
+from dsh_harness.testing.prefix_cache import estimate_tokens, render_prompt
+
+from .agent_kit import canon, make_harness
+
+
+def test_simulator_hits_whole_units_of_a_repeated_prefix():
+    cache = PrefixCache()
+    a = b"x" * 1000
+    assert cache.account(a) == (250, 0)
+    total, hit = cache.account(a + b"y" * 100)
+    assert total == 275 and hit == 192  # 3 whole 64-token units of the shared 250 tokens
+    assert cache.account(b"z" + a)[1] == 0
+
+
+async def test_second_turn_of_a_20k_session_is_mostly_cache_hits(tmp_path):
+    with ScriptedModelServer() as server:
+        server.push(Reply(tool_calls=[("big", {"n": 40_000})]), Reply(content="read it"),
+                    Reply(tool_calls=[("big", {"n": 30_000})]), Reply(content="reviewed"),
+                    Reply(content="second turn answer"))
+        h = make_harness(tmp_path, server.base_url)
+        agent = await h.agents.create("test:cache")
+        assert (await agent.followup("read the big thing")).ok
+        assert (await agent.followup("and again")).ok
+        assert (await agent.followup("a new question in turn three")).ok
+        await h.close()
+        served = server.served[-1]
+        req = served.request
+        assert served.prompt_tokens >= 17_000
+        theoretical = estimate_tokens(render_prompt(req["messages"][:-1], req["tools"]))
+        assert served.cache_hit_tokens >= 0.95 * theoretical
+        assert served.cache_hit_tokens <= theoretical
+
+
+async def test_compaction_summarizes_old_turns_and_stays_prefix_stable(tmp_path):
+    def policy(req: ModelRequest) -> Reply:
+        if req.system == SUMMARY_SYSTEM:
+            return Reply(content="SUMMARY of the early turns")
+        if not req.tool_results():
+            return Reply(tool_calls=[("big", {"n": 400})])
+        return Reply(content=f"answer to {req.last_user_text()}")
+
+    with ScriptedModelServer(policy=policy) as server:
+        h = make_harness(tmp_path, server.base_url,
+                         extra="[compaction]\nmax_prompt_tokens = 900\nkeep_recent_turns = 1\n")
+        agent = await h.agents.create("test:compact")
+        for i in range(6):
+            assert (await agent.followup(f"question {i}")).ok
+        await h.close()
+        compactions = [e for e in agent.session.events if isinstance(e, Compaction)]
+        assert compactions, "the budget must have triggered a compaction"
+        first = compactions[0]
+        assert first.summary == "SUMMARY of the early turns" and first.tokens_before > 900
+        assert first.usage.output > 0
+
+        chat = [r for r in server.requests if r["messages"][0]["content"] != SUMMARY_SYSTEM]
+        for req in chat:
+            msgs = req["messages"]
+            calls = [c["id"] for m in msgs for c in m.get("tool_calls", [])]
+            results = [m["tool_call_id"] for m in msgs if m["role"] == "tool"]
+            assert calls == results, "a tool call was split from its result"
+        after = [r for r in chat if any(m.get("content") == SUMMARY_ACK for m in r["messages"])]
+        assert after, "requests after the compaction start with the summary"
+        head = after[0]["messages"]
+        assert "SUMMARY of the early turns" in head[1]["content"]
+        # Until the next compaction, each request extends the previous one byte for byte.
+        for prev, cur in itertools.pairwise(after):
+            if cur["messages"][1] != prev["messages"][1]:
+                break
+            n = len(prev["messages"])
+            assert canon(cur["messages"][:n]) == canon(prev["messages"])
+
+
+@pytest.mark.parametrize("replay", ["current_turn", "none"])
+async def test_reasoning_replay_modes(tmp_path, replay):
+    with ScriptedModelServer() as server:
+        server.push(Reply(content="a", reasoning="r-a"), Reply(content="b"))
+        # Lines of `extra` without a table header belong to [providers.scripted].
+        h = make_harness(tmp_path, server.base_url, extra=f'reasoning_replay = "{replay}"\n')
+        agent = await h.agents.create("test:reasoning")
+        await agent.followup("one")
+        await agent.followup("two")
+        await h.close()
+        assert "reasoning_content" not in server.requests[1]["messages"][2]
