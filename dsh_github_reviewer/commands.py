@@ -1,0 +1,40 @@
+"""Comment commands: ``/review`` and ``/bot <message>`` (spec §3)."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+_COMMAND = re.compile(r"^/(review|bot)(?=\s|$)", re.I)
+
+
+@dataclass(frozen=True)
+class Command:
+    kind: Literal["review", "bot"]
+    message: str = ""
+
+
+def parse_command(body: str | None) -> Command | None:
+    """The command in a comment body, or None. ``/bot`` needs a message; case-insensitive."""
+    text = (body or "").strip()
+    m = _COMMAND.match(text)
+    if not m:
+        return None
+    kind = m.group(1).lower()
+    if kind == "review":
+        return Command("review")
+    message = text[m.end():].strip()
+    return Command("bot", message) if message else None
+
+
+def association_allowed(association: str | None, allowed: list[str]) -> bool:
+    if "*" in allowed:
+        return True
+    return (association or "NONE").upper() in allowed
+
+
+def author_ignored(login: str, patterns: list[str]) -> bool:
+    """Whether a PR author matches an ``ignore_authors`` entry (globs, case-insensitive)."""
+    return any(fnmatch.fnmatchcase(login.lower(), p.lower()) for p in patterns)

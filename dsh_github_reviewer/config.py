@@ -1,0 +1,201 @@
+"""The plugin's config block (spec §1): accounts, review limits, the MCP server process.
+
+Errors name the exact field path (the harness prefixes ``plugins.<instance>``) and never echo a
+value, because values may be tokens.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+
+from .session_key import sanitize_account_name
+
+REPO_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]*)/[A-Za-z0-9._-]+$")
+LOGIN_GLOB_RE = re.compile(r"^[A-Za-z0-9*?\[\]_.-]+$")
+PAT_PREFIXES = ("ghp_", "github_pat_")
+DEFAULT_ASSOCIATIONS = ["OWNER", "MEMBER", "COLLABORATOR"]
+DEFAULT_MCP_ARGS = ["stdio", "--toolsets=pull_requests,repos"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _repo(value: str) -> str:
+    value = value.strip()
+    if not REPO_RE.match(value) or value.endswith((".git", "/.", "/..")):
+        raise ValueError("must be owner/repo")
+    return value
+
+
+def _login_glob(value: str) -> str:
+    value = value.strip()
+    if not value or not LOGIN_GLOB_RE.match(value):
+        raise ValueError("must be a GitHub login or a glob such as *[bot]")
+    return value
+
+
+def _http_url(value: str) -> str:
+    value = value.strip().rstrip("/")
+    if not re.match(r"^https?://[^/\s]+(/\S*)?$", value):
+        raise ValueError("must be an http(s) URL")
+    return value
+
+
+RepoName = Annotated[str, AfterValidator(_repo)]
+LoginGlob = Annotated[str, AfterValidator(_login_glob)]
+
+
+class ModelCandidate(Strict):
+    provider: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.provider}/{self.model}"
+
+
+class ReviewSettings(Strict):
+    max_tool_calls: int = Field(default=30, ge=1, le=1000)
+    tool_timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    tool_result_limit: int = Field(default=60_000, ge=1_000, le=10_000_000)
+    turn_timeout_s: float = Field(default=900.0, gt=0, le=86_400)
+    default_instructions: str = ""
+    command_author_associations: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_ASSOCIATIONS))
+    models: list[ModelCandidate] = Field(default_factory=list)
+    max_reviews_per_pr: int = Field(default=0, ge=0)
+
+    @field_validator("command_author_associations")
+    @classmethod
+    def _upper(cls, v: list[str]) -> list[str]:
+        out = []
+        for item in v:
+            item = item.strip().upper()
+            if not item or not re.match(r"^(\*|[A-Z_]+)$", item):
+                raise ValueError("entries must be GitHub author associations (e.g. MEMBER) or *")
+            if item not in out:
+                out.append(item)
+        return out
+
+
+class McpSettings(Strict):
+    # None = the github-mcp-server binary installed with this package.
+    command: str | None = None
+    args: list[str] = Field(default_factory=lambda: list(DEFAULT_MCP_ARGS))
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: Path | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _no_token_override(cls, v: dict[str, str]) -> dict[str, str]:
+        for key in v:
+            if key in ("GITHUB_PERSONAL_ACCESS_TOKEN", "GITHUB_HOST"):
+                raise ValueError(f"{key} is set by the reviewer for each turn; remove it")
+        return v
+
+
+class AccountConfig(Strict):
+    name: str = "default"
+    personal_access_token: SecretStr | None = None
+    app_id: int | None = Field(default=None, ge=1)
+    installation_id: int | None = Field(default=None, ge=1)
+    private_key_path: Path | None = None
+    api_url: str = "https://api.github.com"
+    web_url: str = "https://github.com"
+    poll_interval_s: float = Field(default=120.0, ge=1)
+    repositories: list[RepoName] = Field(default_factory=list)
+    ignore_authors: list[LoginGlob] = Field(default_factory=list)
+    review: ReviewSettings = ReviewSettings()
+    mcp: McpSettings = McpSettings()
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be empty")
+        return v.strip()
+
+    @field_validator("personal_access_token")
+    @classmethod
+    def _pat(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is None or not v.get_secret_value().strip():
+            return None  # "${GITHUB_TOKEN:-}" with the variable unset
+        token = v.get_secret_value().strip()
+        if not token.startswith(PAT_PREFIXES):
+            raise ValueError("must be a classic (ghp_...) or fine-grained (github_pat_...) "
+                             "personal access token")
+        return SecretStr(token)
+
+    @field_validator("api_url")
+    @classmethod
+    def _api(cls, v: str) -> str:
+        return _http_url(v)
+
+    @field_validator("web_url")
+    @classmethod
+    def _web(cls, v: str) -> str:
+        return _http_url(v) if v.strip() else ""
+
+    @field_validator("repositories")
+    @classmethod
+    def _dedupe(cls, v: list[str]) -> list[str]:
+        seen, out = set(), []
+        for repo in v:
+            if repo.lower() not in seen:
+                seen.add(repo.lower())
+                out.append(repo)
+        return out
+
+    @model_validator(mode="after")
+    def _credentials(self) -> AccountConfig:
+        app = [self.app_id, self.installation_id, self.private_key_path]
+        if self.personal_access_token is not None and any(f is not None for f in app):
+            raise ValueError("personal_access_token and app_id/installation_id/private_key_path "
+                             "are mutually exclusive; configure one mode")
+        if any(f is not None for f in app) and not all(f is not None for f in app):
+            missing = [n for n, f in zip(("app_id", "installation_id", "private_key_path"), app,
+                                         strict=True) if f is None]
+            raise ValueError(f"GitHub App mode needs app_id, installation_id and "
+                             f"private_key_path; missing: {', '.join(missing)}")
+        return self
+
+    @property
+    def app_mode(self) -> bool:
+        return self.app_id is not None
+
+    @property
+    def has_credentials(self) -> bool:
+        return self.app_mode or self.personal_access_token is not None
+
+    @property
+    def key(self) -> str:
+        """The sanitized name: cursor key and session-id segment."""
+        return sanitize_account_name(self.name)
+
+
+class ReviewerConfig(Strict):
+    accounts: list[AccountConfig] = Field(default_factory=lambda: [AccountConfig()])
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> ReviewerConfig:
+        seen: dict[str, int] = {}
+        for i, account in enumerate(self.accounts):
+            if account.key in seen:
+                raise ValueError(f"accounts[{i}].name: {account.name!r} collides with "
+                                 f"accounts[{seen[account.key]}].name once sanitized "
+                                 f"({account.key!r}); account names must stay distinct")
+            seen[account.key] = i
+        return self

@@ -1,0 +1,1 @@
+"""The reviewer's contact with GitHub: auth, REST client, payload models, MCP host, guard."""

@@ -1,0 +1,297 @@
+"""A thin async GitHub REST client over httpx2 (spec §7).
+
+Why not gidgethub: its ETag cache is keyed by URL alone and shared by whatever token the
+instance holds, it does not tell the caller that an answer was a free 304 (the API-budget
+tests count them), it raises 429 as a generic error without the wait, and its pagination has no
+page cap. These four behaviours are the point of this client, so it owns them: per-credential
+conditional requests, rate-limit classification with the wait time (and no call before it has
+passed), a page cap, truncated error bodies, URL-encoded path segments and GHES base URLs.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol, TypeVar
+from urllib.parse import quote
+
+import httpx2
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from .auth import fingerprint
+from .errors import GitHubError, NotFound, RateLimited, truncate
+from .models import (
+    FileContent,
+    InstallationRepos,
+    IssueComment,
+    PullFile,
+    PullRequest,
+    PullSummary,
+    Repo,
+    Review,
+    ReviewComment,
+)
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "2022-11-28"
+DEFAULT_PAGE_CAP = 10
+ETAG_CACHE_SIZE = 2_000
+T = TypeVar("T", bound=BaseModel)
+_NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
+
+
+class TokenSource(Protocol):
+    mode: str
+
+    async def token(self) -> str: ...
+
+
+def seg(*parts: str | int) -> str:
+    """URL-encode path segments (owner, repo, a file path's pieces) and join them with '/'."""
+    return "/".join(quote(str(p), safe="") for p in parts)
+
+
+def file_path(path: str) -> str:
+    return "/".join(quote(p, safe="") for p in path.strip("/").split("/"))
+
+
+@dataclass
+class Response:
+    status: int
+    data: Any
+    headers: httpx2.Headers
+    not_modified: bool = False
+
+
+@dataclass
+class Counters:
+    requests: int = 0
+    not_modified: int = 0
+    rate_limited: int = 0
+
+
+class GitHubClient:
+    def __init__(self, api_url: str, auth: TokenSource, http: httpx2.AsyncClient, *,
+                 page_cap: int = DEFAULT_PAGE_CAP, clock: Callable[[], float] = time.time):
+        self.api_url = api_url.rstrip("/")
+        self.auth, self.http, self.page_cap, self.clock = auth, http, page_cap, clock
+        # credential fingerprint -> URL -> (etag, data): a 304 is only free for the same token.
+        self._etags: dict[str, OrderedDict[str, tuple[str, Any]]] = {}
+        self.blocked_until = 0.0
+        self.counters = Counters()
+
+    # -- transport ------------------------------------------------------------------------
+
+    def url(self, path: str) -> str:
+        return path if path.startswith("http") else f"{self.api_url}/{path.lstrip('/')}"
+
+    async def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
+                      json: Any = None, accept: str = "application/vnd.github+json",
+                      conditional: bool | None = None) -> Response:
+        wait = self.blocked_until - self.clock()
+        if wait > 0:
+            raise RateLimited(f"GitHub rate limit: waiting {wait:.0f} s more before calling",
+                              wait)
+        token = await self.auth.token()
+        url = self.url(path)
+        conditional = method == "GET" if conditional is None else conditional
+        cache_key = url + ("?" + str(httpx2.QueryParams(params)) if params else "")
+        cache = self._etags.setdefault(fingerprint(token), OrderedDict())
+        headers = {"Authorization": f"Bearer {token}", "Accept": accept,
+                   "X-GitHub-Api-Version": API_VERSION}
+        cached = cache.get(cache_key) if conditional else None
+        if cached:
+            headers["If-None-Match"] = cached[0]
+        try:
+            resp = await self.http.request(method, url, params=params, json=json,
+                                           headers=headers)
+        except httpx2.HTTPError as exc:
+            raise GitHubError(f"{method} {path}: {type(exc).__name__}: {exc}") from None
+        self.counters.requests += 1
+        if resp.status_code == 304 and cached:
+            self.counters.not_modified += 1
+            cache.move_to_end(cache_key)
+            return Response(304, cached[1], resp.headers, not_modified=True)
+        self._raise_for(method, path, resp)
+        data = resp.json() if "json" in resp.headers.get("content-type", "") else resp.text
+        etag = resp.headers.get("etag")
+        if conditional and etag:
+            cache[cache_key] = (etag, data)
+            cache.move_to_end(cache_key)
+            while len(cache) > ETAG_CACHE_SIZE:
+                cache.popitem(last=False)
+        return Response(resp.status_code, data, resp.headers)
+
+    def _raise_for(self, method: str, path: str, resp: httpx2.Response) -> None:
+        status = resp.status_code
+        if status < 400:
+            return
+        body = truncate(resp.text)
+        remaining = resp.headers.get("x-ratelimit-remaining")
+        retry_after = resp.headers.get("retry-after")
+        if status == 429 or (status == 403 and (remaining == "0" or retry_after)):
+            wait = self._rate_limit_wait(resp.headers)
+            self.blocked_until = max(self.blocked_until, self.clock() + wait)
+            self.counters.rate_limited += 1
+            raise RateLimited(f"{method} {path}: rate limited (HTTP {status}); retry in "
+                              f"{wait:.0f} s", wait, status)
+        if status == 404:
+            raise NotFound(f"{method} {path}: not found", status)
+        raise GitHubError(f"{method} {path}: HTTP {status}: {body}", status)
+
+    def _rate_limit_wait(self, headers: httpx2.Headers) -> float:
+        try:
+            if headers.get("retry-after") is not None:
+                return max(1.0, float(headers["retry-after"]))
+            if headers.get("x-ratelimit-reset") is not None:
+                return max(1.0, float(headers["x-ratelimit-reset"]) - self.clock())
+        except ValueError:
+            pass
+        return 60.0
+
+    async def paginate(self, path: str, params: dict[str, Any] | None = None,
+                       per_page: int = 100) -> tuple[list[Any], bool]:
+        """All items of a list endpoint up to the page cap; (items, all pages were 304)."""
+        items: list[Any] = []
+        all_cached = True
+        next_url: str | None = path
+        page_params: dict[str, Any] | None = {**(params or {}), "per_page": per_page}
+        for _ in range(self.page_cap):
+            resp = await self.request("GET", next_url, params=page_params)
+            all_cached &= resp.not_modified
+            if not isinstance(resp.data, list):
+                raise GitHubError(f"GET {path}: expected a JSON list")
+            items.extend(resp.data)
+            m = _NEXT.search(resp.headers.get("link", ""))
+            if not m:
+                return items, all_cached
+            next_url, page_params = m.group(1), None
+        log.warning("GET %s: stopped at the page cap of %d pages", path, self.page_cap)
+        return items, all_cached
+
+    @staticmethod
+    def parse(model: type[T], data: Any, what: str) -> T:
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            raise GitHubError(f"{what}: unexpected payload: {exc.errors()[0]['loc']} "
+                              f"{exc.errors()[0]['msg']}") from None
+
+    @staticmethod
+    def parse_list(model: type[T], data: list[Any], what: str) -> list[T]:
+        try:
+            return TypeAdapter(list[model]).validate_python(data)  # type: ignore[valid-type]
+        except ValidationError as exc:
+            raise GitHubError(f"{what}: unexpected payload: {exc.errors()[0]['loc']} "
+                              f"{exc.errors()[0]['msg']}") from None
+
+    # -- endpoints --------------------------------------------------------------------------
+
+    async def list_open_pulls(self, owner: str, repo: str) -> tuple[list[PullSummary], bool]:
+        path = f"repos/{seg(owner, repo)}/pulls"
+        items, cached = await self.paginate(path, {"state": "open", "sort": "created",
+                                                   "direction": "asc"})
+        return self.parse_list(PullSummary, items, f"GET {path}"), cached
+
+    async def get_pull(self, owner: str, repo: str, number: int) -> PullRequest:
+        path = f"repos/{seg(owner, repo)}/pulls/{int(number)}"
+        return self.parse(PullRequest, (await self.request("GET", path)).data, f"GET {path}")
+
+    async def list_pull_files(self, owner: str, repo: str, number: int) -> list[PullFile]:
+        path = f"repos/{seg(owner, repo)}/pulls/{int(number)}/files"
+        items, _ = await self.paginate(path)
+        return self.parse_list(PullFile, items, f"GET {path}")
+
+    async def get_file_text(self, owner: str, repo: str, path: str, ref: str) -> str:
+        """A file's text at ``ref``; ``NotFound`` when it does not exist there."""
+        api = f"repos/{seg(owner, repo)}/contents/{file_path(path)}"
+        resp = await self.request("GET", api, params={"ref": ref})
+        if isinstance(resp.data, list):
+            raise NotFound(f"GET {api}: is a directory")
+        content = self.parse(FileContent, resp.data, f"GET {api}")
+        if content.type != "file" or content.content is None:
+            raise NotFound(f"GET {api}: not a file")
+        try:
+            return base64.b64decode(content.content).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            raise GitHubError(f"GET {api}: file is not UTF-8 text") from None
+
+    async def issue_comments_since(self, owner: str, repo: str, since: datetime
+                                   ) -> tuple[list[IssueComment], bool]:
+        path = f"repos/{seg(owner, repo)}/issues/comments"
+        items, cached = await self.paginate(path, {"since": iso(since), "sort": "updated",
+                                                   "direction": "asc"})
+        return self.parse_list(IssueComment, items, f"GET {path}"), cached
+
+    async def review_comments_since(self, owner: str, repo: str, since: datetime
+                                    ) -> tuple[list[ReviewComment], bool]:
+        path = f"repos/{seg(owner, repo)}/pulls/comments"
+        items, cached = await self.paginate(path, {"since": iso(since), "sort": "updated",
+                                                   "direction": "asc"})
+        return self.parse_list(ReviewComment, items, f"GET {path}"), cached
+
+    async def list_issue_comments(self, owner: str, repo: str, number: int) -> list[IssueComment]:
+        path = f"repos/{seg(owner, repo)}/issues/{int(number)}/comments"
+        items, _ = await self.paginate(path)
+        return self.parse_list(IssueComment, items, f"GET {path}")
+
+    async def list_review_comments(self, owner: str, repo: str, number: int
+                                   ) -> list[ReviewComment]:
+        path = f"repos/{seg(owner, repo)}/pulls/{int(number)}/comments"
+        items, _ = await self.paginate(path)
+        return self.parse_list(ReviewComment, items, f"GET {path}")
+
+    async def post_issue_comment(self, owner: str, repo: str, number: int, body: str
+                                 ) -> IssueComment:
+        path = f"repos/{seg(owner, repo)}/issues/{int(number)}/comments"
+        resp = await self.request("POST", path, json={"body": body})
+        return self.parse(IssueComment, resp.data, f"POST {path}")
+
+    async def reply_to_review_comment(self, owner: str, repo: str, number: int,
+                                      comment_id: int, body: str) -> ReviewComment:
+        path = f"repos/{seg(owner, repo)}/pulls/{int(number)}/comments/{int(comment_id)}/replies"
+        resp = await self.request("POST", path, json={"body": body})
+        return self.parse(ReviewComment, resp.data, f"POST {path}")
+
+    async def list_reviews(self, owner: str, repo: str, number: int) -> list[Review]:
+        path = f"repos/{seg(owner, repo)}/pulls/{int(number)}/reviews"
+        items, _ = await self.paginate(path)
+        return self.parse_list(Review, items, f"GET {path}")
+
+    async def create_review(self, owner: str, repo: str, number: int, *, commit_id: str,
+                            body: str, event: str, comments: list[dict[str, Any]]) -> Review:
+        path = f"repos/{seg(owner, repo)}/pulls/{int(number)}/reviews"
+        resp = await self.request("POST", path, json={"commit_id": commit_id, "body": body,
+                                                      "event": event, "comments": comments})
+        return self.parse(Review, resp.data, f"POST {path}")
+
+    async def delete_pending_review(self, owner: str, repo: str, number: int,
+                                    review_id: int) -> None:
+        path = f"repos/{seg(owner, repo)}/pulls/{int(number)}/reviews/{int(review_id)}"
+        await self.request("DELETE", path)
+
+    async def list_repositories(self) -> list[str]:
+        """``owner/repo`` of every repository the credential can see."""
+        if self.auth.mode == "app":
+            items: list[Any] = []
+            for page in range(1, self.page_cap + 1):
+                resp = await self.request("GET", "installation/repositories",
+                                          params={"per_page": 100, "page": page})
+                batch = self.parse(InstallationRepos, resp.data, "GET installation/repositories")
+                items += batch.repositories
+                if len(items) >= batch.total_count or not batch.repositories:
+                    break
+            return [r.full_name for r in items]
+        data, _ = await self.paginate("user/repos")
+        return [r.full_name for r in self.parse_list(Repo, data, "GET user/repos")]
+
+
+def iso(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,32 @@
+"""GitHub errors, classified the way the poller needs them. Messages never contain a token."""
+
+from __future__ import annotations
+
+ERROR_BODY_LIMIT = 300
+
+
+class GitHubError(Exception):
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class NotFound(GitHubError):
+    pass
+
+
+class RateLimited(GitHubError):
+    """Primary (403 + x-ratelimit-remaining: 0) or secondary (429 / Retry-After) limit."""
+
+    def __init__(self, message: str, wait_s: float, status: int | None = None):
+        super().__init__(message, status)
+        self.wait_s = wait_s
+
+
+class AuthError(GitHubError):
+    pass
+
+
+def truncate(text: str, limit: int = ERROR_BODY_LIMIT) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,134 @@
+"""The parts of GitHub's REST payloads the reviewer relies on, validated at the boundary.
+
+Unknown fields are ignored (GitHub adds fields over time); a missing or mistyped field we rely
+on is an error naming the payload, never a silent default.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Payload(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class User(Payload):
+    login: str
+    type: str = "User"
+
+    @property
+    def is_bot(self) -> bool:
+        return self.type == "Bot"
+
+
+class Owner(Payload):
+    login: str
+
+
+class Repo(Payload):
+    name: str
+    full_name: str
+    owner: Owner
+    default_branch: str | None = None
+    private: bool = False
+
+
+class Ref(Payload):
+    ref: str
+    sha: str
+    repo: Repo | None = None  # null when a fork was deleted
+
+
+class PullSummary(Payload):
+    """An item of ``GET /repos/{o}/{r}/pulls`` (GitHub's ``pull-request-simple``)."""
+
+    number: int
+    title: str
+    body: str | None = None
+    user: User
+    state: str
+    draft: bool = False
+    html_url: str
+    head: Ref
+    base: Ref
+    updated_at: datetime
+    author_association: str = "NONE"
+
+
+class PullRequest(PullSummary):
+    """``GET /repos/{o}/{r}/pulls/{n}`` (``pull-request``): has the size fields."""
+
+    changed_files: int = 0
+    additions: int = 0
+    deletions: int = 0
+
+
+class IssueComment(Payload):
+    id: int
+    body: str | None = None
+    user: User
+    author_association: str = "NONE"
+    created_at: datetime
+    updated_at: datetime
+    issue_url: str
+    html_url: str = ""
+
+    @property
+    def number(self) -> int:
+        return int(self.issue_url.rstrip("/").rsplit("/", 1)[1])
+
+
+class ReviewComment(Payload):
+    id: int
+    body: str | None = None
+    user: User
+    author_association: str = "NONE"
+    created_at: datetime
+    updated_at: datetime
+    pull_request_url: str
+    path: str
+    line: int | None = None
+    original_line: int | None = None
+    side: str | None = None
+    in_reply_to_id: int | None = None
+    pull_request_review_id: int | None = None
+    html_url: str = ""
+
+    @property
+    def number(self) -> int:
+        return int(self.pull_request_url.rstrip("/").rsplit("/", 1)[1])
+
+
+class Review(Payload):
+    id: int
+    user: User | None = None
+    state: str
+    body: str | None = None
+    commit_id: str | None = None
+    submitted_at: datetime | None = None
+    html_url: str = ""
+
+
+class PullFile(Payload):
+    filename: str
+    status: str
+    previous_filename: str | None = None
+    additions: int = 0
+    deletions: int = 0
+    patch: str | None = None
+
+
+class FileContent(Payload):
+    type: str
+    path: str
+    sha: str
+    encoding: str | None = None
+    content: str | None = None
+
+
+class InstallationRepos(Payload):
+    total_count: int = 0
+    repositories: list[Repo] = Field(default_factory=list)

@@ -1,0 +1,128 @@
+"""The GraphQL subset github-mcp-server 0.12.1 sends for pending reviews.
+
+Its client (githubv4) rejects answers whose shape differs from the selection set, so each
+operation answers with exactly the fields the query selects. Behaviour follows GitHub:
+``reviews(first: 1, author:)`` returns the author's *oldest* review, and a review thread whose
+line is outside the diff is silently dropped (github/github-mcp-server#1214).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .sandbox_state import Review, SandboxState
+
+OPERATIONS = {
+    "pull_request_id": re.compile(r"repository\(owner: \$owner, name: \$repo\)\{pullRequest\("
+                                  r"number: \$prNum\)\{id\}\}"),
+    "add_review": re.compile(r"addPullRequestReview\(input: \$input\)\{pullRequestReview\{id\}\}"),
+    "viewer": re.compile(r"^\{viewer\{login\}\}$"),
+    "first_review": re.compile(r"reviews\(first: 1, author: \$author\)\{nodes\{id,state,url\}\}"),
+    "add_thread": re.compile(r"addPullRequestReviewThread\(input: \$input\)\{thread\{id\}\}"),
+    "submit": re.compile(r"submitPullRequestReview\(input: \$input\)\{pullRequestReview\{id\}\}"),
+    "delete": re.compile(r"deletePullRequestReview\(input: \$input\)\{pullRequestReview\{id\}\}"),
+}
+
+
+class GraphQLError(Exception):
+    pass
+
+
+def _pr_from_node(state: SandboxState, node_id: str) -> tuple[str, int]:
+    m = re.match(r"^PR_(\d+)_(\d+)$", node_id or "")
+    if not m:
+        raise GraphQLError(f"Could not resolve to a node with the global id of '{node_id}'")
+    repo_id, number = int(m.group(1)), int(m.group(2))
+    for repo in state.repos.values():
+        if repo.id == repo_id:
+            return repo.full_name, number
+    raise GraphQLError(f"Could not resolve to a node with the global id of '{node_id}'")
+
+
+def _review_from_node(state: SandboxState, node_id: str) -> Review:
+    m = re.match(r"^PRR_(\d+)$", node_id or "")
+    for r in state.reviews:
+        if m and r.id == int(m.group(1)):
+            return r
+    raise GraphQLError(f"Could not resolve to a node with the global id of '{node_id}'")
+
+
+def execute(state: SandboxState, base_url: str, login: str, body: dict[str, Any]
+            ) -> dict[str, Any]:
+    query = body.get("query", "")
+    variables = body.get("variables") or {}
+    op = next((name for name, rx in OPERATIONS.items() if rx.search(query)), None)
+    if op is None:
+        return {"errors": [{"message": "sandbox: unsupported GraphQL operation"}]}
+    try:
+        with state.lock:
+            return {"data": _run(state, base_url, login, op, variables)}
+    except GraphQLError as exc:
+        return {"errors": [{"message": str(exc)}]}
+    except KeyError as exc:
+        return {"errors": [{"message": f"Could not resolve to a Repository: {exc}"}]}
+
+
+def _run(state: SandboxState, base_url: str, login: str, op: str,
+         v: dict[str, Any]) -> dict[str, Any]:
+    if op == "viewer":
+        return {"viewer": {"login": state.user(login).login}}
+    if op == "pull_request_id":
+        pr = state.pull(f"{v['owner']}/{v['repo']}", int(v["prNum"]))
+        return {"repository": {"pullRequest": {
+            "id": f"PR_{state.repo(pr.repo).id}_{pr.number}"}}}
+    if op == "first_review":
+        full = f"{v['owner']}/{v['name']}"
+        state.pull(full, int(v["prNum"]))
+        mine = [r for r in state.reviews_of(full, int(v["prNum"]))
+                if r.user.lower() == str(v["author"]).lower()]
+        nodes = [{"id": f"PRR_{r.id}", "state": r.state,
+                  "url": f"{base_url}/{r.repo}/pull/{r.number}#pullrequestreview-{r.id}"}
+                 for r in mine[:1]]
+        return {"repository": {"pullRequest": {"reviews": {"nodes": nodes}}}}
+    inp = v.get("input") or {}
+    if op == "add_review":
+        full, number = _pr_from_node(state, inp.get("pullRequestId", ""))
+        if any(r.user.lower() == login.lower() and r.state == "PENDING"
+               for r in state.reviews_of(full, number)):
+            raise GraphQLError("User can only have one pending review per pull request")
+        review = state.start_review(full, number, state.user(login).login, inp.get("commitOID"),
+                                    inp.get("body") or "")
+        return {"addPullRequestReview": {"pullRequestReview": {"id": f"PRR_{review.id}"}}}
+    review = _review_from_node(state, inp.get("pullRequestReviewId", ""))
+    if review.user.lower() != login.lower():
+        raise GraphQLError("Review not found for the viewer")
+    if op == "add_thread":
+        if review.state != "PENDING":
+            raise GraphQLError("Review is not pending")
+        path, line = inp.get("path", ""), inp.get("line")
+        side = inp.get("side") or "RIGHT"
+        files = {f.filename: f for f in state.diff(review.repo, review.number)}
+        subject = inp.get("subjectType") or "LINE"
+        in_diff = path in files and (subject == "FILE" or (
+            isinstance(line, int) and files[path].lines.allows(side, line)))
+        if not in_diff:
+            return {"addPullRequestReviewThread": {"thread": None}}
+        c = state.add_review_comment(
+            review.repo, review.number, review.user, inp.get("body", ""), path=path,
+            line=line if subject == "LINE" else None, side=side if subject == "LINE" else None,
+            review_id=review.id, start_line=inp.get("startLine"),
+            start_side=inp.get("startSide"), subject_type=subject)
+        return {"addPullRequestReviewThread": {"thread": {"id": f"PRRT_{c.id}"}}}
+    if op == "submit":
+        if review.state != "PENDING":
+            raise GraphQLError("Review is not pending")
+        event = inp.get("event")
+        if event not in ("COMMENT", "APPROVE", "REQUEST_CHANGES"):
+            raise GraphQLError(f"invalid event {event!r}")
+        state.submit_review(review, event, inp.get("body"))
+        return {"submitPullRequestReview": {"pullRequestReview": {"id": f"PRR_{review.id}"}}}
+    if op == "delete":
+        if review.state != "PENDING":
+            raise GraphQLError("Can not delete a non-pending review")
+        state.reviews.remove(review)
+        state.review_comments[:] = [c for c in state.review_comments
+                                    if c.review_id != review.id]
+        return {"deletePullRequestReview": {"pullRequestReview": {"id": f"PRR_{review.id}"}}}
+    raise GraphQLError(f"unsupported operation {op}")

@@ -1,0 +1,151 @@
+"""JSON payloads in GitHub's REST shapes (``pull-request``, ``issue-comment``, …)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from datetime import datetime
+from typing import Any
+
+from .sandbox_state import (
+    FileDiff,
+    IssueComment,
+    Pull,
+    Repo,
+    Review,
+    ReviewComment,
+    SandboxState,
+)
+
+
+def ts(when: datetime | None) -> str | None:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ") if when else None
+
+
+class Payloads:
+    def __init__(self, state: SandboxState, base: str):
+        self.state = state
+        self.base = base.rstrip("/")  # e.g. http://127.0.0.7
+        self.api = f"{self.base}/api/v3"
+
+    def user(self, login: str) -> dict[str, Any]:
+        u = self.state.user(login)
+        return {"login": u.login, "id": u.id, "node_id": f"U_{u.id}", "type": u.type,
+                "site_admin": False, "url": f"{self.api}/users/{u.login}",
+                "html_url": f"{self.base}/{u.login}",
+                "avatar_url": f"{self.base}/avatars/{u.login}"}
+
+    def repo(self, repo: Repo) -> dict[str, Any]:
+        return {"id": repo.id, "node_id": f"R_{repo.id}", "name": repo.name,
+                "full_name": repo.full_name, "private": repo.private,
+                "owner": self.user(repo.owner), "html_url": f"{self.base}/{repo.full_name}",
+                "url": f"{self.api}/repos/{repo.full_name}", "fork": repo.fork_of is not None,
+                "default_branch": repo.default_branch, "visibility":
+                    "private" if repo.private else "public"}
+
+    def ref(self, full_name: str, ref: str, sha: str) -> dict[str, Any]:
+        repo = self.state.repo(full_name)
+        return {"label": f"{repo.owner}:{ref}", "ref": ref, "sha": sha,
+                "user": self.user(repo.owner), "repo": self.repo(repo)}
+
+    def pull(self, pr: Pull, full: bool) -> dict[str, Any]:
+        url = f"{self.api}/repos/{pr.repo}/pulls/{pr.number}"
+        html = f"{self.base}/{pr.repo}/pull/{pr.number}"
+        data: dict[str, Any] = {
+            "url": url, "id": hash((pr.repo, pr.number)) & 0x7FFFFFFF,
+            "node_id": f"PR_{self.state.repo(pr.repo).id}_{pr.number}", "html_url": html,
+            "diff_url": f"{html}.diff", "patch_url": f"{html}.patch",
+            "issue_url": f"{self.api}/repos/{pr.repo}/issues/{pr.number}",
+            "number": pr.number, "state": pr.state, "locked": False, "title": pr.title,
+            "user": self.user(pr.user), "body": pr.body, "labels": [], "milestone": None,
+            "created_at": ts(pr.created_at), "updated_at": ts(pr.updated_at),
+            "closed_at": ts(pr.updated_at) if pr.state == "closed" else None,
+            "merged_at": ts(pr.updated_at) if pr.merged else None,
+            "merge_commit_sha": None, "assignee": None, "assignees": [],
+            "requested_reviewers": [], "requested_teams": [], "draft": pr.draft,
+            "head": self.ref(pr.head_repo, pr.head_ref, pr.head_sha),
+            "base": self.ref(pr.repo, pr.base_ref, pr.base_sha),
+            "author_association": self.state.association(pr.repo, pr.user),
+            "auto_merge": None, "active_lock_reason": None,
+            "commits_url": f"{url}/commits", "review_comments_url": f"{url}/comments",
+            "comments_url": f"{self.api}/repos/{pr.repo}/issues/{pr.number}/comments",
+            "statuses_url": f"{self.api}/repos/{pr.repo}/statuses/{pr.head_sha}",
+        }
+        if full:
+            files = self.state.diff(pr.repo, pr.number)
+            data.update({
+                "merged": pr.merged, "mergeable": True, "rebaseable": True,
+                "mergeable_state": "clean", "merged_by": None, "comments": len(
+                    self.state.issue_comments_of(pr.repo, pr.number)),
+                "review_comments": len(self.state.review_comments_of(pr.repo, pr.number)),
+                "maintainer_can_modify": False, "commits": 1,
+                "additions": sum(f.additions for f in files),
+                "deletions": sum(f.deletions for f in files), "changed_files": len(files)})
+        return data
+
+    def file(self, pr: Pull, f: FileDiff) -> dict[str, Any]:
+        sha = hashlib.sha1(f.new_text.encode()).hexdigest()
+        data = {"sha": sha, "filename": f.filename, "status": f.status,
+                "additions": f.additions, "deletions": f.deletions,
+                "changes": f.additions + f.deletions,
+                "blob_url": f"{self.base}/{pr.repo}/blob/{pr.head_sha}/{f.filename}",
+                "raw_url": f"{self.base}/{pr.repo}/raw/{pr.head_sha}/{f.filename}",
+                "contents_url": f"{self.api}/repos/{pr.repo}/contents/{f.filename}"
+                                f"?ref={pr.head_sha}",
+                "patch": f.patch}
+        if f.previous_filename:
+            data["previous_filename"] = f.previous_filename
+        return data
+
+    def issue_comment(self, c: IssueComment) -> dict[str, Any]:
+        return {"id": c.id, "node_id": f"IC_{c.id}",
+                "url": f"{self.api}/repos/{c.repo}/issues/comments/{c.id}",
+                "html_url": f"{self.base}/{c.repo}/pull/{c.number}#issuecomment-{c.id}",
+                "issue_url": f"{self.api}/repos/{c.repo}/issues/{c.number}",
+                "body": c.body, "user": self.user(c.user),
+                "created_at": ts(c.created_at), "updated_at": ts(c.updated_at),
+                "author_association": self.state.association(c.repo, c.user)}
+
+    def review_comment(self, c: ReviewComment) -> dict[str, Any]:
+        return {"id": c.id, "node_id": f"PRRC_{c.id}",
+                "url": f"{self.api}/repos/{c.repo}/pulls/comments/{c.id}",
+                "pull_request_review_id": c.review_id, "diff_hunk": "", "path": c.path,
+                "position": c.line, "original_position": c.line, "commit_id": c.commit_id,
+                "original_commit_id": c.commit_id, "in_reply_to_id": c.in_reply_to,
+                "user": self.user(c.user), "body": c.body,
+                "created_at": ts(c.created_at), "updated_at": ts(c.updated_at),
+                "html_url": f"{self.base}/{c.repo}/pull/{c.number}#discussion_r{c.id}",
+                "pull_request_url": f"{self.api}/repos/{c.repo}/pulls/{c.number}",
+                "author_association": self.state.association(c.repo, c.user),
+                "start_line": c.start_line, "original_start_line": c.start_line,
+                "start_side": c.start_side, "line": c.line, "original_line": c.line,
+                "side": c.side, "subject_type": c.subject_type.lower()}
+
+    def review(self, r: Review) -> dict[str, Any]:
+        data = {"id": r.id, "node_id": f"PRR_{r.id}", "user": self.user(r.user),
+                "body": r.body, "state": r.state, "commit_id": r.commit_id,
+                "html_url": f"{self.base}/{r.repo}/pull/{r.number}#pullrequestreview-{r.id}",
+                "pull_request_url": f"{self.api}/repos/{r.repo}/pulls/{r.number}",
+                "author_association": self.state.association(r.repo, r.user)}
+        if r.submitted_at:
+            data["submitted_at"] = ts(r.submitted_at)
+        return data
+
+    def content(self, full_name: str, path: str, sha: str, text: str) -> dict[str, Any]:
+        encoded = base64.encodebytes(text.encode()).decode()
+        blob = hashlib.sha1(text.encode()).hexdigest()
+        url = f"{self.api}/repos/{full_name}/contents/{path}?ref={sha}"
+        return {"type": "file", "encoding": "base64", "size": len(text.encode()),
+                "name": path.rsplit("/", 1)[-1], "path": path, "content": encoded, "sha": blob,
+                "url": url, "git_url": f"{self.api}/repos/{full_name}/git/blobs/{blob}",
+                "html_url": f"{self.base}/{full_name}/blob/{sha}/{path}",
+                "download_url": f"{self.base}/raw/{full_name}/{sha}/{path}",
+                "_links": {"self": url, "git": f"{self.api}/repos/{full_name}/git/blobs/{blob}",
+                           "html": f"{self.base}/{full_name}/blob/{sha}/{path}"}}
+
+    def dir_entry(self, full_name: str, path: str, sha: str, kind: str) -> dict[str, Any]:
+        return {"type": kind, "name": path.rsplit("/", 1)[-1], "path": path,
+                "sha": sha, "size": 0,
+                "url": f"{self.api}/repos/{full_name}/contents/{path}?ref={sha}",
+                "html_url": f"{self.base}/{full_name}/tree/{sha}/{path}",
+                "git_url": None, "download_url": None}
