@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -35,6 +34,13 @@ def association_allowed(association: str | None, allowed: list[str]) -> bool:
     return (association or "NONE").upper() in allowed
 
 
+def _glob(pattern: str) -> re.Pattern[str]:
+    # Only * and ? are wildcards: brackets are literal, so "*[bot]" means "ends with [bot]"
+    # (fnmatch would read [bot] as a character class).
+    body = re.escape(pattern).replace(r"\*", ".*").replace(r"\?", ".")
+    return re.compile(f"^{body}$", re.I)
+
+
 def author_ignored(login: str, patterns: list[str]) -> bool:
     """Whether a PR author matches an ``ignore_authors`` entry (globs, case-insensitive)."""
-    return any(fnmatch.fnmatchcase(login.lower(), p.lower()) for p in patterns)
+    return any(_glob(p).match(login) for p in patterns)

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 PREFIX = "github"
 _OUTSIDE = re.compile(r"[^A-Za-z0-9_.-]+")
-_SESSION = re.compile(r"^github:([A-Za-z0-9_.-]+):([A-Za-z0-9_.-]+):([A-Za-z0-9_.-]+):pr:([1-9][0-9]*)$")
+_SEGMENT = r"([A-Za-z0-9_.-]+)"
+_SESSION = re.compile(rf"^github:{_SEGMENT}:{_SEGMENT}:{_SEGMENT}:pr:([1-9][0-9]*)$")
 
 
 def sanitize_account_name(name: str) -> str:

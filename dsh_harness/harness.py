@@ -59,7 +59,8 @@ class Harness:
         for name, module in builtin_plugins():
             self.plugins.register(module, name, origin=BUILTIN, version=HARNESS_VERSION)
         self.discovered: list[Discovered] = discover_entry_points() if load_entry_points else []
-        self._instances = self._resolve_instances()
+        plugins = list(plugins)
+        self._instances = self._resolve_instances({name for name, _ in plugins})
         for found in self.discovered:
             if found.name in self.enabled_plugin_names:
                 self._check_services(found)
@@ -77,9 +78,14 @@ class Harness:
 
     # -- plugin instances ---------------------------------------------------------------
 
-    def _resolve_instances(self) -> dict[str, tuple[str, PluginInstanceConfig]]:
-        """instance id -> (plugin name, block) for every enabled instance."""
-        by_name = {d.name: d for d in self.discovered}
+    def _resolve_instances(self, registered: set[str]
+                           ) -> dict[str, tuple[str, PluginInstanceConfig]]:
+        """instance id -> (plugin name, block) for every enabled instance.
+
+        Instances may name installed plugins or plugins handed to the constructor (tests).
+        """
+        by_name: dict[str, object] = {d.name: d for d in self.discovered}
+        by_name.update({name: None for name in registered})
         by_default = {d.manifest.default_instance: d.name
                       for d in self.discovered if d.manifest and d.manifest.default_instance}
         out: dict[str, tuple[str, PluginInstanceConfig]] = {}

@@ -17,8 +17,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 import jwt
 import uvicorn
@@ -191,7 +190,7 @@ class SandboxGitHub:
             return self.state.tokens[token]
         for app in self.apps.values():
             expires = app.tokens.get(token)
-            if expires is not None and expires > time.time():
+            if expires is not None and expires > self.state.now().timestamp():
                 return app.bot_login
         return None
 
@@ -257,15 +256,20 @@ class SandboxGitHub:
         auth = request.headers.get("authorization", "")
         try:
             claims = jwt.decode(auth.removeprefix("Bearer ").strip(), app.public_key_pem,
-                                algorithms=["RS256"], options={"require": ["iat", "exp", "iss"]},
-                                leeway=0)
+                                algorithms=["RS256"],
+                                options={"require": ["iat", "exp", "iss"], "verify_exp": False,
+                                         "verify_iat": False})
         except jwt.PyJWTError as exc:
             return Reply(401, {"message": f"A JSON web token could not be decoded ({exc})"})
+        now = self.state.now().timestamp()  # the sandbox clock, which tests may advance
+        if not claims["iat"] <= now + 1 < claims["exp"] + 1:
+            return Reply(401, {"message": "'Issued at' claim ('iat') must be an Integer "
+                                          "representing the time that the assertion was issued"})
         if str(claims["iss"]) != str(app.app_id) or claims["exp"] - claims["iat"] > 600:
             return Reply(401, {"message": "'Expiration time' claim ('exp') is too far in the "
                                           "future or the issuer does not match"})
         token = f"ghs_{secrets.token_hex(18)}"
-        expires = datetime.now(UTC) + timedelta(seconds=app.token_ttl_s)
+        expires = self.state.now() + timedelta(seconds=app.token_ttl_s)
         app.tokens[token] = expires.timestamp()
         return Reply(201, {"token": token,
                            "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -162,14 +162,17 @@ def test_plugin_config_errors_carry_instance_path(tmp_path):
     class P:
         @hookimpl
         def dsh_plugin_config_models(self):
-            return {"dsh-github-reviewer": Cfg}
+            return {"p": Cfg}
 
     with pytest.raises(ConfigError) as exc:
-        harness(tmp_path, '[plugins.github-reviewer]\nrepos = ["bad"]\ntypo = 1\n',
-                plugins=[("p", P())])
+        harness(tmp_path, '[plugins.mine]\nplugin = "p"\nrepos = ["bad"]\ntypo = 1\n',
+                plugins=[("p", P())], load_entry_points=False)
     msg = str(exc.value)
-    assert "t.toml: plugins.github-reviewer.repos: must be owner/repo" in msg
-    assert "t.toml: plugins.github-reviewer.typo: Extra inputs are not permitted" in msg
+    assert "t.toml: plugins.mine.repos: must be owner/repo" in msg
+    assert "t.toml: plugins.mine.typo: Extra inputs are not permitted" in msg
+    h = harness(tmp_path, '[plugins.mine]\nplugin = "p"\nrepos = ["a/b"]\n',
+                plugins=[("p", P())], load_entry_points=False)
+    assert h.plugin_instances("p") == [("mine", Cfg(repos=["a/b"]))]
 
 
 def test_manifest_is_read_from_the_installed_package():
