@@ -73,6 +73,20 @@ def _once(text: str) -> str:
     return text.strip()
 
 
+def sanitize_code(text: str | None) -> str:
+    """Tool output (diffs, files): line numbers must survive, so only line-neutral steps run.
+
+    HTML comments (a hiding place for instructions) become a marker plus the same number of
+    newlines, secrets are redacted, invisible characters removed; nothing else changes.
+    """
+    if not text:
+        return ""
+
+    def hide(m: re.Match[str]) -> str:
+        return "<!-- [comment removed] -->" + "\n" * m.group(0).count("\n")
+    return remove_invisible(redact_secrets(_COMMENT.sub(hide, text)))
+
+
 def sanitize(text: str | None) -> str:
     if not text:
         return ""

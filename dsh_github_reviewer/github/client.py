@@ -157,13 +157,15 @@ class GitHubClient:
         return 60.0
 
     async def paginate(self, path: str, params: dict[str, Any] | None = None,
-                       per_page: int = 100) -> tuple[list[Any], bool]:
+                       per_page: int = 100, max_pages: int | None = None
+                       ) -> tuple[list[Any], bool]:
         """All items of a list endpoint up to the page cap; (items, all pages were 304)."""
         items: list[Any] = []
         all_cached = True
         next_url: str | None = path
         page_params: dict[str, Any] | None = {**(params or {}), "per_page": per_page}
-        for _ in range(self.page_cap):
+        cap = max_pages or self.page_cap
+        for _ in range(cap):
             resp = await self.request("GET", next_url, params=page_params)
             all_cached &= resp.not_modified
             if not isinstance(resp.data, list):
@@ -173,7 +175,7 @@ class GitHubClient:
             if not m:
                 return items, all_cached
             next_url, page_params = m.group(1), None
-        log.warning("GET %s: stopped at the page cap of %d pages", path, self.page_cap)
+        log.warning("GET %s: stopped at the page cap of %d pages", path, cap)
         return items, all_cached
 
     @staticmethod
@@ -204,9 +206,10 @@ class GitHubClient:
         path = f"repos/{seg(owner, repo)}/pulls/{int(number)}"
         return self.parse(PullRequest, (await self.request("GET", path)).data, f"GET {path}")
 
-    async def list_pull_files(self, owner: str, repo: str, number: int) -> list[PullFile]:
+    async def list_pull_files(self, owner: str, repo: str, number: int,
+                              max_pages: int | None = None) -> list[PullFile]:
         path = f"repos/{seg(owner, repo)}/pulls/{int(number)}/files"
-        items, _ = await self.paginate(path)
+        items, _ = await self.paginate(path, max_pages=max_pages)
         return self.parse_list(PullFile, items, f"GET {path}")
 
     async def get_file_text(self, owner: str, repo: str, path: str, ref: str) -> str:

@@ -1,0 +1,205 @@
+"""The four guarded tools (spec §5): the only way the model touches GitHub.
+
+Every call runs the same pipeline: no active turn → error; chat turn + write tool → error;
+validate and normalize (``guard_rules``; errors cost no budget); budget; the call (MCP for
+reads, the local draft and one REST post for writes); the result capped by the harness.
+The tools are stable objects in every PR's world; the per-turn scope lives in ``GuardTurn``,
+registered by the runner for the duration of a turn and looked up by session id.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsh_harness import Tool, ToolContext, ToolRejected
+
+from ..sanitizer import sanitize_code
+from . import tool_specs
+from .client import GitHubClient
+from .dialects import Dialect, DialectError, detect
+from .diff import commentable_lines
+from .errors import GitHubError
+from .guard_rules import (
+    ChangedFiles,
+    Rejected,
+    Scope,
+    check_comment,
+    check_file,
+    check_read,
+    check_review_write,
+)
+from .mcp_host import McpConnection, McpError, McpRuntime
+from .models import Review
+from .review_submit import Draft, DraftComment, post_review
+
+log = logging.getLogger(__name__)
+
+CHANGED_FILES_PAGE_CAP = 30  # GitHub lists at most 3,000 files of a PR
+
+
+class ToolFailed(ToolRejected):
+    """The server or GitHub answered with an error; the model sees it as a tool error."""
+
+
+@dataclass
+class GuardTurn:
+    """One turn's scope and state: what may be touched, the draft, what was posted."""
+
+    scope: Scope
+    client: GitHubClient
+    runtime: McpRuntime
+    token: str
+    connection: McpConnection | None = None
+    dialect: Dialect | None = None
+    changed: ChangedFiles | None = None
+    changed_loaded: bool = False
+    draft: Draft | None = None
+    submitted: Review | None = None
+    posted_now: bool = False
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    async def ensure_dialect(self) -> Dialect:
+        if self.dialect is None:
+            try:
+                self.dialect = detect(await self.runtime.tools(self.token))
+            except (McpError, DialectError) as exc:
+                raise ToolFailed(f"github-mcp-server is unavailable: {exc}") from None
+        return self.dialect
+
+    async def call(self, tool: str, args: dict[str, Any]) -> str:
+        if self.connection is None:
+            try:
+                self.connection = await self.runtime.connect(self.token)
+            except McpError as exc:
+                raise ToolFailed(f"github-mcp-server is unavailable: {exc}") from None
+        self.calls.append((tool, args))
+        try:
+            is_error, text = await self.connection.call(tool, args)
+        except McpError as exc:
+            raise ToolFailed(str(exc)) from None
+        if is_error:
+            raise ToolFailed(f"{tool} failed: {sanitize_code(text)}")
+        return sanitize_code(text)
+
+    async def changed_files(self) -> ChangedFiles | None:
+        """Loaded once per turn, not counted against the budget, never truncated."""
+        if not self.changed_loaded:
+            self.changed_loaded = True
+            s = self.scope
+            try:
+                files = await self.client.list_pull_files(s.owner, s.repo, s.number,
+                                                          max_pages=CHANGED_FILES_PAGE_CAP)
+            except GitHubError as exc:
+                log.warning("%s: cannot load changed files: %s", s.pr_label, exc)
+                return None
+            self.changed = ChangedFiles(
+                paths={f.filename for f in files},
+                previous={f.previous_filename for f in files if f.previous_filename},
+                lines={f.filename: commentable_lines(f.patch) for f in files})
+        return self.changed
+
+    async def close(self) -> None:
+        if self.connection is not None:
+            await self.connection.close()
+            self.connection = None
+
+
+class Guard:
+    """The four tools of one account; per-turn state is registered by the runner."""
+
+    def __init__(self) -> None:
+        self.turns: dict[str, GuardTurn] = {}
+
+    def begin(self, session_id: str, turn: GuardTurn) -> None:
+        self.turns[session_id] = turn
+
+    async def end(self, session_id: str) -> GuardTurn | None:
+        turn = self.turns.pop(session_id, None)
+        if turn is not None:
+            await turn.close()
+        return turn
+
+    def tools(self) -> list[Tool]:
+        handlers = {"pull_request_read": self.pull_request_read,
+                    "get_file_contents": self.get_file_contents,
+                    "pull_request_review_write": self.pull_request_review_write,
+                    "add_comment_to_pending_review": self.add_comment_to_pending_review}
+        return [Tool(name=spec["name"], description=spec["description"],
+                     parameters=spec["parameters"], handler=handlers[spec["name"]],
+                     self_budgeted=True) for spec in tool_specs.ALL]
+
+    def _turn(self, ctx: ToolContext, write: bool = False) -> GuardTurn:
+        turn = self.turns.get(ctx.session_id)
+        if turn is None:
+            raise Rejected("no active review turn for this session; tools are unavailable")
+        if write and turn.scope.flow == "chat":
+            raise Rejected("write tools are disabled in chat turns; answer in your reply text")
+        return turn
+
+    # -- reads --------------------------------------------------------------------------------
+
+    async def pull_request_read(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        turn = self._turn(ctx)
+        method, out = check_read(args, turn.scope)
+        dialect = await turn.ensure_dialect()
+        try:
+            tool, server_args = dialect.pr_read(method, out)
+        except DialectError as exc:
+            raise Rejected(str(exc)) from None
+        ctx.consume_budget()
+        return await turn.call(tool, server_args)
+
+    async def get_file_contents(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        turn = self._turn(ctx)
+        out = check_file(args, turn.scope, await turn.changed_files())
+        dialect = await turn.ensure_dialect()
+        ctx.consume_budget()
+        tool, server_args = dialect.file_read(out, turn.scope)
+        return await turn.call(tool, server_args)
+
+    # -- writes -------------------------------------------------------------------------------
+
+    async def pull_request_review_write(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        turn = self._turn(ctx, write=True)
+        method, out = check_review_write(args, turn.scope)
+        if turn.submitted is not None:
+            raise Rejected("the review for this trigger was already submitted; reply with a "
+                           "short final message")
+        if method == "create":
+            ctx.consume_budget()
+            if turn.draft is None:
+                turn.draft = Draft(commit_id=out["commitID"])
+            return (f"Pending review started on commit {out['commitID']}. Add inline comments "
+                    "with add_comment_to_pending_review, then call pull_request_review_write "
+                    "method=submit_pending event=COMMENT with a summary body.")
+        if turn.draft is None:
+            raise Rejected("no pending review: call pull_request_review_write method=create "
+                           "first")
+        ctx.consume_budget()
+        s = turn.scope
+        try:
+            review, posted = await post_review(turn.client, s.owner, s.repo, s.number,
+                                               turn.draft, out["body"], s.trigger)
+        except GitHubError as exc:
+            raise ToolFailed(f"submitting the review failed: {exc}") from None
+        turn.submitted, turn.posted_now = review, posted
+        return (f"Review submitted as COMMENT with {len(turn.draft.comments)} comment(s): "
+                f"{review.html_url or review.id}")
+
+    async def add_comment_to_pending_review(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        turn = self._turn(ctx, write=True)
+        out = check_comment(args, turn.scope, await turn.changed_files())
+        if turn.submitted is not None:
+            raise Rejected("the review for this trigger was already submitted")
+        if turn.draft is None:
+            raise Rejected("no pending review: call pull_request_review_write method=create "
+                           "first")
+        ctx.consume_budget()
+        turn.draft.comments.append(DraftComment(
+            path=out["path"], body=out["body"], subject_type=out["subjectType"],
+            line=out.get("line"), side=out.get("side"), start_line=out.get("startLine"),
+            start_side=out.get("startSide")))
+        return (f"Comment added to the pending review ({len(turn.draft.comments)} so far); it "
+                "is posted with the review on submit_pending.")
