@@ -149,6 +149,14 @@ class AccountConfig(Strict):
     def _web(cls, v: str) -> str:
         return _http_url(v) if v.strip() else ""
 
+    @field_validator("repositories", "ignore_authors", mode="before")
+    @classmethod
+    def _split(cls, v: object) -> object:
+        # "${GITHUB_REPOSITORIES}" interpolates to one string: accept "a/b, c/d" as a list.
+        if isinstance(v, str):
+            return [item for item in re.split(r"[,\s]+", v) if item]
+        return v
+
     @field_validator("repositories")
     @classmethod
     def _dedupe(cls, v: list[str]) -> list[str]:

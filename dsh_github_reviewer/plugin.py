@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+
 from dsh_harness import hookimpl
 
+from . import cli as cli_commands
 from . import cursor
+from .app import PLUGIN_NAME, ReviewerApp, SetupError
 from .config import ReviewerConfig
+from .poller import AccountPoller
+from .runner import Runner
+from .session_key import PrKey, parse_session_id
 
-PLUGIN_NAME = "dsh-github-reviewer"
+log = logging.getLogger(__name__)
 
 
 @hookimpl
@@ -18,3 +26,64 @@ def dsh_storage_domains():
 @hookimpl
 def dsh_plugin_config_models():
     return {PLUGIN_NAME: ReviewerConfig}
+
+
+@hookimpl
+async def dsh_agent_world(harness, session_id):
+    if parse_session_id(session_id) is None:
+        return None
+    return await ReviewerApp.of(harness).world(session_id)
+
+
+@hookimpl
+def dsh_session_title(harness, session):
+    key = parse_session_id(session.id)
+    if key is None:
+        return None
+    meta = session.meta or {}
+    if meta.get("owner") and meta.get("repo") and meta.get("number"):
+        return PrKey(key.account, meta["owner"], meta["repo"], int(meta["number"])).title
+    return key.title
+
+
+@hookimpl
+async def dsh_startup(harness):
+    app = ReviewerApp.of(harness)
+    if not app.accounts:
+        return
+    app.check_credentials()
+    for acct in app.accounts.values():
+        refs = [c.ref for c in acct.config.review.models] or [None]
+        problems = [harness.llm.problem(ref) for ref in refs]
+        if all(problems):
+            raise SetupError(f"{problems[0]}. To see the bot work offline first, run: "
+                             "dsh github-reviewer demo")
+    await app.connect()
+    for acct in app.accounts.values():
+        if not acct.config.repositories:
+            log.warning("account %s has no repositories: it stays idle (set repositories in "
+                        "dsh.toml or GITHUB_REPOSITORIES=owner/repo,...)", acct.key)
+    runner = Runner(harness, app)
+    pollers = [AccountPoller(app, acct, runner) for acct in app.accounts.values()]
+    for poller in pollers:
+        poller.acct.poller = poller
+    if harness.run_once:
+        await asyncio.gather(*(p.tick() for p in pollers))
+    else:
+        for p in pollers:
+            p.start()
+
+
+@hookimpl
+async def dsh_shutdown(harness):
+    app = harness.plugin_state.get(PLUGIN_NAME)
+    if app is None:
+        return
+    pollers = [a.poller for a in app.accounts.values() if a.poller is not None]
+    await asyncio.gather(*(p.stop() for p in pollers))
+    await app.close()
+
+
+@hookimpl
+def dsh_register_commands(cli):
+    cli_commands.register(cli)

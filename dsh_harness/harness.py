@@ -75,6 +75,9 @@ class Harness:
         self._agents: AgentService | None = None
         # Set by ``dsh run --once``: plugins do one pass of their work inside dsh_startup.
         self.run_once = False
+        # Per-harness objects of plugins (keyed by plugin name): plugin state lives with the
+        # harness that runs it, never in module globals.
+        self.plugin_state: dict[str, Any] = {}
 
     # -- plugin instances ---------------------------------------------------------------
 

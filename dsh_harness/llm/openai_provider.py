@@ -74,6 +74,13 @@ class OpenAICompatibleProvider(LLMProvider):
         raise LLMError(f"provider {self.name!r} has no API key: {hint} "
                        f"(or providers.{self.name}.api_key in dsh.toml)")
 
+    def configuration_problem(self) -> str | None:
+        try:
+            self._key()
+        except LLMError as exc:
+            return str(exc)
+        return None
+
     @property
     def client(self) -> openai.AsyncOpenAI:
         if self._client is None:

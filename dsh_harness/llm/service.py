@@ -44,6 +44,14 @@ class LLMService:
             raise LLMError(f"model reference {ref!r} must be <provider>/<model>")
         return provider, model
 
+    def problem(self, ref: str | None) -> str | None:
+        """Why requests to ``ref`` (default: the default model) would fail, or None."""
+        try:
+            provider, _ = self.split(ref)
+            return self.provider(provider).configuration_problem()
+        except LLMError as exc:
+            return str(exc)
+
     def spec(self, provider: str, model: str) -> ModelSpec:
         models = self.config.providers[provider].models
         if model in models:

@@ -58,5 +58,9 @@ class LLMProvider(ABC):
     @abstractmethod
     async def list_models(self) -> list[str]: ...
 
+    def configuration_problem(self) -> str | None:
+        """What keeps this provider from working (e.g. a missing key), checked at start-up."""
+        return None
+
     async def close(self) -> None:  # noqa: B027 - optional
         pass

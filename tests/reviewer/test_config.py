@@ -138,3 +138,18 @@ def test_mcp_env_cannot_override_token():
 
 def test_unknown_keys_rejected():
     assert "Extra inputs are not permitted" in errors({"accounts": [account(repos=["a/b"])]})
+
+
+def test_repositories_from_one_environment_string():
+    a = AccountConfig.model_validate(account(repositories="octo/a, octo/b  octo/a"))
+    assert a.repositories == ["octo/a", "octo/b"]
+    assert AccountConfig.model_validate(account(repositories="")).repositories == []
+    assert "repositories[1]: must be owner/repo" in check_error(
+        'repositories = "octo/a, nope"')
+
+
+def check_error(line: str) -> str:
+    with pytest.raises(ConfigError) as exc:
+        check(f'[plugins.github-reviewer]\n[[plugins.github-reviewer.accounts]]\n'
+              f'personal_access_token = "{PAT}"\n{line}\n')
+    return str(exc.value)

@@ -1,0 +1,177 @@
+"""The reviewer inside one harness: its accounts, their GitHub clients, guards and pollers.
+
+One ``ReviewerApp`` per harness (kept in ``harness.plugin_state``), built lazily so the world
+hook works in any process — ``dsh run``, the CLI or the web UI — while network clients and
+pollers exist only after ``start()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+
+from dsh_harness import AgentWorld, DshError, Harness
+
+from .config import AccountConfig, ReviewerConfig
+from .cursor import DOMAIN, CursorStore, Instructions
+from .github.auth import AppAuth, PatAuth, load_private_key
+from .github.client import GitHubClient
+from .github.guard import Guard
+from .github.mcp_host import McpRuntime
+from .prompts import TrustedInstructions, system_prompt
+from .session_key import PrKey, parse_session_id
+
+log = logging.getLogger(__name__)
+
+PLUGIN_NAME = "dsh-github-reviewer"
+HTTP_TIMEOUT_S = 30.0
+
+
+class SetupError(DshError):
+    pass
+
+
+@dataclass
+class AccountRuntime:
+    instance: str
+    config: AccountConfig
+    guard: Guard = field(default_factory=Guard)
+    http: httpx2.AsyncClient | None = None
+    auth: PatAuth | AppAuth | None = None
+    client: GitHubClient | None = None
+    mcp: McpRuntime | None = None
+    cursor: CursorStore | None = None
+    model: str | None = None
+    model_resolved: bool = False
+    poller: Any = None
+
+    @property
+    def key(self) -> str:
+        return self.config.key
+
+
+class ReviewerApp:
+    def __init__(self, harness: Harness):
+        self.harness = harness
+        self.accounts: dict[str, AccountRuntime] = {}
+        for instance, cfg in harness.plugin_instances(PLUGIN_NAME):
+            config = cfg if isinstance(cfg, ReviewerConfig) else ReviewerConfig.model_validate(cfg)
+            for account in config.accounts:
+                if account.key in self.accounts:
+                    raise SetupError(f"plugins.{instance}: account {account.name!r} is also "
+                                     "configured by another instance; account names must be "
+                                     "unique across instances")
+                self.accounts[account.key] = AccountRuntime(instance, account)
+        self._model_lock = asyncio.Lock()
+
+    @classmethod
+    def of(cls, harness: Harness) -> ReviewerApp:
+        app = harness.plugin_state.get(PLUGIN_NAME)
+        if app is None:
+            app = harness.plugin_state[PLUGIN_NAME] = cls(harness)
+        return app
+
+    # -- start / stop -------------------------------------------------------------------------
+
+    def check_credentials(self) -> None:
+        missing = [a for a in self.accounts.values() if not a.config.has_credentials]
+        if missing:
+            names = ", ".join(f"{a.instance}.accounts[{a.config.name}]" for a in missing)
+            raise SetupError(
+                f"no GitHub credentials for {names}: set GITHUB_TOKEN (a ghp_/github_pat_ "
+                "token used by dsh.toml's personal_access_token), or configure a GitHub App "
+                "(app_id, installation_id, private_key_path). The model key comes from "
+                "DEEPSEEK_API_KEY. To see the bot work without either, run: "
+                "dsh github-reviewer demo")
+
+    async def connect(self) -> None:
+        """Open clients for every account (App keys are read and parsed here)."""
+        self.check_credentials()
+        domain = await self.harness.storage.domain(DOMAIN)
+        for acct in self.accounts.values():
+            acct.http = httpx2.AsyncClient(timeout=HTTP_TIMEOUT_S)
+            cfg = acct.config
+            if cfg.app_mode:
+                key = load_private_key(cfg.private_key_path)  # type: ignore[arg-type]
+                acct.auth = AppAuth(cfg.app_id, cfg.installation_id, key,  # type: ignore[arg-type]
+                                    cfg.api_url, acct.http)
+            else:
+                acct.auth = PatAuth(cfg.personal_access_token.get_secret_value())  # type: ignore[union-attr]
+            acct.client = GitHubClient(cfg.api_url, acct.auth, acct.http)
+            acct.mcp = McpRuntime(cfg.mcp, cfg.web_url, cfg.review.tool_timeout_s)
+            acct.cursor = CursorStore(domain, acct.key)
+
+    async def close(self) -> None:
+        for acct in self.accounts.values():
+            for session_id in list(acct.guard.turns):
+                await acct.guard.end(session_id)
+            if acct.http is not None:
+                await acct.http.aclose()
+                acct.http = None
+
+    # -- models -----------------------------------------------------------------------------
+
+    async def resolve_model(self, acct: AccountRuntime) -> str | None:
+        """The first ``review.models`` candidate its provider lists (cached), else the default."""
+        async with self._model_lock:
+            if acct.model_resolved:
+                return acct.model
+            candidates = acct.config.review.models
+            if candidates:
+                offered: dict[str, list[str]] = {}
+                for c in candidates:
+                    if c.provider not in offered:
+                        try:
+                            offered[c.provider] = await self.harness.llm.provider(
+                                c.provider).list_models()
+                        except Exception as exc:
+                            log.warning("cannot list models of provider %s: %s", c.provider, exc)
+                            offered[c.provider] = []
+                    if c.model in offered[c.provider]:
+                        acct.model = c.ref
+                        break
+                else:
+                    refs = ", ".join(c.ref for c in candidates)
+                    raise SetupError(f"none of review.models ({refs}) is offered by its "
+                                     "provider")
+            acct.model_resolved = True
+            return acct.model
+
+    # -- worlds -----------------------------------------------------------------------------
+
+    def account_for(self, key: PrKey) -> AccountRuntime | None:
+        return self.accounts.get(key.account)
+
+    async def stored_instructions(self, key: PrKey) -> Instructions | None:
+        try:
+            domain = await self.harness.storage.domain(DOMAIN)
+        except DshError:
+            return None
+        cursor = await CursorStore(domain, key.account).load()
+        entry = cursor.prs.get(key.cursor_key)
+        return entry.instructions if entry else None
+
+    async def world(self, session_id: str) -> AgentWorld | None:
+        key = parse_session_id(session_id)
+        if key is None:
+            return None
+        acct = self.account_for(key)
+        stored = await self.stored_instructions(key)
+        trusted = TrustedInstructions(stored.source, stored.text) if stored else None
+        review = acct.config.review if acct else AccountConfig().review
+        guard = acct.guard if acct else Guard()
+        return AgentWorld(
+            system_prompt=system_prompt(trusted),
+            tools=guard.tools(),
+            hide_global_tools=True,
+            model=acct.model if acct else None,
+            max_tool_calls=review.max_tool_calls,
+            # The MCP host enforces tool_timeout_s on the handshake and on each call; the
+            # harness bound is a backstop above both.
+            tool_timeout_s=2 * review.tool_timeout_s + 5,
+            tool_result_limit=review.tool_result_limit,
+            turn_timeout_s=review.turn_timeout_s)

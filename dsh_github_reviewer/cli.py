@@ -1,0 +1,91 @@
+"""``dsh github-reviewer status|demo``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from dsh_harness import Harness
+
+from .app import ReviewerApp
+from .cursor import DOMAIN, CursorStore
+
+
+def register(cli: Any) -> None:
+    parser = cli.add_command("github-reviewer", "the GitHub reviewer: status and offline demo")
+    sub = parser.add_subparsers(dest="reviewer_command", metavar="SUBCOMMAND", required=True)
+    status = sub.add_parser("status", help="cursor state per account and PR")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=cmd_status)
+    demo = sub.add_parser("demo", help="an offline review against a sandbox GitHub and a "
+                                       "scripted model: review, push, re-review, /bot")
+    demo.add_argument("--json", action="store_true")
+    demo.set_defaults(handler=cmd_demo)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat(timespec="seconds") if value else None
+
+
+async def status_data(harness: Harness) -> list[dict[str, Any]]:
+    app = ReviewerApp.of(harness)
+    domain = await harness.storage.domain(DOMAIN)
+    now = datetime.now(UTC)
+    accounts = []
+    for acct in app.accounts.values():
+        cursor = await CursorStore(domain, acct.key).load()
+        prs = []
+        for key, e in sorted(cursor.prs.items()):
+            backoff = e.backoff_until(acct.config.poll_interval_s)
+            prs.append({
+                "pr": key, "title": e.title, "status": e.status, "head_sha": e.head_sha,
+                "reviewed_head_sha": e.reviewed_head_sha, "reviews_done": e.reviews_done,
+                "fail_count": e.fail_count,
+                "backoff_until": _iso(backoff) if backoff and backoff > now else None,
+                "last_error": e.last_error, "updated_at": _iso(e.updated_at),
+                "inflight": e.inflight.comment_id if e.inflight else None,
+                "queued": [c.comment_id for c in e.queued]})
+        accounts.append({
+            "account": acct.key, "instance": acct.instance,
+            "repositories": acct.config.repositories,
+            "mode": "app" if acct.config.app_mode else "pat",
+            "credentials": "set" if acct.config.has_credentials else "unset",
+            "last_tick_at": _iso(cursor.last_tick_at), "next_tick_at": _iso(cursor.next_tick_at),
+            "rate_limited_until": _iso(cursor.rate_limited_until),
+            "last_error": cursor.last_error, "prs": prs})
+    return accounts
+
+
+async def cmd_status(harness: Harness, args: argparse.Namespace) -> int:
+    data = await status_data(harness)
+    if args.json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return 0
+    if not data:
+        print("no github-reviewer accounts are configured")
+    for a in data:
+        print(f"account {a['account']} ({a['mode']}, credentials {a['credentials']}): "
+              f"{', '.join(a['repositories']) or 'no repositories (idle)'}")
+        print(f"  last tick {a['last_tick_at'] or '-'}, next {a['next_tick_at'] or '-'}"
+              + (f", rate limited until {a['rate_limited_until']}"
+                 if a["rate_limited_until"] else "")
+              + (f", last error: {a['last_error']}" if a["last_error"] else ""))
+        for p in a["prs"]:
+            line = (f"  {p['pr']}: {p['status']} head {p['head_sha'][:12]} "
+                    f"reviews {p['reviews_done']}")
+            if p["fail_count"]:
+                line += f", failures {p['fail_count']}"
+            if p["backoff_until"]:
+                line += f", backoff until {p['backoff_until']}"
+            if p["last_error"]:
+                line += f", last error: {p['last_error']}"
+            print(line)
+    return 0
+
+
+async def cmd_demo(harness: Harness, args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return await run_demo(as_json=args.json)

@@ -1,0 +1,104 @@
+"""``dsh github-reviewer demo``: the whole loop offline, in under a minute.
+
+A sandbox GitHub (on 127.0.0.N:80, because the real github-mcp-server binary dials port 80)
+holds a small repository and a PR with real findings; a scripted reviewer model serves the
+OpenAI-compatible API with DeepSeek-style prefix caching. The real poller, runner, guarded
+tools and github-mcp-server then do: first review → a new push → re-review in the same session
+→ a /bot question → its answer. Printed: what was posted, and per turn the tokens, cache hits
+and cost.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from dsh_harness import Harness, parse_config
+
+from .app import ReviewerApp
+from .poller import AccountPoller
+from .runner import Runner
+from .session_key import PrKey
+from .testing import SandboxGitHub
+from .testing.scenario import REPO, build_shop, deployment_toml, model_server, push_fix
+
+
+def _posted(sb: SandboxGitHub) -> dict[str, Any]:
+    st = sb.state
+    reviews = [{"id": r.id, "state": r.state, "commit": r.commit_id[:12],
+                "summary": r.body.split("\n\n<!--")[0],
+                "comments": [{"path": c.path, "line": c.line, "body": c.body.split("\n")[0]}
+                             for c in st.comments_of_review(r.id)]}
+               for r in st.reviews_of(REPO, 1)]
+    replies = [{"id": c.id, "by": c.user, "body": c.body.split("\n\n<!--")[0]}
+               for c in st.issue_comments_of(REPO, 1) if c.user == "shop-review-bot"]
+    return {"reviews": reviews, "replies": replies}
+
+
+async def _turns(harness: Harness, session_id: str) -> list[dict[str, Any]]:
+    log = await harness.sessions.read(session_id)
+    flows = {e.turn: e.meta.get("flow", "?") for e in log.events if e.type == "turn_start"}
+    rows = []
+    for e in log.events:
+        if e.type == "turn_end":
+            u = e.usage
+            prompt = u.uncached_input + u.cache_read
+            rows.append({"turn": e.turn, "flow": flows.get(e.turn, "?"), "reason": e.reason,
+                         "prompt_tokens": prompt, "cache_hit_tokens": u.cache_read,
+                         "cache_hit_pct": round(100 * u.cache_read / prompt, 1) if prompt else 0,
+                         "output_tokens": u.output, "cost_usd": round(u.cost_usd, 6)})
+    return rows
+
+
+async def run_demo(as_json: bool = False) -> int:
+    with tempfile.TemporaryDirectory(prefix="dsh-demo-") as tmp, \
+            SandboxGitHub.on_loopback_80() as sb, model_server() as model:
+        build_shop(sb)
+        toml = deployment_toml(Path(tmp) / "home", sb, model)
+        harness = Harness(parse_config(toml, "demo.toml", Path(tmp)))
+        app = ReviewerApp.of(harness)
+        await app.connect()
+        poller = AccountPoller(app, app.accounts["demo"], Runner(harness, app))
+        steps = []
+        try:
+            await poller.tick()
+            steps.append("first review")
+            push_fix(sb)
+            await poller.tick()
+            steps.append("re-review after a push")
+            sb.state.add_issue_comment(REPO, 1, "maintainer",
+                                       "/bot Which of your findings are still open?")
+            await poller.tick()
+            steps.append("/bot question answered")
+            session_id = PrKey("demo", "acme", "shop", 1).session_id
+            report = {"steps": steps, "session": session_id, "posted": _posted(sb),
+                      "turns": await _turns(harness, session_id),
+                      "github_requests": sb.stats()}
+        finally:
+            await app.close()
+            await harness.close()
+    if as_json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        return 0
+    _print(report)
+    return 0
+
+
+def _print(report: dict[str, Any]) -> None:
+    print(f"Offline demo: {' -> '.join(report['steps'])}")
+    print(f"Session: {report['session']}\n")
+    for r in report["posted"]["reviews"]:
+        print(f"Review {r['id']} ({r['state']}) on {r['commit']}: {r['summary']}")
+        for c in r["comments"]:
+            print(f"  {c['path']}:{c['line']}  {c['body']}")
+    for c in report["posted"]["replies"]:
+        print(f"\nReply to /bot:\n{c['body']}")
+    print(f"\n{'turn':>4} {'flow':<7} {'prompt':>7} {'cached':>7} {'hit%':>6} {'output':>7} "
+          f"{'cost $':>10}")
+    for t in report["turns"]:
+        print(f"{t['turn']:>4} {t['flow']:<7} {t['prompt_tokens']:>7} "
+              f"{t['cache_hit_tokens']:>7} {t['cache_hit_pct']:>6} {t['output_tokens']:>7} "
+              f"{t['cost_usd']:>10.6f}")
+    print(f"\nGitHub requests: {report['github_requests']}")

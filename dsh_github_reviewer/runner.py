@@ -1,0 +1,135 @@
+"""Drive one turn of a PR's session: a review or a /bot chat (spec §4).
+
+The turn deadline covers agent set-up too [fix]: it starts before the session is opened and
+the same absolute deadline bounds the agent's turn. The guard's per-turn state is registered
+around the turn, so tools work only while the runner says so, and the MCP process it starts is
+closed on every path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from dsh_harness import Agent, Harness
+
+from .app import AccountRuntime, ReviewerApp
+from .github.guard import GuardTurn
+from .github.guard_rules import Scope
+from .github.models import PullRequest
+from .github.review_submit import find_posted
+from .prompts import PrFacts, TrustedInstructions, chat_message, review_message, system_prompt
+from .sanitizer import redact_secrets
+from .session_key import PrKey
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TurnResult:
+    ok: bool
+    error: str | None = None
+    text: str | None = None
+    review_id: int | None = None
+    posted_now: bool = False
+
+
+def pr_key(acct: AccountRuntime, pr: PullRequest) -> PrKey:
+    return PrKey(acct.key, pr.base.repo.owner.login if pr.base.repo else "",
+                 pr.base.repo.name if pr.base.repo else "", pr.number)
+
+
+def facts(pr: PullRequest) -> PrFacts:
+    base_repo = pr.base.repo
+    return PrFacts(owner=base_repo.owner.login if base_repo else "",
+                   repo=base_repo.name if base_repo else "", number=pr.number, title=pr.title,
+                   url=pr.html_url, body=pr.body, base_ref=pr.base.ref, base_sha=pr.base.sha,
+                   head_ref=pr.head.ref, head_sha=pr.head.sha, changed_files=pr.changed_files,
+                   additions=pr.additions, deletions=pr.deletions, author=pr.user.login)
+
+
+def scope_for(pr: PullRequest, flow: str, trigger: str) -> Scope:
+    base, head = pr.base.repo, pr.head.repo or pr.base.repo
+    assert base is not None and head is not None
+    return Scope(owner=base.owner.login, repo=base.name, number=pr.number,
+                 base_sha=pr.base.sha, base_ref=pr.base.ref, head_sha=pr.head.sha,
+                 head_ref=pr.head.ref, head_owner=head.owner.login, head_repo=head.name,
+                 flow=flow, trigger=trigger)
+
+
+class Runner:
+    def __init__(self, harness: Harness, app: ReviewerApp):
+        self.harness, self.app = harness, app
+
+    async def _agent(self, acct: AccountRuntime, key: PrKey, pr: PullRequest,
+                     instructions: TrustedInstructions | None) -> Agent:
+        await self.app.resolve_model(acct)
+        meta = {"plugin": "dsh-github-reviewer", "account": acct.key,
+                "owner": key.owner, "repo": key.repo, "number": key.number, "url": pr.html_url}
+        agent = await self.harness.agents.get_or_open(key.session_id, meta=meta)
+        wanted = system_prompt(instructions)
+        if agent.world.system_prompt != wanted and not agent.busy:
+            # The trusted instructions changed: a new world (one prefix-cache miss, then stable).
+            await self.harness.agents.evict(key.session_id)
+            agent = await self.harness.agents.resume(key.session_id)
+        return agent
+
+    async def _turn(self, acct: AccountRuntime, pr: PullRequest, flow: str, trigger: str,
+                    instructions: TrustedInstructions | None, message_for) -> tuple[
+                        GuardTurn | None, TurnResult]:
+        key = pr_key(acct, pr)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + acct.config.review.turn_timeout_s
+        turn: GuardTurn | None = None
+        try:
+            async with asyncio.timeout_at(deadline):
+                agent = await self._agent(acct, key, pr, instructions)
+                assert acct.auth is not None and acct.client is not None and acct.mcp
+                turn = GuardTurn(scope=scope_for(pr, flow, trigger), client=acct.client,
+                                 runtime=acct.mcp, token=await acct.auth.token())
+                acct.guard.begin(key.session_id, turn)
+                try:
+                    outcome = await agent.followup(message_for(pr), deadline=deadline,
+                                                   meta={"flow": flow, "trigger": trigger})
+                finally:
+                    await acct.guard.end(key.session_id)
+        except TimeoutError:
+            return turn, TurnResult(False, "the turn deadline passed during set-up")
+        except Exception as exc:
+            log.exception("%s: %s turn failed", key.session_id, flow)
+            return turn, TurnResult(False, f"{type(exc).__name__}: {redact_secrets(str(exc))}")
+        if not outcome.ok:
+            return turn, TurnResult(False, f"turn ended: {outcome.reason}: {outcome.error}",
+                                    outcome.text)
+        return turn, TurnResult(True, None, outcome.text)
+
+    async def review(self, acct: AccountRuntime, pr: PullRequest, trigger: str,
+                     instructions: TrustedInstructions | None, previous_head: str | None,
+                     requested_by: str | None = None) -> TurnResult:
+        """A review turn; ok only if a COMMENT review for ``trigger`` is on GitHub."""
+        base = pr.base.repo
+        assert acct.client is not None and base is not None
+        already = await find_posted(acct.client, base.owner.login, base.name, pr.number,
+                                    trigger)
+        if already is not None:
+            # Posted before a crash, cursor not yet saved: nothing to run again.
+            return TurnResult(True, review_id=already.id)
+        turn, result = await self._turn(
+            acct, pr, "review", trigger, instructions,
+            lambda p: review_message(facts(p), previous_head, requested_by))
+        if turn is not None and turn.submitted is not None:
+            return TurnResult(True, review_id=turn.submitted.id, posted_now=turn.posted_now,
+                              text=result.text)
+        return TurnResult(False, result.error or "the model finished without submitting a "
+                          "review", result.text)
+
+    async def chat(self, acct: AccountRuntime, pr: PullRequest, trigger: str,
+                   instructions: TrustedInstructions | None, author: str, message: str,
+                   path: str | None, line: int | None) -> TurnResult:
+        _, result = await self._turn(
+            acct, pr, "chat", trigger, instructions,
+            lambda p: chat_message(facts(p), author, message, path, line))
+        if result.ok:
+            result.text = redact_secrets(result.text or "").strip()
+        return result
