@@ -9,11 +9,8 @@ the deployment defaults for deepseek-v4-flash. Prints a table; asserts nothing.
 from __future__ import annotations
 
 import asyncio
-import sys
 import tempfile
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dsh_harness import Harness, hookimpl, parse_config
 from dsh_harness.agents import AgentWorld, Tool

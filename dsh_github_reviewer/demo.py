@@ -15,14 +15,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from dsh_harness import Harness, parse_config
+from dsh_harness import Harness
 
-from .app import ReviewerApp
-from .poller import AccountPoller
-from .runner import Runner
 from .session_key import PrKey
 from .testing import SandboxGitHub
-from .testing.scenario import REPO, build_shop, deployment_toml, model_server, push_fix
+from .testing.deployment import Deployment
+from .testing.scenario import REPO, build_shop, model_server, push_fix
 
 
 def _posted(sb: SandboxGitHub) -> dict[str, Any]:
@@ -37,7 +35,8 @@ def _posted(sb: SandboxGitHub) -> dict[str, Any]:
     return {"reviews": reviews, "replies": replies}
 
 
-async def _turns(harness: Harness, session_id: str) -> list[dict[str, Any]]:
+async def session_turns(harness: Harness, session_id: str) -> list[dict[str, Any]]:
+    """Per turn of a session: flow, end reason, disjoint tokens, cache-hit share and cost."""
     log = await harness.sessions.read(session_id)
     flows = {e.turn: e.meta.get("flow", "?") for e in log.events if e.type == "turn_start"}
     rows = []
@@ -56,29 +55,25 @@ async def run_demo(as_json: bool = False) -> int:
     with tempfile.TemporaryDirectory(prefix="dsh-demo-") as tmp, \
             SandboxGitHub.on_loopback_80() as sb, model_server() as model:
         build_shop(sb)
-        toml = deployment_toml(Path(tmp) / "home", sb, model)
-        harness = Harness(parse_config(toml, "demo.toml", Path(tmp)))
-        app = ReviewerApp.of(harness)
-        await app.connect()
-        poller = AccountPoller(app, app.accounts["demo"], Runner(harness, app))
+        dep = await Deployment(Path(tmp), sb, model).start()
         steps = []
         try:
-            await poller.tick()
+            await dep.tick()
             steps.append("first review")
             push_fix(sb)
-            await poller.tick()
+            await dep.tick()
             steps.append("re-review after a push")
             sb.state.add_issue_comment(REPO, 1, "maintainer",
                                        "/bot Which of your findings are still open?")
-            await poller.tick()
+            await dep.tick()
             steps.append("/bot question answered")
             session_id = PrKey("demo", "acme", "shop", 1).session_id
+            assert dep.harness is not None
             report = {"steps": steps, "session": session_id, "posted": _posted(sb),
-                      "turns": await _turns(harness, session_id),
+                      "turns": await session_turns(dep.harness, session_id),
                       "github_requests": sb.stats()}
         finally:
-            await app.close()
-            await harness.close()
+            await dep.stop()
     if as_json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return 0
