@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 
 from dsh_harness import hookimpl
 
@@ -47,6 +48,24 @@ def dsh_session_title(harness, session):
 
 
 @hookimpl
+def dsh_session_group(harness, session):
+    key = parse_session_id(session.id)
+    if key is None:
+        return None
+    meta = session.meta or {}
+    owner, repo = meta.get("owner") or key.owner, meta.get("repo") or key.repo
+    return [f"account {key.account}", f"{owner}/{repo}"]
+
+
+@hookimpl
+def dsh_session_link(harness, session):
+    if parse_session_id(session.id) is None:
+        return None
+    url = (session.meta or {}).get("url")
+    return url if isinstance(url, str) else None
+
+
+@hookimpl
 async def dsh_startup(harness):
     app = ReviewerApp.of(harness)
     if not app.accounts:
@@ -87,3 +106,18 @@ async def dsh_shutdown(harness):
 @hookimpl
 def dsh_register_commands(cli):
     cli_commands.register(cli)
+
+
+@hookimpl
+def dsh_register_web_routes(router):
+    router.add_template_dir(Path(__file__).with_name("templates"))
+
+    async def status_page(request):
+        data = await cli_commands.status_data(router.harness)
+        return router.render(request, "reviewer_status.html", accounts=data)
+
+    async def status_api(request):
+        return router.json(await cli_commands.status_data(router.harness))
+
+    router.add_page("/github-reviewer", status_page, "Reviewer status")
+    router.add_route("/api/github-reviewer/status", status_api)

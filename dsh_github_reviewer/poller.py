@@ -24,6 +24,7 @@ from .github.models import IssueComment, PullRequest, PullSummary, ReviewComment
 from .prompts import TrustedInstructions
 from .replies import post_reply
 from .runner import Runner
+from .sanitizer import sanitize_line
 
 log = logging.getLogger(__name__)
 
@@ -282,7 +283,7 @@ class AccountPoller:
                 e = e or PrEntry(head_sha=pr.head.sha, status="missing_instructions",
                                  updated_at=now)
                 e.head_sha, e.status, e.updated_at = pr.head.sha, "missing_instructions", now
-                e.title, e.base_sha, e.last_seen_open_at = pr.title, pr.base.sha, now
+                e.title, e.base_sha, e.last_seen_open_at = sanitize_line(pr.title), pr.base.sha, now
                 e.last_error = f"no {INSTRUCTIONS_PATH} in the base repository"
                 return e
             await self.store.update_pr(key, missing)
@@ -297,7 +298,7 @@ class AccountPoller:
             if e.head_sha != pr.head.sha:
                 e.fail_count, e.last_failed_sha, e.last_failed_at = 0, None, None
             e.head_sha, e.status, e.updated_at, e.trigger = pr.head.sha, "reviewing", now, trigger
-            e.title, e.base_sha, e.last_seen_open_at = pr.title, pr.base.sha, now
+            e.title, e.base_sha, e.last_seen_open_at = sanitize_line(pr.title), pr.base.sha, now
             e.last_review_started_at = started
             e.instructions = Instructions(source=instructions.source, text=instructions.text)
             return e

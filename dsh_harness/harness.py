@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, SecretStr, ValidationError
 
 from .agents import AgentService
 from .config import LoadedConfig, PluginInstanceConfig
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 HARNESS_VERSION = "0.1.0"
 
 # What the harness offers plugins; a manifest requiring anything else cannot be enabled.
-HOST_SERVICES = frozenset({"storage", "sessions", "agents", "llm", "commands"})
+HOST_SERVICES = frozenset({"storage", "sessions", "agents", "llm", "web", "commands"})
 
 
 def _register_into(table: dict[str, Any], kind: str) -> Callable[[str, Any], None]:
@@ -161,6 +161,32 @@ class Harness:
                 info.error = str(exc)
             infos.append(info)
         return infos
+
+    def secret_values(self) -> list[str]:
+        """Every configured secret (provider keys, web token, SecretStr fields of plugin
+        configs): what the web UI and logs must never show."""
+        found: list[str] = []
+
+        def walk(value: Any) -> None:
+            if isinstance(value, SecretStr):
+                found.append(value.get_secret_value())
+            elif isinstance(value, BaseModel):
+                for name in type(value).model_fields:
+                    walk(getattr(value, name))
+            elif isinstance(value, dict):
+                for v in value.values():
+                    walk(v)
+            elif isinstance(value, list | tuple):
+                for v in value:
+                    walk(v)
+        walk(self.config)
+        for settings in self._instance_settings.values():
+            walk(settings)
+        for provider in self.config.providers.values():
+            if provider.api_key_env and os.environ.get(provider.api_key_env):
+                found.append(os.environ[provider.api_key_env])
+        # Short values would redact ordinary words; real secrets are long.
+        return sorted({v for v in found if len(v) >= 8}, key=len, reverse=True)
 
     # -- storage --------------------------------------------------------------------------
 

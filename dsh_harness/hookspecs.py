@@ -92,6 +92,26 @@ def dsh_session_title(harness: Any, session: Any) -> Any:
     """
 
 
+@hookspec(firstresult=True)
+def dsh_session_group(harness: Any, session: Any) -> Any:
+    """Place a session in the web UI's group tree.
+
+    Fires when the session catalog (web UI index, ``/api/sessions``) summarizes a session;
+    ``session`` is its header (id, created time, meta). Return a list of labels from the
+    outermost group inwards (the reviewer: ``[account, "owner/repo"]``) or ``None`` for the
+    ungrouped list. First non-``None`` result wins. Must be cheap: it runs for every session.
+    """
+
+
+@hookspec(firstresult=True)
+def dsh_session_link(harness: Any, session: Any) -> Any:
+    """An external link for a session (the reviewer: the pull request's URL).
+
+    Fires with the group hook, for the same ``session`` header. Return an ``http(s)`` URL or
+    ``None``; other schemes are dropped by the web UI. First non-``None`` result wins.
+    """
+
+
 @hookspec
 def dsh_startup(harness: Any) -> Any:
     """Start background work.

@@ -9,4 +9,5 @@ DEFAULT_PLUGINS: list[tuple[str, str]] = [
     ("dsh.storage.sqlite", "dsh_harness.default_plugins.storage_sqlite"),
     ("dsh.sessions.jsonl", "dsh_harness.default_plugins.sessions_jsonl"),
     ("dsh.llm.openai", "dsh_harness.default_plugins.llm_openai"),
+    ("dsh.web", "dsh_harness.default_plugins.web"),
 ]

@@ -133,6 +133,26 @@ class JsonlSessionStore(SessionStore):
             await asyncio.to_thread(os.fsync, fd)
             os.close(fd)
 
+    async def list_stamped(self) -> list[tuple[str, object | None]]:
+        def scan() -> list[tuple[str, object | None]]:
+            if not self.directory.is_dir():
+                return []
+            out: list[tuple[str, object | None]] = []
+            with os.scandir(self.directory) as it:
+                for entry in it:
+                    if entry.name.endswith(SUFFIX) and not entry.name.startswith("."):
+                        st = entry.stat()
+                        out.append((session_id_of(entry.name), (st.st_mtime_ns, st.st_size)))
+            return out
+        return await asyncio.to_thread(scan)
+
+    async def stamp(self, session_id: str) -> object | None:
+        try:
+            st = self.path(session_id).stat()
+        except FileNotFoundError:
+            return None
+        return (st.st_mtime_ns, st.st_size)
+
     async def list_ids(self) -> list[str]:
         if not self.directory.is_dir():
             return []

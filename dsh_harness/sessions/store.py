@@ -43,6 +43,14 @@ class SessionStore(ABC):
     @abstractmethod
     async def list_ids(self) -> list[str]: ...
 
+    async def list_stamped(self) -> list[tuple[str, object | None]]:
+        """Session ids with a change stamp (None = unknown: readers must reload)."""
+        return [(sid, None) for sid in await self.list_ids()]
+
+    async def stamp(self, session_id: str) -> object | None:
+        """A value that changes whenever the session's log changes (None = unknown)."""
+        return None
+
     async def release(self, session_id: str) -> None:  # noqa: B027 - optional
         """Flush and drop any open handle on a session (agent evicted from memory)."""
 

@@ -34,7 +34,7 @@ def tool(name: str, handler, desc: str = "") -> Tool:
                 handler=handler)
 
 
-class TestWorlds:
+class WorldsPlugin:
     """Owns session ids ``test:*``; ``test:open:*`` sessions may see global tools."""
 
     def __init__(self, **world_kw: Any):
@@ -68,7 +68,7 @@ def config_text(base_url: str, extra: str = "") -> str:
 
 def make_harness(tmp_path: Path, base_url: str, extra: str = "", **world_kw: Any) -> Harness:
     loaded = parse_config(config_text(base_url, extra), "test.toml", tmp_path)
-    return Harness(loaded, load_entry_points=False, plugins=[("worlds", TestWorlds(**world_kw))])
+    return Harness(loaded, load_entry_points=False, plugins=[("worlds", WorldsPlugin(**world_kw))])
 
 
 def canon(messages: list[dict[str, Any]]) -> list[str]:

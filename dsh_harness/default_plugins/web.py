@@ -1,0 +1,54 @@
+"""Built-in plugin: the web UI — served by ``dsh run`` when ``[web] enabled``, and ``dsh web``."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+from ..hookspecs import hookimpl
+from ..web.server import WebServer
+
+STATE_KEY = "dsh.web"
+
+
+@hookimpl
+async def dsh_startup(harness):
+    if harness.config.web.enabled and not harness.run_once:
+        server = WebServer(harness)
+        await server.start()
+        harness.plugin_state[STATE_KEY] = server
+
+
+@hookimpl
+async def dsh_shutdown(harness):
+    server = harness.plugin_state.pop(STATE_KEY, None)
+    if server is not None:
+        await server.stop()
+
+
+@hookimpl
+def dsh_register_commands(cli):
+    parser = cli.add_command("web", "serve the web UI alone (read-only; works beside dsh run)")
+    parser.add_argument("--host", help="override web.host")
+    parser.add_argument("--port", type=int, help="override web.port")
+    parser.set_defaults(handler=cmd_web)
+
+
+async def cmd_web(harness, args) -> int:
+    web = harness.config.web
+    updates = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    if updates:
+        harness.config = harness.config.model_copy(update={"web": web.model_copy(update=updates)})
+    server = WebServer(harness)
+    await server.start()
+    print(f"dsh web UI on http://{harness.config.web.host}:{server.port} (Ctrl-C to stop)",
+          flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()
+    return 0

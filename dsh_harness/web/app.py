@@ -1,0 +1,257 @@
+"""The harness web UI: sessions index, session pages, settings, plugin pages, a JSON API.
+
+Read-only over the home directory, so it can run beside ``dsh run`` (``dsh web``) or inside it
+(``[web] enabled``). Every HTML and JSON response passes through ``redact`` (configured secret
+values replaced) and carries a strict Content-Security-Policy; untrusted text reaches pages only
+through Jinja's autoescaping or safe Markdown.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..errors import DshError
+from ..sessions.summary import summarize
+from . import auth, render
+from .catalog import CatalogEntry, SessionCatalog
+from .router import WebRouter
+
+PAGE_SIZE = 50
+EVENT_PAGE = 500
+REDACTED = "[REDACTED_SECRET]"
+SECURITY_HEADERS = {
+    "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; "
+                                "img-src 'self'; connect-src 'self'; form-action 'self'; "
+                                "base-uri 'none'; frame-ancestors 'none'"),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+HIDDEN_EVENTS = {"step_start", "step_end", "tool_call"}
+
+
+class WebApp:
+    def __init__(self, harness: Any):
+        self.harness = harness
+        self.catalog = SessionCatalog(harness)
+        self.router = WebRouter(harness)
+        harness.plugins.call("dsh_register_web_routes", router=self.router)
+        loaders = [PackageLoader("dsh_harness.web", "templates"),
+                   *(FileSystemLoader(str(d)) for d in self.router.template_dirs)]
+        self.env = Environment(loader=ChoiceLoader(loaders),
+                               autoescape=select_autoescape(default=True, default_for_string=True))
+        self.env.filters.update(markdown=render.markdown, pretty_args=render.pretty_args,
+                                usage_line=render.usage_line, urlq=lambda s: quote(s, safe=""))
+        self.env.globals.update(preview=render.preview, EVENT_PAGE=EVENT_PAGE,
+                                HIDDEN_EVENTS=HIDDEN_EVENTS)
+        self.router.render = self.render
+        self.router.json = self.json
+        self.secrets = harness.secret_values()
+
+    # -- responses --------------------------------------------------------------------------
+
+    def redact(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, REDACTED)
+        return text
+
+    def render(self, request: Request, template: str, status: int = 200, **ctx: Any
+               ) -> HTMLResponse:
+        html = self.env.get_template(template).render(
+            request=request, nav_pages=self.router.pages, path=request.url.path, **ctx)
+        return HTMLResponse(self.redact(html), status_code=status, headers=SECURITY_HEADERS)
+
+    def json(self, data: Any, status: int = 200) -> Response:
+        text = json.dumps(data, ensure_ascii=False, default=str)
+        return Response(self.redact(text), status_code=status, media_type="application/json",
+                        headers=SECURITY_HEADERS)
+
+    # -- sessions index ----------------------------------------------------------------------
+
+    async def _listing(self, request: Request) -> dict[str, Any]:
+        entries = await self.catalog.refresh()
+        q = request.query_params.get("q", "").strip()
+        group = request.query_params.get("group", "").strip()
+        try:
+            page = max(1, int(request.query_params.get("page", "1")))
+        except ValueError:
+            page = 1
+        shown = [e for e in entries
+                 if (not q or e.matches(q))
+                 and (not group or " / ".join(e.group).startswith(group))]
+        pages = max(1, math.ceil(len(shown) / PAGE_SIZE))
+        page = min(page, pages)
+        return {"entries": shown[(page - 1) * PAGE_SIZE: page * PAGE_SIZE], "total": len(shown),
+                "all": len(entries), "page": page, "pages": pages, "q": q, "group": group,
+                "groups": SessionCatalog.groups(entries)}
+
+    @staticmethod
+    def _row(e: CatalogEntry) -> dict[str, Any]:
+        s = e.summary
+        return {"id": s.id, "title": s.title, "group": e.group, "link": e.link,
+                "last_activity": s.last_activity.isoformat(), "turns": s.turns,
+                "open_turn": s.open_turn, "usage": s.usage.model_dump(),
+                "cache_hit_pct": round(s.cache_hit_pct, 1)}
+
+    async def index(self, request: Request) -> Response:
+        data = await self._listing(request)
+
+        def page_url(n: int) -> str:
+            return "/?" + urlencode({k: v for k, v in (("q", data["q"]), ("group", data["group"]),
+                                                        ("page", n)) if v})
+        return self.render(request, "index.html", page_url=page_url, **data)
+
+    async def api_sessions(self, request: Request) -> Response:
+        data = await self._listing(request)
+        return self.json({"sessions": [self._row(e) for e in data["entries"]],
+                          "total": data["total"], "page": data["page"], "pages": data["pages"],
+                          "groups": [{"path": g, "depth": d, "count": n}
+                                     for g, d, n in data["groups"]]})
+
+    # -- one session ---------------------------------------------------------------------------
+
+    async def _log(self, session_id: str):
+        try:
+            return await self.catalog.log(session_id), None
+        except DshError as exc:
+            return None, str(exc)
+
+    @staticmethod
+    def _after(request: Request) -> tuple[int, int]:
+        try:
+            after = int(request.query_params.get("after", "0"))
+            limit = min(EVENT_PAGE, max(1, int(request.query_params.get("limit", EVENT_PAGE))))
+        except ValueError:
+            after, limit = 0, EVENT_PAGE
+        return after, limit
+
+    async def session_page(self, request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        log, error = await self._log(session_id)
+        if log is None:
+            return self.render(request, "error.html", status=404, message=error)
+        events = [e for e in log.events][:EVENT_PAGE]
+        entry = self.catalog.entry_for(log)
+        return self.render(request, "session.html", log=log, summary=summarize(log),
+                           entry=entry, events=events, more=len(log.events) > EVENT_PAGE,
+                           last_seq=events[-1].seq if events else 0)
+
+    async def events_fragment(self, request: Request) -> Response:
+        session_id = request.query_params.get("id", "")
+        log, error = await self._log(session_id)
+        if log is None:
+            return self.json({"error": error}, status=404)
+        after, limit = self._after(request)
+        newer = [e for e in log.events if e.seq > after]
+        events = newer[:limit]
+        if not events:
+            return Response(status_code=204, headers=SECURITY_HEADERS)
+        resp = self.render(request, "events.html", events=events, log=log)
+        summary = summarize(log)
+        resp.headers["X-Last-Seq"] = str(events[-1].seq)
+        resp.headers["X-More"] = "1" if len(newer) > len(events) else "0"
+        resp.headers["X-Open-Turn"] = "1" if summary.open_turn else "0"
+        return resp
+
+    async def tool_result(self, request: Request) -> Response:
+        session_id = request.query_params.get("id", "")
+        log, error = await self._log(session_id)
+        try:
+            seq = int(request.query_params.get("seq", ""))
+        except ValueError:
+            seq = -1
+        event = next((e for e in (log.events if log else []) if e.seq == seq
+                      and e.type == "tool_result"), None)
+        if event is None:
+            return self.render(request, "error.html", status=404,
+                               message=error or "no such tool result")
+        return self.render(request, "result.html", log=log, event=event)
+
+    async def api_session(self, request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        log, error = await self._log(session_id)
+        if log is None:
+            return self.json({"error": error}, status=404)
+        after, limit = self._after(request)
+        newer = [e for e in log.events if e.seq > after]
+        summary = summarize(log)
+        return self.json({"header": log.header.model_dump(mode="json"),
+                          "summary": summary.model_dump(mode="json")
+                          | {"cache_hit_pct": round(summary.cache_hit_pct, 1)},
+                          "events": [e.model_dump(mode="json") for e in newer[:limit]],
+                          "more": len(newer) > limit, "notes": log.notes})
+
+    # -- settings ------------------------------------------------------------------------------
+
+    def settings_data(self) -> dict[str, Any]:
+        import os
+
+        cfg = self.harness.config
+        providers = {}
+        for name, p in cfg.providers.items():
+            has_key = bool(p.api_key) or bool(p.api_key_env and os.environ.get(p.api_key_env))
+            providers[name] = {"kind": p.kind, "base_url": p.base_url,
+                               "api_key_env": p.api_key_env,
+                               "api_key": "set" if has_key else "unset",
+                               "reasoning_replay": p.reasoning_replay,
+                               "models": {m: s.model_dump() for m, s in p.models.items()}}
+        plugins = [{"name": p.name, "origin": p.origin, "version": p.version,
+                    "enabled": p.enabled, "hooks": p.hooks}
+                   for p in self.harness.plugin_listing()]
+        return {"config": self.harness.loaded.source, "home": str(self.harness.home),
+                "storage": {"backend": cfg.storage.backend, "routes": dict(cfg.storage.routes)},
+                "sessions": {"store": cfg.sessions.store},
+                "default_model": cfg.default_model, "providers": providers,
+                "compaction": cfg.compaction.model_dump(),
+                "web": {"host": cfg.web.host, "port": cfg.web.port,
+                        "auth_token": "set" if cfg.web.auth_token else "unset"},
+                "plugins": plugins,
+                "instances": [{"id": iid, "plugin": plugin}
+                              for iid, (plugin, _) in self.harness._instances.items()]}
+
+    async def settings(self, request: Request) -> Response:
+        return self.render(request, "settings.html", s=self.settings_data())
+
+    async def api_settings(self, request: Request) -> Response:
+        return self.json(self.settings_data())
+
+    # -- the app ---------------------------------------------------------------------------------
+
+    def app(self, auth_token: str | None) -> Starlette:
+        routes = [
+            Route("/", self.index),
+            Route("/sessions/{session_id:path}", self.session_page),
+            Route("/fragments/events", self.events_fragment),
+            Route("/results", self.tool_result),
+            Route("/settings", self.settings),
+            Route("/api/sessions", self.api_sessions),
+            Route("/api/sessions/{session_id:path}", self.api_session),
+            Route("/api/settings", self.api_settings),
+            Route("/login", auth.login, methods=["GET", "POST"]),
+            Route("/logout", auth.logout),
+            *self.router.routes,
+            Mount("/static", StaticFiles(directory=str(Path(__file__).with_name("static"))),
+                  name="static"),
+        ]
+        middleware = [Middleware(auth.TokenAuth, token=auth_token)] if auth_token else []
+        app = Starlette(routes=routes, middleware=middleware)
+        app.state.auth_token = auth_token
+        return app
+
+
+def build_app(harness: Any) -> Starlette:
+    web = harness.config.web
+    token = auth.required_token(web.host, web.auth_token.get_secret_value()
+                                if web.auth_token else None)
+    return WebApp(harness).app(token)

@@ -1,0 +1,99 @@
+"""The web UI in real Chromium, over sessions produced by the real review loop."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import httpx2
+import pytest
+
+from dsh_github_reviewer.session_key import PrKey
+
+from .conftest import ARTIFACTS, BOT_TOKEN, WEB_TOKEN
+
+pytestmark = pytest.mark.slow
+PR1 = PrKey("demo", "acme", "shop", 1).session_id
+PR2 = PrKey("demo", "acme", "shop", 2).session_id
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_index_lists_sessions_with_pinned_titles_and_groups(page, served):
+    page.goto(served.base_url + "/")
+    titles = page.locator("a.title").all_inner_texts()
+    assert "Review acme/shop PR 1" in titles and "Review acme/shop PR 2" in titles
+    assert page.locator("aside.groups").inner_text().count("acme/shop") == 1
+    assert "github.com" not in page.content()  # the sandbox PR link is the sandbox's own
+    page.fill("input[name=q]", "PR 2")
+    page.click("form.filter button")
+    assert page.locator("a.title").all_inner_texts() == ["Review acme/shop PR 2"]
+    page.goto(served.base_url + "/")
+    shot(page, "index")
+    assert page.dialogs == [] and page.foreign == []
+
+
+def test_session_page_shows_inline_comments_cost_and_hostile_text_as_text(page, served):
+    page.goto(served.base_url + "/sessions/" + quote(PR1, safe=""))
+    text = page.inner_text("main")
+    assert "SQL built by string concatenation" in text      # an inline comment it posted
+    assert "add_comment_to_pending_review" in text
+    assert "$0.0" in text and "cache read" in text           # usage and cost
+    assert "turn 1 completed" in text and "turn 2 completed" in text
+    # Hostile PR title/body, file content and comment text are shown as text...
+    assert "<script>alert('title')</script>" in text
+    assert "<svg onload=alert('bot')>" in text
+    page.click("details.result >> nth=0")
+    # ...and nothing executed or loaded from elsewhere.
+    assert page.dialogs == [] and page.foreign == []
+    assert page.locator("main script").count() == 0
+    assert page.locator("main iframe, main svg, main img").count() == 0
+    assert page.locator("a[href^='javascript:']").count() == 0
+    shot(page, "session")
+
+
+def test_status_page_shows_a_backed_off_pr(page, served):
+    page.goto(served.base_url + "/github-reviewer")
+    row = page.locator("tr.reviewing")
+    assert row.count() == 1 and "acme/shop#2" in row.inner_text()
+    cells = row.locator("td").all_inner_texts()
+    assert cells[4] == "1" and cells[5], "failure count and backoff-until are shown"
+    assert "without submitting" in cells[6]
+    assert "reviewed" in page.locator("tr.reviewed").first.inner_text()
+    shot(page, "status")
+    assert page.dialogs == []
+
+
+def test_live_updates_append_new_events(page, served):
+    page.goto(served.base_url + "/sessions/" + quote(PR2, safe=""))
+    before = page.locator(".event").count()
+    last = int(page.get_attribute("#events", "data-last-seq"))
+    assert before > 0 and last > 0
+    # The polling script asks only for events after the last one shown.
+    resp = page.request.get(served.base_url + f"/fragments/events?id={quote(PR2)}&after={last}")
+    assert resp.status == 204
+
+
+def test_no_page_or_api_response_contains_a_configured_token(served):
+    headers = {"Authorization": f"Bearer {WEB_TOKEN}"}
+    urls = ["/", "/settings", "/github-reviewer", f"/sessions/{quote(PR1, safe='')}",
+            "/api/sessions", f"/api/sessions/{quote(PR1, safe='')}", "/api/settings",
+            "/api/github-reviewer/status", f"/fragments/events?id={quote(PR1)}&after=0"]
+    for url in urls:
+        r = httpx2.get(served.base_url + url, headers=headers)
+        assert r.status_code == 200, url
+        for secret in (BOT_TOKEN, WEB_TOKEN, "scripted-model"):
+            assert secret not in r.text, f"{url} leaks a configured secret"
+    settings = httpx2.get(served.base_url + "/api/settings", headers=headers).json()
+    assert settings["web"]["auth_token"] == "set"
+    assert settings["providers"]["scripted"]["api_key"] == "set"
+
+
+def test_requests_without_the_token_get_401(served):
+    for url in ["/", "/api/sessions", "/github-reviewer", "/settings"]:
+        assert httpx2.get(served.base_url + url).status_code == 401
+    bad = {"Authorization": "Bearer wrong"}
+    assert httpx2.get(served.base_url + "/api/sessions", headers=bad).status_code == 401
+    assert httpx2.post(served.base_url + "/login", data={"token": "wrong"}).status_code == 401

@@ -1,0 +1,136 @@
+"""The web app over the ASGI transport: fast checks of paging, caching, safety and auth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from dsh_harness import ConfigError, Harness, hookimpl, parse_config
+from dsh_harness.testing import Reply, ScriptedModelServer
+from dsh_harness.web.app import PAGE_SIZE, build_app
+from dsh_harness.web.render import markdown
+
+from ..harness.agent_kit import WorldsPlugin, config_text
+
+
+def make(tmp_path: Path, base_url: str, web: str = "") -> Harness:
+    text = config_text(base_url) + web
+    return Harness(parse_config(text, "t.toml", tmp_path), load_entry_points=False,
+                   plugins=[("worlds", WorldsPlugin()), ("groups", Groups())])
+
+
+class Groups:
+    @hookimpl
+    def dsh_session_group(self, harness, session):
+        return ["tests", session.id.split(":")[1]]
+
+    @hookimpl
+    def dsh_session_link(self, harness, session):
+        return "javascript:alert(1)" if "evil" in session.id else "https://example.test/x"
+
+
+async def client(h: Harness) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(transport=httpx2.ASGITransport(app=build_app(h)),
+                              base_url="http://test")
+
+
+@pytest.fixture
+def server():
+    with ScriptedModelServer() as s:
+        yield s
+
+
+def test_markdown_is_safe():
+    html = markdown("**b** <script>x()</script> [a](javascript:alert(1)) <img src=x onerror=y>")
+    assert "<strong>b</strong>" in html and "<script>" not in html
+    assert "&lt;script&gt;" in html and 'href="javascript' not in html and "<img" not in html
+
+
+def test_public_bind_needs_a_token(tmp_path, server):
+    with pytest.raises(ConfigError, match=r"not a loopback address: set web\.auth_token"):
+        build_app(make(tmp_path, server.base_url, '[web]\nhost = "0.0.0.0"\n'))
+    build_app(make(tmp_path, server.base_url, '[web]\nhost = "0.0.0.0"\nauth_token = "t" \n'))
+    build_app(make(tmp_path, server.base_url, '[web]\nhost = "::1"\n'))
+
+
+async def test_index_pages_groups_filters_and_caches(tmp_path, server):
+    h = make(tmp_path, server.base_url)
+    server.push(*[Reply(content="ok")] * (PAGE_SIZE + 7))
+    for i in range(PAGE_SIZE + 5):
+        await (await h.agents.create(f"test:s{i:03d}")).followup(f"prompt {i}")
+    await (await h.agents.create("test:evil")).followup("hi")
+    async with await client(h) as c:
+        first = (await c.get("/api/sessions")).json()
+        assert first["total"] == PAGE_SIZE + 6 and first["pages"] == 2
+        assert len(first["sessions"]) == PAGE_SIZE
+        assert first["sessions"][0]["id"] == "test:evil", "newest first"
+        assert first["sessions"][0]["link"] is None, "unsafe links are dropped"
+        assert {"path": "tests", "depth": 0, "count": PAGE_SIZE + 6} in first["groups"]
+        page2 = (await c.get("/api/sessions?page=2")).json()
+        assert len(page2["sessions"]) == 6
+        assert (await c.get("/api/sessions?q=s007")).json()["total"] == 1
+        assert (await c.get("/api/sessions?group=tests / evil")).json()["total"] == 1
+        html = (await c.get("/?q=s00")).text
+        assert "test:s012" not in html and "test:s001" in html
+        # A change to one log re-summarizes only that session.
+        await (await h.agents.resume("test:s000")).followup("again")
+        again = (await c.get("/api/sessions")).json()
+        assert again["sessions"][0]["id"] == "test:s000"
+        assert again["sessions"][0]["turns"] == 2
+    await h.close()
+
+
+async def test_session_page_fragments_and_results(tmp_path, server):
+    h = make(tmp_path, server.base_url, "")
+    server.push(Reply(tool_calls=[("big", {"n": 9000})]), Reply(content="**done**"))
+    agent = await h.agents.create("test:page")
+    await agent.followup("read big")
+    async with await client(h) as c:
+        r = await c.get("/sessions/test%3Apage")
+        assert r.status_code == 200 and "<strong>done</strong>" in r.text
+        assert "show the whole result" in r.text
+        assert "default-src 'none'" in r.headers["content-security-policy"]
+        result_seq = next(e.seq for e in agent.session.events if e.type == "tool_result")
+        full = await c.get(f"/results?id=test%3Apage&seq={result_seq}")
+        assert full.text.count("x" * 9000) == 1
+        last = agent.session.events[-1].seq
+        assert (await c.get(f"/fragments/events?id=test:page&after={last}")).status_code == 204
+        frag = await c.get("/fragments/events?id=test:page&after=0&limit=3")
+        assert frag.headers["X-More"] == "1" and int(frag.headers["X-Last-Seq"]) == 3
+        api = (await c.get("/api/sessions/test%3Apage?after=0&limit=2")).json()
+        assert len(api["events"]) == 2 and api["more"] is True
+        assert (await c.get("/sessions/test%3Anope")).status_code == 404
+    await h.close()
+
+
+async def test_configured_secrets_are_redacted_everywhere(tmp_path, server, monkeypatch):
+    secret = "sk-live-" + "9" * 30
+    monkeypatch.setenv("DSH_TEST_SECRET", secret)
+    h = make(tmp_path, server.base_url,
+             '[providers.other]\nbase_url = "http://127.0.0.1:9"\napi_key_env = '
+             '"DSH_TEST_SECRET"\n')
+    server.push(Reply(content=f"the model says {secret}"))
+    await (await h.agents.create("test:leak")).followup("hi")
+    async with await client(h) as c:
+        for url in ["/sessions/test%3Aleak", "/api/sessions/test%3Aleak", "/settings",
+                    "/api/settings", "/"]:
+            text = (await c.get(url)).text
+            assert secret not in text, url
+        assert "[REDACTED_SECRET]" in (await c.get("/sessions/test%3Aleak")).text
+    await h.close()
+
+
+async def test_token_auth_header_cookie_and_login(tmp_path, server):
+    h = make(tmp_path, server.base_url, '[web]\nauth_token = "letmein-123456"\n')
+    async with await client(h) as c:
+        assert (await c.get("/api/sessions")).status_code == 401
+        assert (await c.get("/")).status_code == 401
+        assert (await c.get("/static/style.css")).status_code == 200
+        ok = await c.get("/api/sessions", headers={"Authorization": "Bearer letmein-123456"})
+        assert ok.status_code == 200
+        login = await c.post("/login", data={"token": "letmein-123456"})
+        assert login.status_code == 303 and "httponly" in login.headers["set-cookie"].lower()
+        assert (await c.get("/api/sessions")).status_code == 200  # the cookie now
+    await h.close()
