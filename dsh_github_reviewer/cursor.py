@@ -65,15 +65,12 @@ class PrEntry(Record):
     fail_count: int = Field(default=0, ge=0)
     last_failed_at: datetime | None = None
     last_error: str | None = None
-    comment_watermark: datetime | None = None
     processed_comment_ids: list[int] = Field(default_factory=list)
     reviews_done: int = Field(default=0, ge=0)
     inflight: Command | None = None
     queued: list[Command] = Field(default_factory=list)
     instructions: Instructions | None = None
     last_seen_open_at: datetime | None = None
-    draft_logged_sha: str | None = None
-    cap_logged_sha: str | None = None
 
     def processed(self, comment_id: int) -> bool:
         return comment_id in self.processed_comment_ids

@@ -160,7 +160,7 @@ class AccountPoller:
             if cmd is not None:
                 by_number.setdefault(c.number, []).append(cmd)
         work = []
-        seen = []
+        seen = [self._key(full, pr.number) for pr in snap.pulls]  # drafts too: still open
         for pr in snap.pulls:
             key = self._key(full, pr.number)
             if pr.draft:
@@ -170,7 +170,6 @@ class AccountPoller:
                 self._log_once(key, pr.head.sha, "ignored", "%s: author %s is ignored", key,
                                pr.user.login)
                 continue
-            seen.append(key)
             comments = sorted(by_number.get(pr.number, []),
                               key=lambda c: (c.created_at, c.comment_id))
             work.append(PrWork(full, pr, comments))

@@ -57,7 +57,7 @@ def cmd_plugins(harness: Harness, args: argparse.Namespace) -> int:
 
 def cmd_config_check(harness: Harness, args: argparse.Namespace) -> int:
     _ = harness.storage  # resolves backends and routes, reporting unknown names
-    instances = [f"{iid} ({plugin})" for iid, (plugin, _) in harness._instances.items()]
+    instances = [f"{iid} ({plugin})" for iid, plugin in harness.instances.items()]
     print(f"{harness.loaded.source}: OK")
     print(f"  home: {harness.home}")
     print(f"  storage: {harness.config.storage.backend}"

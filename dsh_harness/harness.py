@@ -53,6 +53,7 @@ class Harness:
         self.config = loaded.config
         self.home: Path = loaded.home
         env = os.environ if env is None else env
+        self.env = env
         blocked = [*self.config.disable_plugins,
                    *env.get("DSH_DISABLE_PLUGINS", "").split(",")]
         self.plugins = PluginHost(blocked)
@@ -140,6 +141,11 @@ class Harness:
             raise ConfigError(join_errors(self.loaded.source, problems))
         return settings
 
+    @property
+    def instances(self) -> dict[str, str]:
+        """Enabled plugin instances: instance id -> plugin name."""
+        return {iid: plugin for iid, (plugin, _) in self._instances.items()}
+
     def plugin_instances(self, plugin: str) -> list[tuple[str, Any]]:
         """(instance id, validated config) of every enabled instance of ``plugin``."""
         return [(iid, self._instance_settings[iid])
@@ -183,8 +189,8 @@ class Harness:
         for settings in self._instance_settings.values():
             walk(settings)
         for provider in self.config.providers.values():
-            if provider.api_key_env and os.environ.get(provider.api_key_env):
-                found.append(os.environ[provider.api_key_env])
+            if provider.api_key_env and self.env.get(provider.api_key_env):
+                found.append(self.env[provider.api_key_env])
         # Short values would redact ordinary words; real secrets are long.
         return sorted({v for v in found if len(v) >= 8}, key=len, reverse=True)
 

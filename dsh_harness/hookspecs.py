@@ -117,8 +117,9 @@ def dsh_startup(harness: Any) -> Any:
     """Start background work.
 
     Fires once after the harness has opened its services, in ``dsh run``. May be a coroutine;
-    the harness awaits every implementation in registration order. A raised error aborts
-    start-up (already started plugins are shut down).
+    the harness awaits every implementation in call order. With ``harness.run_once`` set
+    (``dsh run --once``) a plugin does one pass of its work before returning instead of
+    starting loops. A raised error aborts start-up (already started plugins are shut down).
     """
 
 
@@ -146,7 +147,12 @@ def dsh_register_commands(cli: Any) -> None:
 def dsh_register_web_routes(router: Any) -> None:
     """Add pages and API routes to the harness web UI.
 
-    Fires once when the web app is built. ``router.add_page(path, endpoint, title)`` adds a
-    navigable page; ``router.add_route(path, endpoint, methods)`` a plain route. Every
-    implementation runs (side effect).
+    Fires once when the web app is built (``dsh web``, or ``dsh run`` with ``[web] enabled``).
+    ``router.add_page(path, endpoint, title)`` adds a navigable page;
+    ``router.add_route(path, endpoint, methods)`` a plain route;
+    ``router.add_template_dir(path)`` makes Jinja templates (which may extend ``base.html``)
+    available. Endpoints are Starlette endpoints; they answer with ``router.render(request,
+    template, **context)`` or ``router.json(data)``, which escape, redact configured secrets
+    and add the security headers. ``router.harness`` is the harness. Every implementation runs
+    (side effect).
     """

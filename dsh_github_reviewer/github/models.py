@@ -66,28 +66,29 @@ class PullRequest(PullSummary):
     deletions: int = 0
 
 
-class IssueComment(Payload):
+class Comment(Payload):
     id: int
     body: str | None = None
     user: User
     author_association: str = "NONE"
     created_at: datetime
     updated_at: datetime
-    issue_url: str
     html_url: str = ""
+
+    @staticmethod
+    def _number_of(url: str) -> int:
+        return int(url.rstrip("/").rsplit("/", 1)[1])
+
+
+class IssueComment(Comment):
+    issue_url: str
 
     @property
     def number(self) -> int:
-        return int(self.issue_url.rstrip("/").rsplit("/", 1)[1])
+        return self._number_of(self.issue_url)
 
 
-class ReviewComment(Payload):
-    id: int
-    body: str | None = None
-    user: User
-    author_association: str = "NONE"
-    created_at: datetime
-    updated_at: datetime
+class ReviewComment(Comment):
     pull_request_url: str
     path: str
     line: int | None = None
@@ -95,11 +96,10 @@ class ReviewComment(Payload):
     side: str | None = None
     in_reply_to_id: int | None = None
     pull_request_review_id: int | None = None
-    html_url: str = ""
 
     @property
     def number(self) -> int:
-        return int(self.pull_request_url.rstrip("/").rsplit("/", 1)[1])
+        return self._number_of(self.pull_request_url)
 
 
 class Review(Payload):

@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 import jwt
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+
+from dsh_harness.testing import ThreadedServer
 
 from . import sandbox_graphql
 from .sandbox_payloads import Payloads
@@ -85,8 +86,7 @@ class SandboxGitHub:
         self.log: list[Logged] = []
         self.apps: dict[int, App] = {}
         self._remaining: dict[str, int] = {}
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._http = ThreadedServer(host, port, f"sandbox-github-{host}")
         self._lock = threading.Lock()
 
     @classmethod
@@ -146,30 +146,14 @@ class SandboxGitHub:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> SandboxGitHub:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
-        self.port = sock.getsockname()[1]
-        self.payloads = Payloads(self.state, self.web_url)
+        # Payload URLs are built per request, once the bound port is known.
+        self.payloads = Payloads(self.state, lambda: self.web_url)
         self.rest = RestRoutes(self.state, self.payloads)
-        config = uvicorn.Config(self.app(), log_level="warning", lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
-                                        daemon=True, name=f"sandbox-github-{self.host}")
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("sandbox GitHub did not start")
-            time.sleep(0.01)
+        self.port = self._http.serve(self.app())
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server = self._thread = None
+        self._http.stop()
 
     def __enter__(self) -> SandboxGitHub:
         return self.start()

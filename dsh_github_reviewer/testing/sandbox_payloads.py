@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -23,10 +24,17 @@ def ts(when: datetime | None) -> str | None:
 
 
 class Payloads:
-    def __init__(self, state: SandboxState, base: str):
+    def __init__(self, state: SandboxState, base: Callable[[], str]):
         self.state = state
-        self.base = base.rstrip("/")  # e.g. http://127.0.0.7
-        self.api = f"{self.base}/api/v3"
+        self._base = base  # e.g. http://127.0.0.7, known once the server is bound
+
+    @property
+    def base(self) -> str:
+        return self._base().rstrip("/")
+
+    @property
+    def api(self) -> str:
+        return f"{self.base}/api/v3"
 
     def user(self, login: str) -> dict[str, Any]:
         u = self.state.user(login)

@@ -5,6 +5,7 @@ Plugin authors use it in their own tests (``from dsh_harness.testing import ...`
 
 from .model_server import Fault, ModelRequest, Reply, ScriptedModelServer, Served
 from .prefix_cache import PrefixCache, estimate_tokens, render_prompt
+from .threaded_server import ThreadedServer
 
 __all__ = ["Fault", "ModelRequest", "PrefixCache", "Reply", "ScriptedModelServer", "Served",
-           "estimate_tokens", "render_prompt"]
+           "ThreadedServer", "estimate_tokens", "render_prompt"]

@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from .prefix_cache import PrefixCache, estimate_tokens, render_prompt
+from .threaded_server import ThreadedServer
 
 
 @dataclass
@@ -114,8 +113,7 @@ class ScriptedModelServer:
         self.faults: list[Fault] = []
         self.served: list[Served] = []
         self._lock = threading.Lock()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._http = ThreadedServer(host, port, "scripted-model-server")
 
     # -- scenario API ---------------------------------------------------------------------
 
@@ -138,28 +136,11 @@ class ScriptedModelServer:
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> ScriptedModelServer:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app(), log_level="warning", lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
-                                        daemon=True, name="scripted-model-server")
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("scripted model server did not start")
-            time.sleep(0.01)
+        self.port = self._http.serve(self.app())
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server = self._thread = None
+        self._http.stop()
 
     def __enter__(self) -> ScriptedModelServer:
         return self.start()

@@ -195,12 +195,11 @@ class WebApp:
     # -- settings ------------------------------------------------------------------------------
 
     def settings_data(self) -> dict[str, Any]:
-        import os
-
         cfg = self.harness.config
         providers = {}
         for name, p in cfg.providers.items():
-            has_key = bool(p.api_key) or bool(p.api_key_env and os.environ.get(p.api_key_env))
+            has_key = bool(p.api_key) or bool(p.api_key_env and self.harness.env.get(
+                p.api_key_env))
             providers[name] = {"kind": p.kind, "base_url": p.base_url,
                                "api_key_env": p.api_key_env,
                                "api_key": "set" if has_key else "unset",
@@ -218,7 +217,7 @@ class WebApp:
                         "auth_token": "set" if cfg.web.auth_token else "unset"},
                 "plugins": plugins,
                 "instances": [{"id": iid, "plugin": plugin}
-                              for iid, (plugin, _) in self.harness._instances.items()]}
+                              for iid, plugin in self.harness.instances.items()]}
 
     async def settings(self, request: Request) -> Response:
         return self.render(request, "settings.html", s=self.settings_data())
