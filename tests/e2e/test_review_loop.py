@@ -100,6 +100,11 @@ async def test_missing_default_and_transient_instructions(tmp_path, sandbox80, m
     assert (await dep.entry()).status == "missing_instructions" and dep.reviews() == []
     await dep.tick()
     assert dep.reviews() == [] and model.served == []
+    new_head = push_fix(sandbox80)              # a new head is looked at again...
+    await dep.tick()
+    entry = await dep.entry()
+    assert entry.status == "missing_instructions" and entry.head_sha == new_head
+    assert dep.reviews() == [] and model.served == []   # ...and still has no instructions
     await dep.stop()
 
     dep = await Deployment(tmp_path / "b", sandbox80, model, accounts=("other",),

@@ -199,3 +199,12 @@ def test_cli_reports_config_errors(capsys, tmp_path):
     bad.write_text("[storage]\nbakend = 'x'\n")
     assert cli.main(["--config", str(bad), "config", "check"]) == 1
     assert f"{bad}: storage.bakend: Extra inputs are not permitted" in capsys.readouterr().err
+
+
+def test_cli_config_check_passes_on_the_shipped_example(capsys):
+    from dsh_harness import cli
+
+    root = Path(__file__).resolve().parents[2]
+    assert cli.main(["--config", str(root / "dsh.example.toml"), "config", "check"]) == 0
+    out = capsys.readouterr().out
+    assert "dsh.example.toml: OK" in out and "github-reviewer (dsh-github-reviewer)" in out

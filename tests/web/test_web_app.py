@@ -134,3 +134,38 @@ async def test_token_auth_header_cookie_and_login(tmp_path, server):
         assert login.status_code == 303 and "httponly" in login.headers["set-cookie"].lower()
         assert (await c.get("/api/sessions")).status_code == 200  # the cookie now
     await h.close()
+
+
+async def test_dsh_run_serves_the_ui_when_enabled(tmp_path, server):
+    h = make(tmp_path, server.base_url, "[web]\nenabled = true\nport = 0\n")
+    await h.startup()
+    try:
+        port = h.plugin_state["dsh.web"].port
+        async with httpx2.AsyncClient() as c:
+            r = await c.get(f"http://127.0.0.1:{port}/api/sessions")
+            assert r.status_code == 200 and r.json()["total"] == 0
+    finally:
+        await h.shutdown()
+    assert "dsh.web" not in h.plugin_state
+
+
+async def test_long_sessions_page_and_reading_never_writes(tmp_path, server):
+    from dsh_harness.sessions.events import TitleSet
+
+    h = make(tmp_path, server.base_url)
+    session = await h.sessions.create("test:long", {})
+    for i in range(1200):
+        await session.record(TitleSet, title=f"t{i}", pinned=False)
+    await h.sessions.release("test:long")
+    path = tmp_path / "home" / "sessions" / "test%3Along.jsonl"
+    before = (path.stat().st_mtime_ns, path.stat().st_size)
+    async with await client(h) as c:
+        page = (await c.get("/sessions/test%3Along")).text
+        assert page.count('class="event title"') == 500
+        assert '<button id="more" type="button" >' in page
+        frag = await c.get("/fragments/events?id=test:long&after=500")
+        assert frag.headers["X-More"] == "1" and frag.text.count('class="event title"') == 500
+        last = await c.get("/fragments/events?id=test:long&after=1000")
+        assert last.headers["X-More"] == "0" and last.text.count('class="event title"') == 200
+    assert (path.stat().st_mtime_ns, path.stat().st_size) == before, "reading wrote the log"
+    await h.close()
