@@ -95,7 +95,7 @@ class Runner:
                 finally:
                     await acct.guard.end(key.session_id)
         except TimeoutError:
-            return turn, TurnResult(False, "the turn deadline passed during set-up")
+            return turn, TurnResult(False, "the turn deadline passed")
         except Exception as exc:
             log.exception("%s: %s turn failed", key.session_id, flow)
             return turn, TurnResult(False, f"{type(exc).__name__}: {redact_secrets(str(exc))}")

@@ -191,3 +191,38 @@ async def _copy(cli, config, first, second) -> int:
     return await asyncio.to_thread(cli.main, ["--config", str(config), "storage", "copy",
                                               "dsh_github_reviewer", "--from", first,
                                               "--to", second])
+
+
+async def test_model_candidates_first_listed_wins(tmp_path, sandbox80, model):
+    build_shop(sandbox80)
+    models = ('review = { models = [{ provider = "scripted", model = "not-offered" }, '
+              '{ provider = "scripted", model = "deepseek-v4-pro" }] }\n')
+    dep = await Deployment(tmp_path, sandbox80, model, extra_account=models).start()
+    await dep.tick()
+    assert len(dep.reviews()) == 1
+    assert {s.request["model"] for s in model.served} == {"deepseek-v4-pro"}
+    await dep.stop()
+
+
+async def test_status_command_reports_cursor_state(shop, capsys):
+    import asyncio
+
+    from dsh_harness import cli
+
+    shop.model.inject(*[Fault.server_error()] * 6)
+    await shop.tick()
+    await shop.stop()
+    config = shop.write_config()
+    rc = await asyncio.to_thread(cli.main, ["--config", str(config), "github-reviewer",
+                                            "status", "--json"])
+    assert rc == 0
+    (account,) = json.loads(capsys.readouterr().out)
+    assert account["account"] == "demo" and account["credentials"] == "set"
+    (pr,) = account["prs"]
+    assert pr["pr"] == f"{REPO}#1" and pr["status"] == "reviewing" and pr["fail_count"] == 1
+    assert pr["backoff_until"] is None or pr["backoff_until"] > account["last_tick_at"]
+    assert "ghp_" not in json.dumps(account)
+    rc = await asyncio.to_thread(cli.main, ["--config", str(config), "github-reviewer",
+                                            "status"])
+    assert rc == 0 and "acme/shop#1: reviewing" in capsys.readouterr().out
+    await shop.start()
