@@ -18,6 +18,24 @@ from .sandbox_state import (
     SandboxState,
 )
 
+REPO_URLS = {
+    "archive": "{archive_format}{/ref}", "assignees": "assignees{/user}",
+    "blobs": "git/blobs{/sha}", "branches": "branches{/branch}",
+    "collaborators": "collaborators{/collaborator}", "comments": "comments{/number}",
+    "commits": "commits{/sha}", "compare": "compare/{base}...{head}",
+    "contents": "contents/{+path}", "contributors": "contributors",
+    "deployments": "deployments", "downloads": "downloads", "events": "events",
+    "forks": "forks", "git_commits": "git/commits{/sha}", "git_refs": "git/refs{/sha}",
+    "git_tags": "git/tags{/sha}", "hooks": "hooks", "issue_comment": "issues/comments{/number}",
+    "issue_events": "issues/events{/number}", "issues": "issues{/number}",
+    "keys": "keys{/key_id}", "labels": "labels{/name}", "languages": "languages",
+    "merges": "merges", "milestones": "milestones{/number}",
+    "notifications": "notifications{?since,all,participating}", "pulls": "pulls{/number}",
+    "releases": "releases{/id}", "stargazers": "stargazers", "statuses": "statuses/{sha}",
+    "subscribers": "subscribers", "subscription": "subscription", "tags": "tags",
+    "teams": "teams", "trees": "git/trees{/sha}",
+}
+
 
 def ts(when: datetime | None) -> str | None:
     return when.strftime("%Y-%m-%dT%H:%M:%SZ") if when else None
@@ -38,18 +56,41 @@ class Payloads:
 
     def user(self, login: str) -> dict[str, Any]:
         u = self.state.user(login)
+        url = f"{self.api}/users/{u.login}"
         return {"login": u.login, "id": u.id, "node_id": f"U_{u.id}", "type": u.type,
-                "site_admin": False, "url": f"{self.api}/users/{u.login}",
-                "html_url": f"{self.base}/{u.login}",
-                "avatar_url": f"{self.base}/avatars/{u.login}"}
+                "site_admin": False, "url": url, "html_url": f"{self.base}/{u.login}",
+                "avatar_url": f"{self.base}/avatars/{u.login}", "gravatar_id": "",
+                "events_url": f"{url}/events{{/privacy}}", "followers_url": f"{url}/followers",
+                "following_url": f"{url}/following{{/other_user}}",
+                "gists_url": f"{url}/gists{{/gist_id}}", "organizations_url": f"{url}/orgs",
+                "received_events_url": f"{url}/received_events", "repos_url": f"{url}/repos",
+                "starred_url": f"{url}/starred{{/owner}}{{/repo}}",
+                "subscriptions_url": f"{url}/subscriptions"}
 
     def repo(self, repo: Repo) -> dict[str, Any]:
-        return {"id": repo.id, "node_id": f"R_{repo.id}", "name": repo.name,
-                "full_name": repo.full_name, "private": repo.private,
-                "owner": self.user(repo.owner), "html_url": f"{self.base}/{repo.full_name}",
-                "url": f"{self.api}/repos/{repo.full_name}", "fork": repo.fork_of is not None,
-                "default_branch": repo.default_branch, "visibility":
-                    "private" if repo.private else "public"}
+        url = f"{self.api}/repos/{repo.full_name}"
+        created = ts(self.state.now())
+        data: dict[str, Any] = {
+            "id": repo.id, "node_id": f"R_{repo.id}", "name": repo.name,
+            "full_name": repo.full_name, "private": repo.private,
+            "owner": self.user(repo.owner), "html_url": f"{self.base}/{repo.full_name}",
+            "url": url, "fork": repo.fork_of is not None, "description": None,
+            "default_branch": repo.default_branch,
+            "visibility": "private" if repo.private else "public",
+            "clone_url": f"{self.base}/{repo.full_name}.git",
+            "git_url": f"git://{self.base.split('://')[1]}/{repo.full_name}.git",
+            "ssh_url": f"git@{self.base.split('://')[1]}:{repo.full_name}.git",
+            "svn_url": f"{self.base}/{repo.full_name}", "mirror_url": None, "homepage": None,
+            "language": None, "license": None, "archived": False, "disabled": False,
+            "has_issues": True, "has_projects": False, "has_wiki": False, "has_pages": False,
+            "has_downloads": True, "has_discussions": False, "size": 0, "forks": 0,
+            "forks_count": 0, "open_issues": 0, "open_issues_count": 0, "stargazers_count": 0,
+            "watchers": 0, "watchers_count": 0, "network_count": 0, "subscribers_count": 0,
+            "created_at": created, "updated_at": created, "pushed_at": created}
+        # The hypermedia URL templates GitHub includes in every repository object.
+        for name, suffix in REPO_URLS.items():
+            data[f"{name}_url"] = f"{url}/{suffix}"
+        return data
 
     def ref(self, full_name: str, ref: str, sha: str) -> dict[str, Any]:
         repo = self.state.repo(full_name)
@@ -76,8 +117,17 @@ class Payloads:
             "author_association": self.state.association(pr.repo, pr.user),
             "auto_merge": None, "active_lock_reason": None,
             "commits_url": f"{url}/commits", "review_comments_url": f"{url}/comments",
+            "review_comment_url": f"{self.api}/repos/{pr.repo}/pulls/comments{{/number}}",
             "comments_url": f"{self.api}/repos/{pr.repo}/issues/{pr.number}/comments",
             "statuses_url": f"{self.api}/repos/{pr.repo}/statuses/{pr.head_sha}",
+            "_links": {k: {"href": v} for k, v in {
+                "self": url, "html": html,
+                "issue": f"{self.api}/repos/{pr.repo}/issues/{pr.number}",
+                "comments": f"{self.api}/repos/{pr.repo}/issues/{pr.number}/comments",
+                "review_comments": f"{url}/comments",
+                "review_comment": f"{self.api}/repos/{pr.repo}/pulls/comments{{/number}}",
+                "commits": f"{url}/commits",
+                "statuses": f"{self.api}/repos/{pr.repo}/statuses/{pr.head_sha}"}.items()},
         }
         if full:
             files = self.state.diff(pr.repo, pr.number)
@@ -115,26 +165,37 @@ class Payloads:
                 "author_association": self.state.association(c.repo, c.user)}
 
     def review_comment(self, c: ReviewComment) -> dict[str, Any]:
-        return {"id": c.id, "node_id": f"PRRC_{c.id}",
-                "url": f"{self.api}/repos/{c.repo}/pulls/comments/{c.id}",
+        url = f"{self.api}/repos/{c.repo}/pulls/comments/{c.id}"
+        html = f"{self.base}/{c.repo}/pull/{c.number}#discussion_r{c.id}"
+        pr_url = f"{self.api}/repos/{c.repo}/pulls/{c.number}"
+        data = {"id": c.id, "node_id": f"PRRC_{c.id}", "url": url,
                 "pull_request_review_id": c.review_id, "diff_hunk": "", "path": c.path,
                 "position": c.line, "original_position": c.line, "commit_id": c.commit_id,
-                "original_commit_id": c.commit_id, "in_reply_to_id": c.in_reply_to,
+                "original_commit_id": c.commit_id,
                 "user": self.user(c.user), "body": c.body,
                 "created_at": ts(c.created_at), "updated_at": ts(c.updated_at),
-                "html_url": f"{self.base}/{c.repo}/pull/{c.number}#discussion_r{c.id}",
-                "pull_request_url": f"{self.api}/repos/{c.repo}/pulls/{c.number}",
+                "html_url": html, "pull_request_url": pr_url,
                 "author_association": self.state.association(c.repo, c.user),
-                "start_line": c.start_line, "original_start_line": c.start_line,
-                "start_side": c.start_side, "line": c.line, "original_line": c.line,
-                "side": c.side, "subject_type": c.subject_type.lower()}
+                "line": c.line, "original_line": c.line, "side": c.side,
+                "subject_type": c.subject_type.lower(),
+                "_links": {"self": {"href": url}, "html": {"href": html},
+                           "pull_request": {"href": pr_url}}}
+        # Like GitHub, optional fields that do not apply are left out rather than null.
+        for key, value in (("in_reply_to_id", c.in_reply_to), ("start_line", c.start_line),
+                           ("original_start_line", c.start_line),
+                           ("start_side", c.start_side)):
+            if value is not None:
+                data[key] = value
+        return data
 
     def review(self, r: Review) -> dict[str, Any]:
+        html = f"{self.base}/{r.repo}/pull/{r.number}#pullrequestreview-{r.id}"
+        pr_url = f"{self.api}/repos/{r.repo}/pulls/{r.number}"
         data = {"id": r.id, "node_id": f"PRR_{r.id}", "user": self.user(r.user),
                 "body": r.body, "state": r.state, "commit_id": r.commit_id,
-                "html_url": f"{self.base}/{r.repo}/pull/{r.number}#pullrequestreview-{r.id}",
-                "pull_request_url": f"{self.api}/repos/{r.repo}/pulls/{r.number}",
-                "author_association": self.state.association(r.repo, r.user)}
+                "html_url": html, "pull_request_url": pr_url,
+                "author_association": self.state.association(r.repo, r.user),
+                "_links": {"html": {"href": html}, "pull_request": {"href": pr_url}}}
         if r.submitted_at:
             data["submitted_at"] = ts(r.submitted_at)
         return data
