@@ -69,7 +69,7 @@ class Payloads:
 
     def repo(self, repo: Repo) -> dict[str, Any]:
         url = f"{self.api}/repos/{repo.full_name}"
-        created = ts(self.state.now())
+        created = ts(repo.created_at)  # stable: ETags must not change while nothing does
         data: dict[str, Any] = {
             "id": repo.id, "node_id": f"R_{repo.id}", "name": repo.name,
             "full_name": repo.full_name, "private": repo.private,

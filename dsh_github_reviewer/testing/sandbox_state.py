@@ -46,6 +46,7 @@ class Repo:
     private: bool = False
     associations: dict[str, str] = field(default_factory=dict)
     fork_of: str | None = None
+    created_at: datetime = field(default_factory=now_utc)
 
     @property
     def full_name(self) -> str:
