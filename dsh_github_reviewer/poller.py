@@ -16,28 +16,22 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from .app import AccountRuntime, ReviewerApp
-from .commands import association_allowed, author_ignored, parse_command
-from .cursor import Command, Instructions, PrEntry
-from .github.errors import GitHubError, NotFound, RateLimited
+from .command_flow import CommandFlow
+from .commands import author_ignored, parse_command
+from .cursor import Command, PrEntry
+from .github.errors import GitHubError, RateLimited
 from .github.feeds import FeedMarks, poll_repository
-from .github.models import IssueComment, PullRequest, PullSummary, ReviewComment
-from .prompts import TrustedInstructions
-from .replies import post_reply
+from .github.models import IssueComment, PullSummary, ReviewComment
+from .review_procedure import ReviewProcedure
 from .runner import Runner
-from .sanitizer import sanitize_line
 
 log = logging.getLogger(__name__)
 
-INSTRUCTIONS_PATH = ".github/review_instructions.md"
 MAX_PARALLEL_PRS = 4
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-class Missing:
-    """No instructions file and no default instructions."""
 
 
 @dataclass
@@ -47,7 +41,7 @@ class PrWork:
     comments: list[Command]
 
 
-class AccountPoller:
+class AccountPoller(ReviewProcedure, CommandFlow):
     def __init__(self, app: ReviewerApp, acct: AccountRuntime, runner: Runner,
                  clock: Callable[[], datetime] = utcnow):
         self.app, self.acct, self.runner, self.clock = app, acct, runner, clock
@@ -245,192 +239,3 @@ class AccountPoller:
                            "not reviewing head %s", key, entry.reviews_done, pr.head.sha)
             return False
         return True
-
-    async def _instructions(self, pr: PullRequest) -> TrustedInstructions | Missing | None:
-        """Trusted instructions from the base repo (branch, then SHA); None = transient error."""
-        base = pr.base.repo
-        assert base is not None
-        for ref in (pr.base.ref, pr.base.sha):
-            try:
-                text = await self.client.get_file_text(base.owner.login, base.name,
-                                                       INSTRUCTIONS_PATH, ref)
-            except NotFound:
-                continue
-            except RateLimited:
-                raise
-            except GitHubError as exc:
-                log.warning("%s#%d: cannot read review instructions: %s", base.full_name,
-                            pr.number, exc)
-                return None
-            return TrustedInstructions(f"{base.full_name}@{ref}:{INSTRUCTIONS_PATH}", text)
-        default = self.cfg.review.default_instructions
-        if default.strip():
-            return TrustedInstructions(f"dsh.toml:plugins.{self.acct.instance}.accounts"
-                                       f"[{self.cfg.name}].review.default_instructions", default)
-        return Missing()
-
-    async def _review(self, item: PrWork, trigger: str, requested_by: str | None,
-                      automatic: bool, now: datetime) -> None:
-        owner, name = item.full.split("/")
-        key = self._key(item.full, item.summary.number)
-        pr = await self.client.get_pull(owner, name, item.summary.number)
-        instructions = await self._instructions(pr)
-        if instructions is None:
-            return  # transient: cursor untouched, retried next tick
-        if isinstance(instructions, Missing):
-            def missing(e: PrEntry | None) -> PrEntry:
-                e = e or PrEntry(head_sha=pr.head.sha, status="missing_instructions",
-                                 updated_at=now)
-                e.head_sha, e.status, e.updated_at = pr.head.sha, "missing_instructions", now
-                e.title, e.base_sha, e.last_seen_open_at = sanitize_line(pr.title), pr.base.sha, now
-                e.last_error = f"no {INSTRUCTIONS_PATH} in the base repository"
-                return e
-            await self.store.update_pr(key, missing)
-            log.info("%s: no review instructions; marked missing_instructions", key)
-            return
-        # Whole seconds, like GitHub's timestamps: a /review posted in the same second as
-        # this start is not treated as covered by it.
-        started = self.clock().replace(microsecond=0)
-
-        def reviewing(e: PrEntry | None) -> PrEntry:
-            e = e or PrEntry(head_sha=pr.head.sha, status="reviewing", updated_at=now)
-            if e.head_sha != pr.head.sha:
-                e.fail_count, e.last_failed_sha, e.last_failed_at = 0, None, None
-            e.head_sha, e.status, e.updated_at, e.trigger = pr.head.sha, "reviewing", now, trigger
-            e.title, e.base_sha, e.last_seen_open_at = sanitize_line(pr.title), pr.base.sha, now
-            e.last_review_started_at = started
-            e.instructions = Instructions(source=instructions.source, text=instructions.text)
-            return e
-        entry = await self.store.update_pr(key, reviewing)
-        assert entry is not None
-        log.info("%s: reviewing head %s (trigger %s)", key, pr.head.sha, trigger)
-        result = await self.runner.review(self.acct, pr, trigger, instructions,
-                                          entry.reviewed_head_sha, requested_by)
-        finished = self.clock()
-
-        def after(e: PrEntry | None) -> PrEntry:
-            assert e is not None
-            e.updated_at = finished
-            if result.ok:
-                e.status, e.reviewed_head_sha, e.trigger = "reviewed", pr.head.sha, None
-                e.fail_count, e.last_failed_sha, e.last_failed_at = 0, None, None
-                e.last_error = None
-                if automatic:
-                    e.reviews_done += 1
-            else:
-                e.fail_count = (e.fail_count if e.last_failed_sha == pr.head.sha else 0) + 1
-                e.last_failed_sha, e.last_failed_at = pr.head.sha, finished
-                e.last_error = (result.error or "review failed")[:500]
-            return e
-        await self.store.update_pr(key, after)
-        if result.ok:
-            log.info("%s: review posted (review id %s)", key, result.review_id)
-        else:
-            log.warning("%s: review failed: %s", key, result.error)
-
-    # -- commands -------------------------------------------------------------------------------
-
-    async def _handle_comment(self, item: PrWork, cmd: Command, now: datetime) -> None:
-        key = self._key(item.full, item.summary.number)
-        entry = await self._entry(key)
-        if entry is not None and entry.processed(cmd.comment_id):
-            return
-        if not association_allowed(cmd.association, self.cfg.review.command_author_associations):
-            log.info("%s: ignoring /%s from %s (%s)", key, cmd.kind, cmd.author, cmd.association)
-            await self._mark(key, cmd.comment_id)
-            return
-        if entry is None:
-            if cmd.kind == "review":
-                await self._mark_or_create(key, item, cmd, now)
-                await self._review(item, self._trigger("cmd", cmd.comment_id), cmd.author,
-                                   False, now)
-            else:
-                log.info("%s: /bot before the first review; ignored", key)
-            return
-        if cmd.kind == "review" and entry.last_review_started_at \
-                and cmd.created_at < entry.last_review_started_at:
-            log.info("%s: /review %d is older than the last review; already covered", key,
-                     cmd.comment_id)
-            await self._mark(key, cmd.comment_id)
-            return
-        await self._start_command(item, cmd, now, from_queue=False)
-
-    async def _mark(self, key: str, comment_id: int) -> None:
-        def apply(e: PrEntry | None) -> PrEntry | None:
-            if e is not None:
-                e.mark_processed(comment_id)
-            return e
-        await self.store.update_pr(key, apply)
-
-    async def _mark_or_create(self, key: str, item: PrWork, cmd: Command, now: datetime) -> None:
-        def apply(e: PrEntry | None) -> PrEntry:
-            e = e or PrEntry(head_sha=item.summary.head.sha, status="reviewing", updated_at=now)
-            e.mark_processed(cmd.comment_id)
-            return e
-        await self.store.update_pr(key, apply)
-
-    async def _start_command(self, item: PrWork, cmd: Command, now: datetime,
-                             from_queue: bool) -> None:
-        key = self._key(item.full, item.summary.number)
-        runnable: list[bool] = [False]
-
-        def record(e: PrEntry | None) -> PrEntry | None:
-            if e is None:
-                return None
-            if from_queue:
-                e.queued = [q for q in e.queued if q.comment_id != cmd.comment_id]
-            elif e.processed(cmd.comment_id):
-                return e
-            e.mark_processed(cmd.comment_id)
-            if e.status == "reviewing" or e.inflight is not None:
-                e.queued.append(cmd)  # runs once the PR is reviewed [fix: not lost]
-            else:
-                e.inflight = cmd  # recorded before running [fix: crash-safe]
-                runnable[0] = True
-            return e
-        await self.store.update_pr(key, record)
-        if runnable[0]:
-            await self._run_command(item, cmd, now)
-
-    async def _run_command(self, item: PrWork, cmd: Command, now: datetime) -> None:
-        key = self._key(item.full, item.summary.number)
-        owner, name = item.full.split("/")
-        try:
-            if cmd.kind == "review":
-                await self._review(item, self._trigger("cmd", cmd.comment_id), cmd.author,
-                                   False, now)
-            else:
-                await self._chat(item, cmd, key, owner, name)
-        finally:
-            def clear(e: PrEntry | None) -> PrEntry | None:
-                if e is not None and e.inflight and e.inflight.comment_id == cmd.comment_id:
-                    e.inflight = None
-                return e
-            await self.store.update_pr(key, clear)
-
-    async def _chat(self, item: PrWork, cmd: Command, key: str, owner: str, name: str) -> None:
-        pr = await self.client.get_pull(owner, name, item.summary.number)
-        entry = await self._entry(key)
-        stored = entry.instructions if entry else None
-        instructions = TrustedInstructions(stored.source, stored.text) if stored else None
-        result = await self.runner.chat(self.acct, pr, self._trigger("chat", cmd.comment_id),
-                                        instructions,
-                                        cmd.author, cmd.message, cmd.path, cmd.line)
-        if not result.ok:
-            log.warning("%s: /bot %d failed: %s", key, cmd.comment_id, result.error)
-            await self.store.update_pr(key, _with_error(result.error or "chat failed"))
-            return
-        if not result.text:
-            log.info("%s: /bot %d: empty answer; nothing posted", key, cmd.comment_id)
-            return
-        posted = await post_reply(self.client, owner, name, pr.number, cmd, result.text)
-        log.info("%s: /bot %d answered%s", key, cmd.comment_id,
-                 "" if posted else " (reply was already posted)")
-
-
-def _with_error(message: str) -> Callable[[PrEntry | None], PrEntry | None]:
-    def apply(e: PrEntry | None) -> PrEntry | None:
-        if e is not None:
-            e.last_error = message[:500]
-        return e
-    return apply
