@@ -125,3 +125,12 @@ async def test_pat_auth_is_static_and_repr_hides_the_token():
     auth = PatAuth("ghp_" + "z" * 36)
     assert await auth.token() == "ghp_" + "z" * 36
     assert "zzzz" not in repr(auth)
+
+
+async def test_app_lists_its_installation_repositories(sandbox, http, keypair):
+    private, public = keypair
+    sandbox.register_app(5, 6, public)
+    sandbox.state.create_repo("octo/one")
+    sandbox.state.create_repo("octo/two")
+    client = GitHubClient(sandbox.api_url, AppAuth(5, 6, private, sandbox.api_url, http), http)
+    assert sorted(await client.list_repositories()) == ["octo/one", "octo/two"]

@@ -1,0 +1,62 @@
+"""The poll loop itself: an immediate first tick, no overlapping ticks, graceful stop."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
+from dsh_github_reviewer.testing.scenario import build_shop
+from dsh_harness.testing import ScriptedModelServer
+
+from .conftest import Deployment
+
+pytestmark = pytest.mark.slow
+
+
+async def wait_until(predicate) -> None:
+    # The sandbox and the model server change state on their own threads: there is no event
+    # to await, so poll.
+    async with asyncio.timeout(30):
+        while not predicate():  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+
+
+def slow_policy(req):
+    reply = reviewer_policy(req)
+    reply.chunk_delay_s = 0.05
+    return reply
+
+
+async def test_first_tick_is_immediate_and_ticks_never_overlap(tmp_path, sandbox80, model):
+    build_shop(sandbox80)
+    dep = await Deployment(tmp_path, sandbox80, model, poll_interval_s=3600).start()
+    poller = dep.pollers["demo"]
+    poller.start()
+    await wait_until(lambda: dep.reviews())   # no hour-long wait: the first tick runs at once
+    await poller.stop()
+    sandbox80.reset_log()
+    first = asyncio.create_task(dep.tick())
+    await asyncio.sleep(0)             # the first tick holds the tick lock...
+    await dep.tick()                   # ...so this one is skipped, not run alongside
+    await first
+    lists = [e for e in sandbox80.log if e.path == "/repos/acme/shop/pulls"]
+    assert len(lists) == 1
+    cursor = await dep.cursor()
+    assert cursor.next_tick_at is not None and cursor.last_tick_at is not None
+    await dep.stop()
+
+
+async def test_stop_waits_for_the_running_review(tmp_path, sandbox80):
+    build_shop(sandbox80)
+    with ScriptedModelServer(policy=slow_policy) as model:
+        dep = await Deployment(tmp_path, sandbox80, model).start()
+        poller = dep.pollers["demo"]
+        poller.start()
+        await wait_until(lambda: len(model.served) >= 2)
+        assert dep.reviews() == []
+        await poller.stop()            # returns only after the tick (and its review) ended
+        assert len(dep.reviews()) == 1
+        assert (await dep.entry()).status == "reviewed"
+        await dep.stop()
