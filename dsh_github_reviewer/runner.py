@@ -94,6 +94,9 @@ class Runner:
                                                    meta={"flow": flow, "trigger": trigger})
                 finally:
                     await acct.guard.end(key.session_id)
+                    # A bot watches many PRs for months: keep no idle conversation in memory.
+                    # The next turn resumes it byte-identically from its log.
+                    await self.harness.agents.evict(key.session_id)
         except TimeoutError:
             return turn, TurnResult(False, "the turn deadline passed")
         except Exception as exc:

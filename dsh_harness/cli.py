@@ -235,8 +235,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config", type=Path, default=None)
     pre.add_argument("-v", "--verbose", action="count", default=0)
-    known, _ = pre.parse_known_args(argv)
-    _setup_logging(known.verbose)
+    known, rest = pre.parse_known_args(argv)
+    # Long-running commands log what they do (reviews, polls) unless told otherwise.
+    serving = next((a for a in rest if not a.startswith("-")), "") in ("run", "web")
+    _setup_logging(known.verbose or (1 if serving else 0))
 
     parser, registry = build_parser()
     harness: Harness | None = None
