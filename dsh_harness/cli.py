@@ -214,9 +214,16 @@ def build_parser() -> tuple[argparse.ArgumentParser, CommandRegistry]:
     return parser, registry
 
 
+NOISY_LOGGERS = ("httpx", "httpx2", "httpcore", "openai", "mcp", "uvicorn", "aiosqlite")
+
+
 def _setup_logging(verbosity: int) -> None:
     level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if verbosity < 2:
+        # One line per HTTP request drowns what the bot did; -vv shows them.
+        for name in NOISY_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 async def _invoke(handler: Any, harness: Harness, args: argparse.Namespace) -> int:

@@ -41,7 +41,7 @@ class WebServer:
                 self.task.result()  # re-raise why it could not start
                 raise RuntimeError(f"web UI could not bind {web.host}:{web.port}")
             await asyncio.sleep(0.02)
-        log.warning("web UI on http://%s:%d", web.host, self.port)
+        log.info("web UI on http://%s:%d", web.host, self.port)
 
     @property
     def port(self) -> int:
