@@ -24,7 +24,7 @@ SESSION = PrKey("demo", "acme", "shop", 1).session_id
 
 def slow_policy(req):
     reply = reviewer_policy(req)
-    reply.chunk_delay_s = 0.05
+    reply.chunk_delay_s = 0.1
     return reply
 
 
