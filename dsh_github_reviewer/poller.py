@@ -39,6 +39,8 @@ class PrWork:
     full: str
     summary: PullSummary
     comments: list[Command]
+    # The PR's cursor entry as this tick's poll left it; re-read only after the PR's own steps.
+    entry: PrEntry | None = None
 
 
 class AccountPoller(ReviewProcedure, CommandFlow):
@@ -173,7 +175,9 @@ class AccountPoller(ReviewProcedure, CommandFlow):
             for key in seen:
                 if key in c.prs:
                     c.prs[key].last_seen_open_at = now
-        await self.store.update(save)
+        saved = await self.store.update(save)
+        for item in work:
+            item.entry = saved.prs.get(self._key(full, item.summary.number))
         return work
 
     def _trigger(self, kind: str, ident: object) -> str:
@@ -208,17 +212,19 @@ class AccountPoller(ReviewProcedure, CommandFlow):
         return (await self.store.load()).prs.get(key)
 
     async def _work_pr(self, item: PrWork, now: datetime) -> None:
+        # An idle PR costs no cursor read beyond the tick's; each step that changed the
+        # entry is followed by a fresh read.
         key = self._key(item.full, item.summary.number)
-        entry = await self._entry(key)
+        entry = item.entry
         if entry is not None and entry.inflight is not None:
             await self._run_command(item, entry.inflight, now)
-        entry = await self._entry(key)
+            entry = await self._entry(key)
         if self._needs_review(key, entry, item.summary, now):
             trigger = (entry.trigger if entry and entry.status == "reviewing" and entry.trigger
                        and entry.head_sha == item.summary.head.sha
                        else self._trigger("auto", item.summary.head.sha))
             await self._review(item, trigger, None, automatic=True, now=now)
-        entry = await self._entry(key)
+            entry = await self._entry(key)
         if entry is not None and entry.status != "reviewing":
             for cmd in list(entry.queued):
                 await self._start_command(item, cmd, now, from_queue=True)
