@@ -141,9 +141,9 @@ class WebApp:
         log, error = await self._log(session_id)
         if log is None:
             return self.render(request, "error.html", status=404, message=error)
-        events = [e for e in log.events][:EVENT_PAGE]
+        events = log.events[:EVENT_PAGE]
         entry = self.catalog.entry_for(log)
-        return self.render(request, "session.html", log=log, summary=summarize(log),
+        return self.render(request, "session.html", log=log, summary=entry.summary,
                            entry=entry, events=events, more=len(log.events) > EVENT_PAGE,
                            last_seq=events[-1].seq if events else 0)
 
