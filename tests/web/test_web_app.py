@@ -169,3 +169,12 @@ async def test_long_sessions_page_and_reading_never_writes(tmp_path, server):
         assert last.headers["X-More"] == "0" and last.text.count('class="event title"') == 200
     assert (path.stat().st_mtime_ns, path.stat().st_size) == before, "reading wrote the log"
     await h.close()
+
+
+def test_dsh_web_refuses_a_public_bind_without_a_token(tmp_path, capsys):
+    from dsh_harness import cli
+
+    config = tmp_path / "dsh.toml"
+    config.write_text('home = "home"\n')
+    assert cli.main(["--config", str(config), "web", "--host", "0.0.0.0", "--port", "0"]) == 1
+    assert "not a loopback address: set web.auth_token" in capsys.readouterr().err
