@@ -12,7 +12,7 @@ import importlib
 import inspect
 import logging
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata, resources
 from types import ModuleType
@@ -113,7 +113,7 @@ def hook_names(plugin: object) -> list[str]:
     scratch = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     scratch.add_hookspecs(hookspecs)
     scratch.register(plugin)
-    return sorted(h.name for h in scratch.get_hookcallers(plugin) or [])
+    return hook_names_registered(scratch, plugin)
 
 
 class PluginHost:
@@ -166,13 +166,22 @@ class PluginHost:
                 raise PluginError(f"{hook} must not be async (it registers things)")
         return results
 
+    def _calls(self, hook: str, kwargs: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+        """Each implementation, in pluggy's call order, as (plugin name, zero-arg call)."""
+        for impl in reversed(getattr(self.pm.hook, hook).get_hookimpls()):
+            args = [kwargs[a] for a in impl.argnames]
+            yield impl.plugin_name, (lambda f=impl.function, a=args: f(*a))
+
+    @staticmethod
+    async def _result(call: Any) -> Any:
+        res = call()
+        return await res if inspect.isawaitable(res) else res
+
     async def acall(self, hook: str, **kwargs: Any) -> list[Any]:
         """Call every implementation, awaiting those that are coroutines; ``None``s dropped."""
         out = []
-        for impl in reversed(getattr(self.pm.hook, hook).get_hookimpls()):
-            res = impl.function(*[kwargs[a] for a in impl.argnames])
-            if inspect.isawaitable(res):
-                res = await res
+        for _, call in self._calls(hook, kwargs):
+            res = await self._result(call)
             if res is not None:
                 out.append(res)
         return out
@@ -180,22 +189,18 @@ class PluginHost:
     async def acall_all(self, hook: str, **kwargs: Any) -> list[BaseException]:
         """Call every implementation even if some raise (shutdown); returns the errors."""
         errors: list[BaseException] = []
-        for impl in reversed(getattr(self.pm.hook, hook).get_hookimpls()):
+        for name, call in self._calls(hook, kwargs):
             try:
-                res = impl.function(*[kwargs[a] for a in impl.argnames])
-                if inspect.isawaitable(res):
-                    await res
+                await self._result(call)
             except Exception as exc:
-                log.exception("%s of plugin %s failed", hook, impl.plugin_name)
+                log.exception("%s of plugin %s failed", hook, name)
                 errors.append(exc)
         return errors
 
     async def afirst(self, hook: str, **kwargs: Any) -> Any:
         """First non-``None`` result, awaiting async implementations in call order."""
-        for impl in reversed(getattr(self.pm.hook, hook).get_hookimpls()):
-            res = impl.function(*[kwargs[a] for a in impl.argnames])
-            if inspect.isawaitable(res):
-                res = await res
+        for _, call in self._calls(hook, kwargs):
+            res = await self._result(call)
             if res is not None:
                 return res
         return None

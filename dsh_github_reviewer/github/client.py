@@ -226,19 +226,20 @@ class GitHubClient:
         except (ValueError, UnicodeDecodeError):
             raise GitHubError(f"GET {api}: file is not UTF-8 text") from None
 
-    async def issue_comments_since(self, owner: str, repo: str, since: datetime
-                                   ) -> tuple[list[IssueComment], bool]:
-        path = f"repos/{seg(owner, repo)}/issues/comments"
+    async def _feed(self, path: str, model: type[T], since: datetime) -> tuple[list[T], bool]:
+        """A repository-wide comment feed, oldest update first; (items, all pages were 304)."""
         items, cached = await self.paginate(path, {"since": iso(since), "sort": "updated",
                                                    "direction": "asc"})
-        return self.parse_list(IssueComment, items, f"GET {path}"), cached
+        return self.parse_list(model, items, f"GET {path}"), cached
+
+    async def issue_comments_since(self, owner: str, repo: str, since: datetime
+                                   ) -> tuple[list[IssueComment], bool]:
+        return await self._feed(f"repos/{seg(owner, repo)}/issues/comments", IssueComment, since)
 
     async def review_comments_since(self, owner: str, repo: str, since: datetime
                                     ) -> tuple[list[ReviewComment], bool]:
-        path = f"repos/{seg(owner, repo)}/pulls/comments"
-        items, cached = await self.paginate(path, {"since": iso(since), "sort": "updated",
-                                                   "direction": "asc"})
-        return self.parse_list(ReviewComment, items, f"GET {path}"), cached
+        return await self._feed(f"repos/{seg(owner, repo)}/pulls/comments", ReviewComment,
+                                since)
 
     async def list_issue_comments(self, owner: str, repo: str, number: int) -> list[IssueComment]:
         path = f"repos/{seg(owner, repo)}/issues/{int(number)}/comments"
