@@ -106,7 +106,8 @@ TOOLS = ["pull_request_read", "get_file_contents", "pull_request_review_write",
 ALLOWED_GET = [
     r"/repos/octo/app/pulls/1", r"/repos/octo/app/pulls/1/files",
     r"/repos/octo/app/commits/[0-9a-f]{40}/status", r"/repos/octo/app",
-    r"/repos/octo/app/contents/(app|new|secret_config)\.py",
+    # A head-side read of a path the PR does not have is allowed (GitHub answers 404).
+    r"/repos/octo/app/contents/(app|new|secret_config|missing)\.py",
     r"/raw/octo/app/[0-9a-f]{40}/(app|new|secret_config)\.py",
     r"/repos/octo/app/git/ref/pull/1/head", r"/repos/octo/app/git/ref/heads/(main|feature)",
     r"/repos/octo/app/pulls/1/reviews",
