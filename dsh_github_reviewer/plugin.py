@@ -114,7 +114,7 @@ def dsh_register_web_routes(router):
 
     async def status_page(request):
         data = await cli_commands.status_data(router.harness)
-        return router.render(request, "reviewer_status.html", accounts=data)
+        return await router.render(request, "reviewer_status.html", accounts=data)
 
     async def status_api(request):
         return router.json(await cli_commands.status_data(router.harness))

@@ -97,6 +97,9 @@ class WebConfig(StrictModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=0, le=65535)
     auth_token: SecretStr | None = None
+    # Host names (besides loopback names and the bind address) the UI answers to; anything
+    # else is refused, which defeats DNS rebinding.
+    allowed_hosts: list[str] = Field(default_factory=list)
 
 
 class PluginInstanceConfig(BaseModel):

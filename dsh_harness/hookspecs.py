@@ -151,8 +151,9 @@ def dsh_register_web_routes(router: Any) -> None:
     ``router.add_page(path, endpoint, title)`` adds a navigable page;
     ``router.add_route(path, endpoint, methods)`` a plain route;
     ``router.add_template_dir(path)`` makes Jinja templates (which may extend ``base.html``)
-    available. Endpoints are Starlette endpoints; they answer with ``router.render(request,
-    template, **context)`` or ``router.json(data)``, which escape, redact configured secrets
-    and add the security headers. ``router.harness`` is the harness. Every implementation runs
+    available. Endpoints are Starlette endpoints; they answer with ``await
+    router.render(request, template, **context)`` (rendered in a worker thread) or
+    ``router.json(data)``, which redact configured secrets and escape; the app adds the
+    security headers. ``router.harness`` is the harness. Every implementation runs
     (side effect).
     """

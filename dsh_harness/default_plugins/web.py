@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 
 from ..hookspecs import hookimpl
+from ..web.auth import generate_token
 from ..web.server import WebServer
 
 STATE_KEY = "dsh.web"
@@ -31,10 +33,17 @@ def dsh_register_commands(cli):
     parser = cli.add_command("web", "serve the web UI alone (read-only; works beside dsh run)")
     parser.add_argument("--host", help="override web.host")
     parser.add_argument("--port", type=int, help="override web.port")
+    parser.add_argument("--generate-token", action="store_true",
+                        help="print a new random access token for web.auth_token and exit")
     parser.set_defaults(handler=cmd_web)
 
 
 async def cmd_web(harness, args) -> int:
+    if args.generate_token:
+        print(generate_token())
+        print("Set it as web.auth_token, e.g. export DSH_WEB_TOKEN=<that> and "
+              'auth_token = "${DSH_WEB_TOKEN}" under [web].', file=sys.stderr)
+        return 0
     web = harness.config.web
     updates = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     if updates:

@@ -1,15 +1,18 @@
 """The harness web UI: sessions index, session pages, settings, plugin pages, a JSON API.
 
-Read-only over the home directory, so it can run beside ``dsh run`` (``dsh web``) or inside it
-(``[web] enabled``). Every HTML and JSON response passes through ``redact`` (configured secret
-values replaced) and carries a strict Content-Security-Policy; untrusted text reaches pages only
-through Jinja's autoescaping or safe Markdown.
+Read-only over the session logs, so it can run beside ``dsh run`` (``dsh web``) or inside it
+(``[web] enabled``). Configured secrets are redacted from the raw text before escaping
+(``redact.Redactor``); untrusted text reaches pages only through Jinja's autoescaping or safe
+Markdown; ``shield.Shield`` checks the Host header and puts the security headers on every
+response; templates render in a worker thread, off the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -26,19 +29,22 @@ from ..errors import DshError
 from ..sessions.summary import summarize
 from . import auth, render
 from .catalog import CatalogEntry, SessionCatalog
+from .redact import Redactor
 from .router import WebRouter
+from .shield import Shield, allowed_hosts
 
 PAGE_SIZE = 50
 EVENT_PAGE = 500
-REDACTED = "[REDACTED_SECRET]"
-SECURITY_HEADERS = {
-    "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; "
-                                "img-src 'self'; connect-src 'self'; form-action 'self'; "
-                                "base-uri 'none'; frame-ancestors 'none'"),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-}
 HIDDEN_EVENTS = {"step_start", "step_end", "tool_call"}
+MAX_ID = 200
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+NOT_FOUND = "No session with that id."
+
+
+def valid_session_id(session_id: str) -> bool:
+    """Checked before any file access: ids that could not name a stored session are 404."""
+    return (0 < len(session_id) <= MAX_ID and not session_id.startswith(".")
+            and not _CONTROL.search(session_id) and len(quote(session_id, safe="")) <= 240)
 
 
 class WebApp:
@@ -49,33 +55,39 @@ class WebApp:
         harness.plugins.call("dsh_register_web_routes", router=self.router)
         loaders = [PackageLoader("dsh_harness.web", "templates"),
                    *(FileSystemLoader(str(d)) for d in self.router.template_dirs)]
-        self.env = Environment(loader=ChoiceLoader(loaders),
+        self.redactor = Redactor(harness.secret_values())
+        red = self.redactor.text
+        self.env = Environment(loader=ChoiceLoader(loaders), finalize=self.redactor.finalize,
                                autoescape=select_autoescape(default=True, default_for_string=True))
-        self.env.filters.update(markdown=render.markdown, pretty_args=render.pretty_args,
+        # Filters that transform text redact their input first (escaping happens after them).
+        self.env.filters.update(markdown=lambda t: render.markdown(red(t or "")),
+                                pretty_args=lambda a: render.pretty_args(red(a)),
                                 usage_line=render.usage_line, urlq=lambda s: quote(s, safe=""))
         self.env.globals.update(preview=render.preview, EVENT_PAGE=EVENT_PAGE,
                                 HIDDEN_EVENTS=HIDDEN_EVENTS)
         self.router.render = self.render
         self.router.json = self.json
-        self.secrets = harness.secret_values()
 
     # -- responses --------------------------------------------------------------------------
 
-    def redact(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, REDACTED)
-        return text
-
-    def render(self, request: Request, template: str, status: int = 200, **ctx: Any
-               ) -> HTMLResponse:
+    def render_sync(self, request: Request, template: str, status: int = 200, **ctx: Any
+                    ) -> HTMLResponse:
         html = self.env.get_template(template).render(
             request=request, nav_pages=self.router.pages, path=request.url.path, **ctx)
-        return HTMLResponse(self.redact(html), status_code=status, headers=SECURITY_HEADERS)
+        return HTMLResponse(self.redactor.scrub(html), status_code=status)
+
+    async def render(self, request: Request, template: str, status: int = 200, **ctx: Any
+                     ) -> HTMLResponse:
+        """Rendered in a worker thread: a big page must not stall other requests."""
+        return await asyncio.to_thread(self.render_sync, request, template, status, **ctx)
 
     def json(self, data: Any, status: int = 200) -> Response:
-        text = json.dumps(data, ensure_ascii=False, default=str)
-        return Response(self.redact(text), status_code=status, media_type="application/json",
-                        headers=SECURITY_HEADERS)
+        text = json.dumps(self.redactor.data(data), ensure_ascii=False, default=str)
+        return Response(self.redactor.scrub(text), status_code=status,
+                        media_type="application/json")
+
+    async def not_found(self, request: Request, message: str = NOT_FOUND) -> Response:
+        return await self.render(request, "error.html", status=404, message=message)
 
     # -- sessions index ----------------------------------------------------------------------
 
@@ -110,7 +122,7 @@ class WebApp:
         def page_url(n: int) -> str:
             return "/?" + urlencode({k: v for k, v in (("q", data["q"]), ("group", data["group"]),
                                                         ("page", n)) if v})
-        return self.render(request, "index.html", page_url=page_url, **data)
+        return await self.render(request, "index.html", page_url=page_url, **data)
 
     async def api_sessions(self, request: Request) -> Response:
         data = await self._listing(request)
@@ -122,10 +134,15 @@ class WebApp:
     # -- one session ---------------------------------------------------------------------------
 
     async def _log(self, session_id: str):
+        """(log, None) or (None, a message that names no file path)."""
+        if not valid_session_id(session_id):
+            return None, NOT_FOUND
         try:
             return await self.catalog.log(session_id), None
         except DshError as exc:
-            return None, str(exc)
+            if not await self.catalog.exists(session_id):
+                return None, NOT_FOUND
+            return None, self.catalog.public_error(exc)
 
     @staticmethod
     def _after(request: Request) -> tuple[int, int]:
@@ -140,10 +157,10 @@ class WebApp:
         session_id = request.path_params["session_id"]
         log, error = await self._log(session_id)
         if log is None:
-            return self.render(request, "error.html", status=404, message=error)
+            return await self.not_found(request, error)
         events = log.events[:EVENT_PAGE]
         entry = self.catalog.entry_for(log)
-        return self.render(request, "session.html", log=log, summary=entry.summary,
+        return await self.render(request, "session.html", log=log, summary=entry.summary,
                            entry=entry, events=events, more=len(log.events) > EVENT_PAGE,
                            last_seq=events[-1].seq if events else 0)
 
@@ -156,8 +173,8 @@ class WebApp:
         newer = [e for e in log.events if e.seq > after]
         events = newer[:limit]
         if not events:
-            return Response(status_code=204, headers=SECURITY_HEADERS)
-        resp = self.render(request, "events.html", events=events, log=log)
+            return Response(status_code=204)
+        resp = await self.render(request, "events.html", events=events, log=log)
         summary = summarize(log)
         resp.headers["X-Last-Seq"] = str(events[-1].seq)
         resp.headers["X-More"] = "1" if len(newer) > len(events) else "0"
@@ -174,9 +191,8 @@ class WebApp:
         event = next((e for e in (log.events if log else []) if e.seq == seq
                       and e.type == "tool_result"), None)
         if event is None:
-            return self.render(request, "error.html", status=404,
-                               message=error or "no such tool result")
-        return self.render(request, "result.html", log=log, event=event)
+            return await self.not_found(request, error or "No such tool result.")
+        return await self.render(request, "result.html", log=log, event=event)
 
     async def api_session(self, request: Request) -> Response:
         session_id = request.path_params["session_id"]
@@ -214,20 +230,22 @@ class WebApp:
                 "default_model": cfg.default_model, "providers": providers,
                 "compaction": cfg.compaction.model_dump(),
                 "web": {"host": cfg.web.host, "port": cfg.web.port,
-                        "auth_token": "set" if cfg.web.auth_token else "unset"},
+                        "auth_token": "set" if cfg.web.auth_token else "unset",
+                        "allowed_hosts": sorted(allowed_hosts(cfg.web.host,
+                                                              cfg.web.allowed_hosts))},
                 "plugins": plugins,
                 "instances": [{"id": iid, "plugin": plugin}
                               for iid, plugin in self.harness.instances.items()]}
 
     async def settings(self, request: Request) -> Response:
-        return self.render(request, "settings.html", s=self.settings_data())
+        return await self.render(request, "settings.html", s=self.settings_data())
 
     async def api_settings(self, request: Request) -> Response:
         return self.json(self.settings_data())
 
     # -- the app ---------------------------------------------------------------------------------
 
-    def app(self, auth_token: str | None) -> Starlette:
+    def app(self, auth_token: str | None) -> Shield:
         routes = [
             Route("/", self.index),
             Route("/sessions/{session_id:path}", self.session_page),
@@ -243,13 +261,21 @@ class WebApp:
             Mount("/static", StaticFiles(directory=str(Path(__file__).with_name("static"))),
                   name="static"),
         ]
-        middleware = [Middleware(auth.TokenAuth, token=auth_token)] if auth_token else []
-        app = Starlette(routes=routes, middleware=middleware)
-        app.state.auth_token = auth_token
-        return app
+        access = auth.Access(auth_token) if auth_token else None
+        middleware = [Middleware(auth.TokenAuth, access=access)] if access else []
+        app = Starlette(routes=routes, middleware=middleware,
+                        exception_handlers={404: self._http_404})
+        app.state.access = access
+        app.state.web = self
+        web = self.harness.config.web
+        return Shield(app, allowed_hosts(web.host, web.allowed_hosts))
+
+    async def _http_404(self, request: Request, exc: Exception) -> Response:
+        return await self.not_found(request, "No such page.")
 
 
-def build_app(harness: Any) -> Starlette:
+def build_app(harness: Any) -> Shield:
+    """The ASGI app; raises ConfigError for a public bind without a long enough token."""
     web = harness.config.web
     token = auth.required_token(web.host, web.auth_token.get_secret_value()
                                 if web.auth_token else None)

@@ -1,70 +1,190 @@
 """Access control for the web UI.
 
-Bound to loopback, the UI is open by default. Bound anywhere else, ``web.auth_token`` is
-required (the server refuses to start without it) and every request must carry it: an
-``Authorization: Bearer`` header, or the HttpOnly cookie set by the login form.
+Bound to loopback, the UI is open unless ``web.auth_token`` is set. Bound anywhere else, a token
+of at least 32 characters is required (the server refuses to start otherwise; ``dsh web
+--generate-token`` prints one). A request is let in with ``Authorization: Bearer <token>`` or
+with the session cookie the login form sets: a signed, expiring value derived from the token,
+never the token itself, so a stolen cookie dies with its expiry and a new token voids them all.
+Wrong tokens are rate limited per client address.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
+import secrets
+import time
+from collections import OrderedDict
+from typing import Any
 
-from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from ..errors import ConfigError
 
-COOKIE = "dsh_web_token"
+COOKIE = "dsh_web_session"
 OPEN_PATHS = ("/login", "/static/")
+MIN_PUBLIC_TOKEN = 32
+SESSION_TTL_S = 12 * 3600
+# Per client address: after MAX_FAILURES wrong tokens within WINDOW_S, every attempt from it
+# (right or wrong) is answered 429 until the window has passed.
+MAX_FAILURES = 10
+WINDOW_S = 300.0
+MAX_TRACKED = 10_000
 
 
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
 
 
+def generate_token() -> str:
+    return secrets.token_urlsafe(32)  # 43 characters, 256 bits
+
+
 def required_token(host: str, token: str | None) -> str | None:
     """The token every request must carry, or None; raises for an unprotected public bind."""
-    if token:
-        return token
-    if not is_loopback(host):
+    if is_loopback(host):
+        return token or None
+    if not token:
         raise ConfigError(f"web.host {host!r} is not a loopback address: set web.auth_token "
-                          "(e.g. auth_token = \"${DSH_WEB_TOKEN}\") so the UI is not open to "
-                          "the network")
-    return None
+                          "(e.g. auth_token = \"${DSH_WEB_TOKEN}\"; `dsh web --generate-token` "
+                          "prints one) so the UI is not open to the network")
+    if len(token) < MIN_PUBLIC_TOKEN:
+        raise ConfigError(f"web.auth_token has {len(token)} characters; a non-loopback bind "
+                          f"needs at least {MIN_PUBLIC_TOKEN} (`dsh web --generate-token` "
+                          "prints one)")
+    return token
 
 
-def presented(request: Request) -> str | None:
-    auth = request.headers.get("authorization", "")
-    if auth.lower().startswith("bearer "):
-        return auth[7:].strip()
-    return request.cookies.get(COOKIE)
+class SessionSigner:
+    """Cookie values ``<expiry>.<nonce>.<hmac>``; the key is derived from the token."""
+
+    def __init__(self, token: str, ttl_s: int = SESSION_TTL_S):
+        self.key = hmac.new(token.encode(), b"dsh-web-session-v1", hashlib.sha256).digest()
+        self.ttl_s = ttl_s
+
+    def _sig(self, payload: str) -> str:
+        return hmac.new(self.key, payload.encode(), hashlib.sha256).hexdigest()
+
+    def issue(self, now: float | None = None) -> str:
+        expiry = int((now if now is not None else time.time()) + self.ttl_s)
+        payload = f"{expiry}.{secrets.token_hex(8)}"
+        return f"{payload}.{self._sig(payload)}"
+
+    def valid(self, value: str, now: float | None = None) -> bool:
+        payload, _, sig = value.rpartition(".")
+        expiry = payload.partition(".")[0]
+        if not (sig and expiry.isdigit()) or len(value) > 200:
+            return False
+        if not hmac.compare_digest(sig, self._sig(payload)):
+            return False
+        return int(expiry) > (now if now is not None else time.time())
 
 
-class TokenAuth(BaseHTTPMiddleware):
-    def __init__(self, app, token: str):
-        super().__init__(app)
+class RateLimiter:
+    """Failed sign-ins per client address in a sliding window (bounded memory)."""
+
+    def __init__(self, max_failures: int = MAX_FAILURES, window_s: float = WINDOW_S):
+        self.max_failures, self.window_s = max_failures, window_s
+        self._fails: OrderedDict[str, list[float]] = OrderedDict()
+
+    def _recent(self, client: str, now: float) -> list[float]:
+        times = [t for t in self._fails.get(client, []) if now - t < self.window_s]
+        if times:
+            self._fails[client] = times
+        else:
+            self._fails.pop(client, None)
+        return times
+
+    def retry_after(self, client: str, now: float | None = None) -> int | None:
+        """Seconds to wait when the client is locked out, else None."""
+        now = time.monotonic() if now is None else now
+        times = self._recent(client, now)
+        if len(times) < self.max_failures:
+            return None
+        return max(1, int(self.window_s - (now - times[0])) + 1)
+
+    def fail(self, client: str, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        times = self._recent(client, now)
+        self._fails[client] = [*times, now][-self.max_failures:]
+        self._fails.move_to_end(client)
+        while len(self._fails) > MAX_TRACKED:
+            self._fails.popitem(last=False)
+
+
+def client_of(request: Request) -> str:
+    return request.client.host if request.client else "?"
+
+
+class Access:
+    """The token check shared by the middleware and the login form."""
+
+    def __init__(self, token: str):
         self.token = token
+        self.signer = SessionSigner(token)
+        self.limiter = RateLimiter()
 
-    def ok(self, request: Request) -> bool:
-        given = presented(request)
-        return given is not None and hmac.compare_digest(given.encode(), self.token.encode())
+    def token_ok(self, given: str) -> bool:
+        return hmac.compare_digest(given.encode(), self.token.encode())
 
-    async def dispatch(self, request: Request, call_next) -> Response:
-        if request.url.path.startswith(OPEN_PATHS) or self.ok(request):
-            return await call_next(request)
-        if request.url.path.startswith("/api/"):
-            return JSONResponse({"error": "authentication required"}, status_code=401)
-        return HTMLResponse(LOGIN_PAGE.replace("{error}", ""), status_code=401)
+    def check(self, request: Request) -> bool | None:
+        """True: let in; False: no credentials; None: wrong bearer token (counts as failure)."""
+        auth = request.headers.get("authorization", "")
+        if auth.lower().startswith("bearer "):
+            return True if self.token_ok(auth[7:].strip()) else None
+        cookie = request.cookies.get(COOKIE)
+        return bool(cookie) and self.signer.valid(cookie)
+
+
+def locked(retry: int, api: bool) -> Response:
+    headers = {"Retry-After": str(retry)}
+    message = f"too many wrong tokens from this address; try again in {retry} s"
+    if api:
+        return JSONResponse({"error": message}, status_code=429, headers=headers)
+    return HTMLResponse(login_page(f'<p class="error">{message}.</p>'), status_code=429,
+                        headers=headers)
+
+
+class TokenAuth:
+    """ASGI middleware: everything but the login form and static files needs the token."""
+
+    def __init__(self, app: Any, access: Access):
+        self.app, self.access = app, access
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["path"].startswith(OPEN_PATHS):
+            return await self.app(scope, receive, send)
+        request = Request(scope)
+        api = scope["path"].startswith("/api/")
+        client = client_of(request)
+        retry = self.access.limiter.retry_after(client)
+        if retry is not None:
+            return await locked(retry, api)(scope, receive, send)
+        verdict = self.access.check(request)
+        if verdict:
+            return await self.app(scope, receive, send)
+        if verdict is None:
+            self.access.limiter.fail(client)
+        if api:
+            resp: Response = JSONResponse({"error": "authentication required"}, status_code=401)
+        else:
+            resp = HTMLResponse(login_page(""), status_code=401)
+        await resp(scope, receive, send)
+
+
+def login_page(error: str) -> str:
+    return LOGIN_PAGE.replace("{error}", error)
 
 
 LOGIN_PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>dsh · sign in</title><link rel="stylesheet" href="/static/style.css"></head>
 <body class="login"><form method="post" action="/login"><h1>dsh</h1>{error}
 <label>Access token <input type="password" name="token" autocomplete="current-password"
@@ -72,21 +192,26 @@ autofocus required></label><button type="submit">Sign in</button></form></body><
 
 
 async def login(request: Request) -> Response:
-    token: str | None = request.app.state.auth_token
-    if request.method == "GET":
-        return HTMLResponse(LOGIN_PAGE.replace("{error}", ""))
+    access: Access | None = request.app.state.access
+    if request.method == "GET" or access is None:
+        return HTMLResponse(login_page(""))
+    client = client_of(request)
+    retry = access.limiter.retry_after(client)
+    if retry is not None:
+        return locked(retry, api=False)
     form = await request.form()
     given = str(form.get("token", ""))
-    if token and hmac.compare_digest(given.encode(), token.encode()):
+    if access.token_ok(given):
         resp = RedirectResponse("/", status_code=303)
-        resp.set_cookie(COOKIE, given, httponly=True, samesite="strict",
+        resp.set_cookie(COOKIE, access.signer.issue(), max_age=access.signer.ttl_s,
+                        httponly=True, samesite="strict", path="/",
                         secure=request.url.scheme == "https")
         return resp
-    return HTMLResponse(LOGIN_PAGE.replace("{error}", '<p class="error">Wrong token.</p>'),
-                        status_code=401)
+    access.limiter.fail(client)
+    return HTMLResponse(login_page('<p class="error">Wrong token.</p>'), status_code=401)
 
 
 async def logout(request: Request) -> Response:
     resp = RedirectResponse("/login", status_code=303)
-    resp.delete_cookie(COOKIE)
+    resp.delete_cookie(COOKIE, path="/")
     return resp

@@ -83,6 +83,20 @@ class SessionCatalog:
             self._logs.popitem(last=False)
         return log
 
+    async def exists(self, session_id: str) -> bool:
+        try:
+            return await self.store.exists(session_id)
+        except Exception:
+            return False
+
+    def public_error(self, exc: Exception) -> str:
+        """An error about a log, fit for a page: file paths replaced by the file's name."""
+        text = str(exc)
+        directory = getattr(self.store, "directory", None)
+        if directory is not None:
+            text = text.replace(str(directory) + "/", "")
+        return text.replace(str(self.harness.home), "<home>")
+
     @staticmethod
     def groups(entries: list[CatalogEntry]) -> list[tuple[str, int, int]]:
         """(group path, depth, session count) for the group tree, sorted by path."""

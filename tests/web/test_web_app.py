@@ -33,7 +33,7 @@ class Groups:
 
 async def client(h: Harness) -> httpx2.AsyncClient:
     return httpx2.AsyncClient(transport=httpx2.ASGITransport(app=build_app(h)),
-                              base_url="http://test")
+                              base_url="http://127.0.0.1")
 
 
 @pytest.fixture
@@ -51,7 +51,10 @@ def test_markdown_is_safe():
 def test_public_bind_needs_a_token(tmp_path, server):
     with pytest.raises(ConfigError, match=r"not a loopback address: set web\.auth_token"):
         build_app(make(tmp_path, server.base_url, '[web]\nhost = "0.0.0.0"\n'))
-    build_app(make(tmp_path, server.base_url, '[web]\nhost = "0.0.0.0"\nauth_token = "t" \n'))
+    with pytest.raises(ConfigError, match="needs at least 32"):
+        build_app(make(tmp_path, server.base_url, '[web]\nhost = "0.0.0.0"\nauth_token = "t"\n'))
+    build_app(make(tmp_path, server.base_url,
+                   '[web]\nhost = "0.0.0.0"\nauth_token = "' + "t" * 32 + '"\n'))
     build_app(make(tmp_path, server.base_url, '[web]\nhost = "::1"\n'))
 
 

@@ -1,0 +1,76 @@
+"""The outermost layer of the web app: Host allowlist and security headers on every response.
+
+It wraps the whole Starlette app (outside its error handling), so login pages, 401/404/429
+answers, static files and even a 500 from an unexpected exception carry the same headers.
+
+The Host check defends the loopback UI against DNS rebinding: a hostile page whose name
+resolves to 127.0.0.1 reaches the server with its own name in ``Host`` and is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; "
+                                "img-src 'self'; connect-src 'self'; form-action 'self'; "
+                                "base-uri 'none'; frame-ancestors 'none'"),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+_RAW_HEADERS = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+_REPLACED = {k for k, _ in _RAW_HEADERS}
+
+
+def host_name(header: str) -> str:
+    """``Host`` without its port, lower case: ``[::1]:8765`` -> ``::1``."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].partition("]")[0]
+    return header.rpartition(":")[0] if header.count(":") == 1 else header
+
+
+def allowed_hosts(bind_host: str, extra: Iterable[str]) -> frozenset[str]:
+    names = {*LOOPBACK_NAMES, *(host_name(h) for h in extra)}
+    if bind_host not in ("0.0.0.0", "::", ""):
+        names.add(host_name(bind_host) if ":" not in bind_host.strip("[]") else
+                  bind_host.strip("[]").lower())
+    return frozenset(names)
+
+
+def with_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    return [*(h for h in headers if h[0].lower() not in _REPLACED), *_RAW_HEADERS]
+
+
+class Shield:
+    def __init__(self, app: Any, hosts: frozenset[str]):
+        self.app, self.hosts = app, hosts
+
+    @property
+    def state(self) -> Any:
+        return self.app.state
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def send_secured(message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": with_headers(list(message.get("headers", [])))}
+            await send(message)
+
+        host = next((v.decode("latin-1") for k, v in scope.get("headers", [])
+                     if k == b"host"), "")
+        if host_name(host) not in self.hosts:
+            body = (b"This host name is not allowed; list it in web.allowed_hosts to serve "
+                    b"the UI under it.\n")
+            await send_secured({"type": "http.response.start", "status": 421, "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode())]})
+            await send_secured({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send_secured)
