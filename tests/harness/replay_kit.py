@@ -1,0 +1,124 @@
+"""Scenarios whose raw request bytes were recorded on main before the O(new) request path.
+
+``python -m tests.harness.replay_kit OUT_DIR`` wrote ``tests/harness/fixtures/replay`` with the
+code of main at b99c1b0 (the SDK's ``chat.completions.create`` path). Do not regenerate it with
+newer code: the fixture is the "before" side of the byte-stability test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+
+from dsh_harness.agents.compaction import SUMMARY_SYSTEM
+from dsh_harness.testing import Fault, ModelRequest, Reply, ScriptedModelServer
+
+from .agent_kit import make_harness
+
+FIXTURE = Path(__file__).parent / "fixtures" / "replay"
+OLD_LOG_ID = "test:old:log"
+COMPACTION = '[compaction]\nmax_prompt_tokens = 420\nkeep_recent_turns = 1\n'
+
+
+class RawServer(ScriptedModelServer):
+    """The scripted model, also keeping each request body exactly as it arrived."""
+
+    def __init__(self, *args: Any, **kw: Any):
+        super().__init__(*args, **kw)
+        self.raw: list[bytes] = []
+
+    async def _chat(self, request: Request) -> Any:
+        self.raw.append(await request.body())
+        return await super()._chat(request)
+
+
+def policy(req: ModelRequest) -> Reply:
+    """Deterministic replies: tools on ``tools:`` turns, reasoning, unicode, summaries."""
+    if req.system == SUMMARY_SYSTEM:
+        return Reply(content=f"summary #{req.number}: the user asked for echoes ✓")
+    text = req.last_user_text()
+    results = req.tool_results()
+    if text.startswith("slow") and not results:
+        return Reply(tool_calls=[("slow", {"seconds": 30})])
+    if text.startswith("tools") and len(results) < 2:
+        return Reply(content=f"step {len(results)} — «calling»",
+                     tool_calls=[("echo", {"text": f"é{len(results)}"})],
+                     reasoning=f"need echo {len(results)}")
+    return Reply(content=f"answer to {text!r}: 完成 \"quoted\" \\ back\nslash",
+                 reasoning="done thinking")
+
+
+TURNS = ["tools one", "plain two ünïcode", "tools three", "plain four", "tools five"]
+
+
+async def same_history(tmp: Path, server: RawServer, replay: str) -> None:
+    """Five successful turns, compaction included, one restart in the middle."""
+    extra = f'reasoning_replay = "{replay}"\n' + COMPACTION
+    h = make_harness(tmp, server.base_url, extra)
+    agent = await h.agents.create(f"test:same:{replay}")
+    for text in TURNS[:3]:
+        assert (await agent.followup(text)).ok
+    await h.close()
+    h = make_harness(tmp, server.base_url, extra)
+    agent = await h.agents.resume(f"test:same:{replay}")
+    for text in TURNS[3:]:
+        assert (await agent.followup(text)).ok
+    await h.close()
+
+
+async def old_log(tmp: Path, server: RawServer) -> None:
+    """A log written by main: a completed turn, a deadline turn, an error turn, one more."""
+    h = make_harness(tmp, server.base_url, tool_timeout_s=60)
+    agent = await h.agents.create(OLD_LOG_ID)
+    assert (await agent.followup("tools first")).ok
+    loop = asyncio.get_running_loop()
+    out = await agent.followup("slow second", deadline=loop.time() + 0.5)
+    assert out.reason == "deadline"
+    server.inject(*[Fault.server_error()] * 4)
+    assert (await agent.followup("plain third")).reason == "error"
+    assert (await agent.followup("plain fourth")).ok
+    await h.close()
+
+
+async def resume_old_log(tmp: Path, server: RawServer) -> None:
+    h = make_harness(tmp, server.base_url)
+    agent = await h.agents.resume(OLD_LOG_ID)
+    assert (await agent.followup("tools after resume")).ok
+    await h.close()
+
+
+def write_raw(path: Path, raw: list[bytes]) -> None:
+    assert all(b"\n" not in r for r in raw)
+    path.write_bytes(b"".join(r + b"\n" for r in raw))
+
+
+def read_raw(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines()
+
+
+async def generate(out: Path, tmp: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for replay in ("all", "current_turn"):
+        with RawServer(policy=policy) as server:
+            await same_history(tmp / replay, server, replay)
+            write_raw(out / f"same_history_{replay}.jsonl", server.raw)
+    with RawServer(policy=policy) as server:
+        await old_log(tmp / "old", server)
+        sessions = tmp / "old" / "home" / "sessions"
+        (log_file,) = sessions.iterdir()
+        shutil.copy(log_file, out / "old_log.session.jsonl")
+        server.raw.clear()
+        await resume_old_log(tmp / "old", server)
+        write_raw(out / "old_log_resumed.jsonl", server.raw)
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        asyncio.run(generate(Path(sys.argv[1]), Path(d)))
