@@ -102,7 +102,7 @@ def read_raw(path: Path) -> list[bytes]:
 
 
 async def generate(out: Path, tmp: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - a one-off generator
     for replay in ("all", "current_turn"):
         with RawServer(policy=policy) as server:
             await same_history(tmp / replay, server, replay)
@@ -112,7 +112,7 @@ async def generate(out: Path, tmp: Path) -> None:
         sessions = tmp / "old" / "home" / "sessions"
         (log_file,) = sessions.iterdir()
         shutil.copy(log_file, out / "old_log.session.jsonl")
-        server.raw.clear()
+    with RawServer(policy=policy) as server:  # a fresh server, as in the test
         await resume_old_log(tmp / "old", server)
         write_raw(out / "old_log_resumed.jsonl", server.raw)
 
