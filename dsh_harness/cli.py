@@ -154,7 +154,9 @@ async def cmd_sessions_show(harness: Harness, args: argparse.Namespace) -> int:
     for note in log.notes:
         print(f"  note: {note}")
     for e in log.events:
-        print(f"  #{e.seq} {e.type}: {_event_line(e)}")
+        # A failed attempt stays in the log for people; the model never sees it again.
+        failed = " (failed attempt, not replayed)" if getattr(e, "committed", True) is False else ""
+        print(f"  #{e.seq} {e.type}{failed}: {_event_line(e)}")
     return 0
 
 

@@ -1,8 +1,10 @@
 """A live agent: one session, one world, one turn at a time.
 
 A turn is: user message -> (model request -> assistant message -> tool calls -> results)* ->
-end. Every step is logged as it happens; a turn that stops early (cancel, deadline, error,
-crash) is closed by ``Session.close_open_turn`` so the history stays balanced and identical.
+end. Every step is logged as it happens. A turn that stops early (cancel, deadline, error,
+crash) is a failed attempt: ``Session.close_open_turn`` ends it uncommitted, so it stays in the
+log for people but is never replayed; the next turn starts from the committed prefix. A failed
+log write ends the turn with an error at once (it never waits for the deadline).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from ..sessions.events import (
     UserMessage,
 )
 from ..sessions.history import model_messages
-from ..sessions.log import Session
+from ..sessions.log import Session, SessionWriteError
 from . import compaction
 from .pipeline import execute
 from .world import AgentWorld, BudgetExhausted, Tool, ToolContext
@@ -43,6 +45,10 @@ FALLBACK_TITLE_CHARS = 80
 
 @dataclass
 class TurnOutcome:
+    """How a turn ended. Not ``ok`` means a failed attempt: it stays in the log but is never
+    replayed, so retrying is calling ``followup`` again with the same text — a fresh attempt
+    from the same committed prefix (its first request is a full prefix-cache hit)."""
+
     turn: int
     reason: str
     text: str | None = None
@@ -132,6 +138,11 @@ class Agent:
                     outcome = await self._current
                     q.future.set_result(outcome)
                     raise
+                except Exception as exc:  # a bug: never leave a caller waiting for its deadline
+                    log.exception("turn of %s crashed", self.session_id)
+                    if not q.future.done():
+                        q.future.set_exception(exc)
+                    continue
                 self.last_outcome = outcome
                 if not q.future.done():
                     q.future.set_result(outcome)
@@ -143,11 +154,11 @@ class Agent:
     async def _run_turn(self, q: _Queued) -> TurnOutcome:
         session = self.session
         turn = session.last_turn + 1
-        await session.record(TurnStart, turn=turn, meta=q.meta)
-        await session.record(UserMessage, turn=turn, content=q.text)
-        await self._fallback_title(q.text)
         reason, error, text = "completed", None, None
         try:
+            await session.record(TurnStart, turn=turn, meta=q.meta)
+            await session.record(UserMessage, turn=turn, content=q.text)
+            await self._fallback_title(q.text)
             async with asyncio.timeout_at(q.deadline):
                 text = await self._steps(turn, q.meta)
         except TimeoutError:
@@ -157,18 +168,26 @@ class Agent:
                 reason, error = "interrupted", "the harness stopped during the turn"
             else:
                 reason, error = "aborted", "cancelled"
-        except LLMError as exc:
+        except (LLMError, SessionWriteError) as exc:
             reason, error = "error", str(exc)
         except Exception as exc:
             log.exception("turn %d of %s failed", turn, session.id)
             reason, error = "error", f"{type(exc).__name__}: {exc}"
-        if reason == "completed":
-            end = await session.record(TurnEnd, turn=turn, reason="completed",
-                                       usage=session.turn_usage(turn))
-            await session.flush()
-        else:
-            end = await session.close_open_turn(reason, error)
-        assert end is not None
+        try:
+            if reason == "completed":
+                end = await session.record(TurnEnd, turn=turn, reason="completed",
+                                           usage=session.turn_usage(turn))
+                await session.flush()
+            else:
+                # A failed attempt: logged, never replayed; a retry starts from the same prefix.
+                end = await session.close_open_turn(reason, error)
+        except SessionWriteError as exc:
+            # The log cannot record the end: the turn fails now rather than at its deadline;
+            # the next load closes it as interrupted.
+            return TurnOutcome(turn=turn, reason="error", text=text,
+                               error=error or str(exc), usage=session.turn_usage(turn))
+        if end is None:  # the turn never started in the log (its first write failed)
+            return TurnOutcome(turn=turn, reason=reason, text=text, error=error)
         return TurnOutcome(turn=turn, reason=end.reason, text=text, error=end.error,
                            usage=end.usage)
 

@@ -37,7 +37,8 @@ def budget(config: CompactionConfig, spec: ModelSpec) -> int:
 
 def eligible_through_turn(events: list[Any], current_turn: int, keep_recent: int) -> int | None:
     """The last turn that may be folded into a summary, or None if nothing may be."""
-    ended = [e.turn for e in events if isinstance(e, TurnEnd) and e.turn < current_turn]
+    ended = [e.turn for e in events
+             if isinstance(e, TurnEnd) and e.committed and e.turn < current_turn]
     previous = latest_compaction(events)
     floor = previous.through_turn if previous else 0
     candidates = [t for t in ended if t > floor]

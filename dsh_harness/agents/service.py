@@ -53,7 +53,7 @@ class AgentService:
 
     async def resume(self, session_id: str) -> Agent:
         async with self._lock(session_id):
-            if session_id in self._live:
+            if await self._usable(session_id):
                 return self._live[session_id]
             session = await self.harness.sessions.resume(session_id)
             return await self._start(session)
@@ -61,13 +61,26 @@ class AgentService:
     async def get_or_open(self, session_id: str, meta: dict[str, Any] | None = None) -> Agent:
         """The live agent, else the resumed session, else a new one."""
         async with self._lock(session_id):
-            if session_id in self._live:
+            if await self._usable(session_id):
                 return self._live[session_id]
             if await self.harness.sessions.exists(session_id):
                 session = await self.harness.sessions.resume(session_id)
             else:
                 session = await self.harness.sessions.create(session_id, meta or {})
             return await self._start(session)
+
+    async def _usable(self, session_id: str) -> bool:
+        """Whether the live agent can take turns; an idle one whose log write failed is
+        dropped so the session is loaded again (which cuts a torn line off the log)."""
+        agent = self._live.get(session_id)
+        if agent is None:
+            return False
+        if agent.session.broken is None or agent.busy:
+            return True
+        log.warning("session %s: reloading after a failed log write (%s)", session_id,
+                    agent.session.broken)
+        await self.evict(session_id)
+        return False
 
     def _lock(self, session_id: str) -> asyncio.Lock:
         return self._opening.setdefault(session_id, asyncio.Lock())
@@ -104,7 +117,10 @@ class AgentService:
         if agent is None or agent.busy:
             return False
         del self._live[session_id]
-        await self.harness.sessions.release(session_id)
+        try:
+            await self.harness.sessions.release(session_id)
+        except OSError as exc:  # e.g. fsync on a full disk: the agent is gone all the same
+            log.warning("session %s: releasing the log failed: %s", session_id, exc)
         return True
 
     async def close(self) -> None:

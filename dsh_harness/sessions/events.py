@@ -70,11 +70,20 @@ class TurnStart(EventBase):
 
 
 class TurnEnd(EventBase):
+    """The end of one attempt at a turn.
+
+    ``committed`` is False for an attempt that did not complete (error, deadline, abort, crash):
+    its events stay in the log for people but are never replayed to the model, so the next
+    attempt starts from the same committed prefix. Logs written before attempts existed have no
+    such field; their turns, failed ones included, replay as they always did.
+    """
+
     type: Literal["turn_end"] = "turn_end"
     turn: int
     reason: TurnEndReason
     error: str | None = None
     usage: Usage = Usage()
+    committed: bool = True
 
 
 class StepStart(EventBase):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from .events import AssistantMessage, Compaction, ToolResult, UserMessage
+from .events import AssistantMessage, Compaction, ToolResult, TurnEnd, UserMessage
 
 ReasoningReplay = Literal["all", "current_turn", "none"]
 
@@ -42,6 +42,11 @@ def latest_compaction(events: list[Any]) -> Compaction | None:
     return found
 
 
+def failed_attempts(events: list[Any]) -> set[int]:
+    """Turn numbers whose attempt failed and is never replayed."""
+    return {e.turn for e in events if isinstance(e, TurnEnd) and not e.committed}
+
+
 def summary_messages(summary: str) -> list[dict[str, Any]]:
     return [{"role": "user", "content": SUMMARY_PREFIX + summary + SUMMARY_SUFFIX},
             {"role": "assistant", "content": SUMMARY_ACK}]
@@ -49,13 +54,18 @@ def summary_messages(summary: str) -> list[dict[str, Any]]:
 
 def model_messages(events: list[Any], reasoning: ReasoningReplay = "all",
                    current_turn: int | None = None) -> list[dict[str, Any]]:
-    """Messages after the system prompt, in the order they were exchanged."""
+    """Messages after the system prompt, in the order they were exchanged.
+
+    Failed attempts (``TurnEnd.committed`` False) are left out: only committed turns and the
+    running one are replayed.
+    """
     compaction = latest_compaction(events)
     first_turn = compaction.through_turn + 1 if compaction else 0
     out = summary_messages(compaction.summary) if compaction else []
+    failed = failed_attempts(events)
     for e in events:
         turn = getattr(e, "turn", None)
-        if turn is None or turn < first_turn:
+        if turn is None or turn < first_turn or turn in failed:
             continue
         if isinstance(e, UserMessage):
             out.append({"role": "user", "content": e.content})

@@ -130,8 +130,10 @@ class JsonlSessionStore(SessionStore):
     async def release(self, session_id: str) -> None:
         fd = self._fds.pop(session_id, None)
         if fd is not None:
-            await asyncio.to_thread(os.fsync, fd)
-            os.close(fd)
+            try:
+                await asyncio.to_thread(os.fsync, fd)
+            finally:
+                os.close(fd)
 
     async def list_stamped(self) -> list[tuple[str, object | None]]:
         def scan() -> list[tuple[str, object | None]]:

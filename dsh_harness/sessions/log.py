@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import DshError
 from .events import (
     AssistantMessage,
     EventBase,
     SessionHeader,
-    StepEnd,
-    StepStart,
     TitleSet,
-    ToolResult,
     TurnEnd,
     TurnStart,
     Usage,
@@ -19,12 +17,16 @@ from .events import (
 )
 from .store import SessionStore
 
-INTERRUPTED_TOOL_RESULT = "[tool call interrupted: no result was recorded]"
+
+class SessionWriteError(DshError):
+    """Appending to a session log failed; the turn that was writing fails at once."""
 
 
 class Session:
     def __init__(self, store: SessionStore, header: SessionHeader, events: list[Any]):
         self.store, self.header, self.events = store, header, list(events)
+        # Why the log cannot be appended to any more (a failed write), or None.
+        self.broken: str | None = None
 
     @property
     def id(self) -> str:
@@ -35,14 +37,36 @@ class Session:
         return self.events[-1].seq + 1 if self.events else 1
 
     async def record(self, cls: type[EventBase], **fields: Any) -> Any:
-        """Append one event (numbered and timestamped here) to memory and to the store."""
+        """Append one event (numbered and timestamped here) to the store, then to memory.
+
+        A failed write (disk full, I/O error) raises ``SessionWriteError`` and leaves the
+        session broken: the file may end in a torn line, so nothing more is appended until the
+        session is loaded again (which cuts the torn line off).
+        """
+        self._check_writable()
         event = cls(seq=self.next_seq, at=utcnow(), **fields)
+        try:
+            await self.store.append(self.id, [event])
+        except Exception as exc:
+            raise self._broke("writing", exc) from exc
         self.events.append(event)
-        await self.store.append(self.id, [event])
         return event
 
     async def flush(self) -> None:
-        await self.store.flush(self.id)
+        self._check_writable()
+        try:
+            await self.store.flush(self.id)
+        except Exception as exc:
+            raise self._broke("flushing", exc) from exc
+
+    def _check_writable(self) -> None:
+        if self.broken is not None:
+            raise SessionWriteError(f"session {self.id!r} is not writable after an earlier "
+                                    f"failure: {self.broken}")
+
+    def _broke(self, action: str, exc: Exception) -> SessionWriteError:
+        self.broken = f"{action} the session log failed: {type(exc).__name__}: {exc}"
+        return SessionWriteError(f"session {self.id!r}: {self.broken}")
 
     # -- derived state --------------------------------------------------------------------
 
@@ -79,27 +103,17 @@ class Session:
     # -- closing a turn the same way every time ---------------------------------------------
 
     async def close_open_turn(self, reason: str, error: str | None = None) -> TurnEnd | None:
-        """End the open turn: a result for every unanswered tool call, the open step, the turn.
+        """End the open turn as a failed attempt: kept in the log, never replayed.
 
-        Used after a crash (on resume), on cancel, deadline and errors, so the next request's
-        history is always balanced and identical however the turn was cut off.
+        Used after a crash (on resume), on cancel, deadline and errors. The attempt's events
+        stay for people (CLI, web UI) but the model never sees them again: the next attempt
+        starts from the same committed prefix, so it is a prefix-cache hit and shows the model
+        no half turn (two user messages in a row, tool calls without results).
         """
         start = self.open_turn()
         if start is None:
             return None
-        turn = start.turn
-        in_turn = [e for e in self.events if e.seq >= start.seq]
-        answered = {e.call_id for e in in_turn if isinstance(e, ToolResult)}
-        for msg in (e for e in in_turn if isinstance(e, AssistantMessage)):
-            for call in msg.tool_calls:
-                if call.id not in answered:
-                    await self.record(ToolResult, turn=turn, call_id=call.id, name=call.name,
-                                      content=INTERRUPTED_TOOL_RESULT, is_error=True,
-                                      note="synthesized")
-        steps = [e for e in in_turn if isinstance(e, StepStart | StepEnd)]
-        if steps and isinstance(steps[-1], StepStart):
-            await self.record(StepEnd, turn=turn, step=steps[-1].step)
-        end = await self.record(TurnEnd, turn=turn, reason=reason, error=error,
-                                usage=self.turn_usage(turn))
+        end = await self.record(TurnEnd, turn=start.turn, reason=reason, error=error,
+                                usage=self.turn_usage(start.turn), committed=False)
         await self.flush()
         return end

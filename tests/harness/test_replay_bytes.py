@@ -1,0 +1,43 @@
+"""Byte stability: requests for the same history are the bytes main sent before this code.
+
+The fixtures were recorded with the SDK's ``chat.completions.create`` path (see replay_kit).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from dsh_harness.sessions.jsonl_store import file_name
+
+from .replay_kit import (
+    FIXTURE,
+    OLD_LOG_ID,
+    RawServer,
+    policy,
+    read_raw,
+    resume_old_log,
+    same_history,
+)
+
+
+@pytest.mark.parametrize("replay", ["all", "current_turn"])
+async def test_same_history_same_request_bytes(tmp_path, replay):
+    with RawServer(policy=policy) as server:
+        await same_history(tmp_path, server, replay)
+    expected = read_raw(FIXTURE / f"same_history_{replay}.jsonl")
+    assert len(server.raw) == len(expected)
+    for number, (got, want) in enumerate(zip(server.raw, expected, strict=True), start=1):
+        assert got == want, f"request {number} differs"
+
+
+async def test_a_log_written_before_attempts_replays_unchanged(tmp_path):
+    """Its deadline and error turns were replayed then (closed with synthesized results) and
+    still are; only attempts that fail from now on are left out of the replay."""
+    sessions = tmp_path / "home" / "sessions"
+    sessions.mkdir(parents=True)
+    shutil.copy(FIXTURE / "old_log.session.jsonl", sessions / file_name(OLD_LOG_ID))
+    with RawServer(policy=policy) as server:
+        await resume_old_log(tmp_path, server)
+    assert server.raw == read_raw(FIXTURE / "old_log_resumed.jsonl")
