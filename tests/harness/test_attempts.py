@@ -79,7 +79,7 @@ async def visible_in_cli_and_web(tmp_path: Path, base_url: str, sid: str, error:
     (line,) = [ln for ln in out.splitlines() if "failed attempt, not replayed" in ln]
     assert "turn_end" in line and error in line
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=build_app(h)),
-                                  base_url="http://test") as c:
+                                  base_url="http://127.0.0.1") as c:
         page = (await c.get("/sessions/" + sid.replace(":", "%3A"))).text
     assert page.count("failed attempt, not replayed to the model") == 1
     assert error.replace("'", "&#39;") in page
