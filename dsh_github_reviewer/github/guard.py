@@ -171,13 +171,12 @@ class Guard:
             ctx.consume_budget()
             if turn.draft is None:
                 turn.draft = Draft(commit_id=out["commitID"])
-            return (f"Pending review started on commit {out['commitID']}. Add inline comments "
-                    "with add_comment_to_pending_review, then call pull_request_review_write "
-                    "method=submit_pending event=COMMENT with a summary body.")
+            return f"Pending review started on {out['commitID'][:12]}."
         if turn.draft is None:
             raise Rejected("no pending review: call pull_request_review_write method=create "
                            "first")
-        ctx.consume_budget()
+        # No consume_budget() here: the submit of a drafted review is never refused by the
+        # per-turn budget, or a review with many inline comments would be lost at the end.
         s = turn.scope
         try:
             review, posted = await post_review(turn.client, s.owner, s.repo, s.number,
@@ -185,8 +184,7 @@ class Guard:
         except GitHubError as exc:
             raise ToolFailed(f"submitting the review failed: {exc}") from None
         turn.submitted, turn.posted_now = review, posted
-        return (f"Review submitted as COMMENT with {len(turn.draft.comments)} comment(s): "
-                f"{review.html_url or review.id}")
+        return f"Submitted with {len(turn.draft.comments)} comment(s)."
 
     async def add_comment_to_pending_review(self, args: dict[str, Any], ctx: ToolContext) -> str:
         turn = self._turn(ctx, write=True)
@@ -201,5 +199,4 @@ class Guard:
             path=out["path"], body=out["body"], subject_type=out["subjectType"],
             line=out.get("line"), side=out.get("side"), start_line=out.get("startLine"),
             start_side=out.get("startSide")))
-        return (f"Comment added to the pending review ({len(turn.draft.comments)} so far); it "
-                "is posted with the review on submit_pending.")
+        return f"Added ({len(turn.draft.comments)} pending)."

@@ -181,6 +181,30 @@ async def test_budget_counts_executed_calls_only(sb, http):
     await guard.end("github:default:octo:app:pr:1")
 
 
+async def test_submit_of_a_drafted_review_is_never_starved_by_the_budget(sb, http):
+    # 29 inline comments on a budget of 30: create + 29 comments spend it all; the submit
+    # must still post the drafted review instead of losing it.
+    guard, runtime = Guard(), runtime_for(sb)
+    await begin_turn(guard, sb, http, runtime, trigger="auto:starve")
+    drive = Driver(guard, budget=Budget(limit=30))
+    assert not (await drive("pull_request_review_write", {**PR, "method": "create"}))[0]
+    for i in range(29):
+        err, msg = await drive("add_comment_to_pending_review", {
+            **PR, "path": "app.py", "subjectType": "LINE", "line": 5, "side": "RIGHT",
+            "body": f"finding {i}"})
+        assert not err, msg
+    assert drive.budget.used == 30
+    err, msg = await drive("add_comment_to_pending_review", {
+        **PR, "path": "app.py", "subjectType": "LINE", "line": 5, "side": "RIGHT", "body": "x"})
+    assert err and "budget exhausted" in msg
+    err, msg = await drive("pull_request_review_write", {**PR, "method": "submit_pending",
+                                                         "event": "COMMENT", "body": "sum"})
+    assert not err and msg == "Submitted with 29 comment(s)."
+    await guard.end("github:default:octo:app:pr:1")
+    (review,) = sb.state.reviews_of("octo/app", 1)
+    assert review.state == "COMMENTED" and len(sb.state.comments_of_review(review.id)) == 29
+
+
 async def test_secrets_are_redacted_from_outbound_text(sb, http):
     guard, runtime = Guard(), runtime_for(sb)
     await begin_turn(guard, sb, http, runtime, trigger="auto:secret")
