@@ -77,6 +77,24 @@ class ReviewSettings(Strict):
         default_factory=lambda: list(DEFAULT_ASSOCIATIONS))
     models: list[ModelCandidate] = Field(default_factory=list)
     max_reviews_per_pr: int = Field(default=0, ge=0)
+    # The prepared diff in the review turn (issue 12): globs left out of it, on top of the
+    # built-in lockfile/generated list unless exclude_builtin is false; and its byte budget.
+    exclude: list[str] = Field(default_factory=list)
+    exclude_builtin: bool = True
+    max_diff_kb: int = Field(default=100, ge=1, le=10_000)
+
+    @field_validator("exclude")
+    @classmethod
+    def _globs(cls, v: list[str]) -> list[str]:
+        out = []
+        for item in v:
+            item = item.strip()
+            if not item or "\x00" in item:
+                raise ValueError("entries must be non-empty path globs such as *.lock or "
+                                 "vendor/*")
+            if item not in out:
+                out.append(item)
+        return out
 
     @field_validator("command_author_associations")
     @classmethod

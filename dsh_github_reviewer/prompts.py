@@ -8,9 +8,14 @@ body, refs and SHAs, size, what changed since the last review) goes in the user 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .sanitizer import sanitize, sanitize_line
+
+if TYPE_CHECKING:
+    from .review_input import ReviewInput
 
 BODY_LIMIT = 8_000
 
@@ -28,7 +33,9 @@ the pull request named in the current user message, at the head SHA and against 
 it gives.
 
 ## Review method
-1. Gather the metadata and the changed files (pull_request_read: get, get_files or get_diff).
+1. The user message carries the prepared diff of the pull request; on a re-review only what \
+changed since your last review, and what people answered on your review threads. Read more \
+(get_file_contents, pull_request_read) only when you need context or a file left out of it.
 2. Triage by risk: security-sensitive code, data handling, concurrency, public interfaces first.
 3. Look for correctness bugs, security problems, performance traps, missing or wrong tests, and \
 documentation that no longer matches the code. Read whole files with get_file_contents when the \
@@ -97,6 +104,15 @@ def _pull_request_block(pr: PrFacts) -> str:
             f"</pull_request>")
 
 
+def _stable_block(pr: PrFacts) -> str:
+    """The PR's descriptive fields; SHAs and size change with every push and go elsewhere,
+    so this block repeats byte-identically until the title or branches really change."""
+    return (f"<pull_request>\nrepository: {pr.owner}/{pr.repo}\nnumber: {pr.number}\n"
+            f"title: {sanitize_line(pr.title)}\nauthor: {sanitize_line(pr.author, 80)}\n"
+            f"url: {pr.url}\nbase branch: {pr.base_ref}\nhead branch: {pr.head_ref}\n"
+            f"</pull_request>")
+
+
 def _body(pr: PrFacts) -> str:
     body = sanitize(pr.body)
     if not body:
@@ -109,7 +125,12 @@ def _body(pr: PrFacts) -> str:
     return f"<pull_request_body>\n{body}{note}\n</pull_request_body>"
 
 
-def review_message(pr: PrFacts, previous_head: str | None, requested_by: str | None) -> str:
+def review_message(pr: PrFacts, previous_head: str | None, requested_by: str | None,
+                   prepared: ReviewInput | None = None, history: Sequence[str] = ()) -> str:
+    """The review turn's user message; with ``prepared`` (issue 12) it carries the prepared
+    diff or only what changed, and repeats the PR block and body only when they changed."""
+    if prepared is not None:
+        return _prepared_message(pr, previous_head, requested_by, prepared, history)
     if previous_head and previous_head != pr.head_sha:
         focus = (f"This is a re-review. The previously reviewed head was {previous_head}; "
                  "focus on what changed since then (compare with get_diff and your earlier "
@@ -123,6 +144,52 @@ def review_message(pr: PrFacts, previous_head: str | None, requested_by: str | N
     return (f"Flow: review.{who}\n{focus}\n"
             f"Review only {pr.owner}/{pr.repo}#{pr.number} at head SHA {pr.head_sha} against "
             f"base SHA {pr.base_sha}.\n\n{_pull_request_block(pr)}\n\n{_body(pr)}")
+
+
+_FOCUS = {
+    "first": "This is the first review of this pull request. Its prepared diff is below.",
+    "push": "This is a re-review after new commits. Below is only what changed since the head "
+            "you last reviewed ({previous}): the new commits and their diff, restricted to the "
+            "PR's files. Review the new code, say which earlier findings it fixes, and do not "
+            "repeat unchanged findings.",
+    "force_push": "This is a re-review after a force-push or rebase (last reviewed head: "
+                  "{previous}). Do not repeat unchanged findings.",
+    "unchanged": "The head is unchanged since your last review ({previous}); check your earlier "
+                 "findings and the feedback below.",
+    "unavailable": "Review this pull request.",
+}
+
+
+def _prepared_message(pr: PrFacts, previous_head: str | None, requested_by: str | None,
+                      prepared: ReviewInput, history: Sequence[str]) -> str:
+    who = (f" Requested with /review by {sanitize_line(requested_by, 80)}."
+           if requested_by else "")
+    parts = [f"Flow: review.{who}\n"
+             + _FOCUS[prepared.kind].format(previous=previous_head or "?") + "\n"
+             f"Review only {pr.owner}/{pr.repo}#{pr.number} at head SHA {pr.head_sha} against "
+             f"base SHA {pr.base_sha} ({pr.changed_files} files, +{pr.additions}/"
+             f"-{pr.deletions})."]
+    block, body = _stable_block(pr), _body(pr)
+    told = [m for m in history if m.startswith("Flow: review")]
+    same_block = any(block in m for m in told)
+    same_body = any(body in m for m in told)
+    if same_block and same_body:
+        parts.append("(Title, body and branches are unchanged since your last review.)")
+    else:
+        parts.append(block if not same_block else "(Title and branches unchanged.)")
+        parts.append(body if not same_body else "(Body unchanged.)")
+    if prepared.note:
+        parts.append(prepared.note)
+    if prepared.commits:
+        more = (f"\n(and {prepared.more_commits} earlier commit(s) not listed)"
+                if prepared.more_commits else "")
+        parts.append("<new_commits>\n" + "\n".join(f"- {c}" for c in prepared.commits)
+                     + more + "\n</new_commits>")
+    if prepared.diff:
+        parts.append(prepared.diff)
+    if prepared.feedback:
+        parts.append(prepared.feedback)
+    return "\n\n".join(parts)
 
 
 def chat_message(pr: PrFacts, author: str, message: str, path: str | None,

@@ -20,6 +20,7 @@ from .github.guard_rules import Scope
 from .github.models import PullRequest
 from .github.review_submit import find_posted
 from .prompts import PrFacts, TrustedInstructions, chat_message, review_message, system_prompt
+from .review_input import prepare_review
 from .sanitizer import redact_secrets
 from .session_key import PrKey
 
@@ -88,9 +89,10 @@ class Runner:
                 assert acct.auth is not None and acct.client is not None and acct.mcp
                 turn = GuardTurn(scope=scope_for(pr, flow, trigger), client=acct.client,
                                  runtime=acct.mcp, token=await acct.auth.token())
+                message = await message_for(pr, agent, turn)
                 acct.guard.begin(key.session_id, turn)
                 try:
-                    outcome = await agent.followup(message_for(pr), deadline=deadline,
+                    outcome = await agent.followup(message, deadline=deadline,
                                                    meta={"flow": flow, "trigger": trigger})
                 finally:
                     await acct.guard.end(key.session_id)
@@ -118,9 +120,18 @@ class Runner:
         if already is not None:
             # Posted before a crash, cursor not yet saved: nothing to run again.
             return TurnResult(True, review_id=already.id)
-        turn, result = await self._turn(
-            acct, pr, "review", trigger, instructions,
-            lambda p: review_message(facts(p), previous_head, requested_by))
+        async def message(p: PullRequest, agent: Agent, turn: GuardTurn) -> str:
+            # Per-turn facts only (the system prompt stays byte-stable): the prepared diff or
+            # only what changed since the last review, and people's feedback on its threads.
+            assert acct.client is not None
+            history = agent.user_messages()
+            prepared = await prepare_review(acct.client, p, acct.config.review, previous_head,
+                                            history)
+            if prepared.files is not None:
+                turn.use_files(prepared.files)
+            return review_message(facts(p), previous_head, requested_by, prepared, history)
+
+        turn, result = await self._turn(acct, pr, "review", trigger, instructions, message)
         if turn is not None and turn.submitted is not None:
             return TurnResult(True, review_id=turn.submitted.id, posted_now=turn.posted_now,
                               text=result.text)
@@ -130,9 +141,10 @@ class Runner:
     async def chat(self, acct: AccountRuntime, pr: PullRequest, trigger: str,
                    instructions: TrustedInstructions | None, author: str, message: str,
                    path: str | None, line: int | None) -> TurnResult:
-        _, result = await self._turn(
-            acct, pr, "chat", trigger, instructions,
-            lambda p: chat_message(facts(p), author, message, path, line))
+        async def text(p: PullRequest, _agent: Agent, _turn: GuardTurn) -> str:
+            return chat_message(facts(p), author, message, path, line)
+
+        _, result = await self._turn(acct, pr, "chat", trigger, instructions, text)
         if result.ok:
             result.text = redact_secrets(result.text or "").strip()
         return result

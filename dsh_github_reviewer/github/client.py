@@ -27,6 +27,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from .auth import fingerprint
 from .errors import GitHubError, NotFound, RateLimited, truncate
 from .models import (
+    Comparison,
     FileContent,
     InstallationRepos,
     IssueComment,
@@ -211,6 +212,32 @@ class GitHubClient:
         path = f"repos/{seg(owner, repo)}/pulls/{int(number)}/files"
         items, _ = await self.paginate(path, max_pages=max_pages)
         return self.parse_list(PullFile, items, f"GET {path}")
+
+    async def compare(self, owner: str, repo: str, base: str, head: str) -> Comparison:
+        """``base...head``: commits and file changes since their merge base (conditional, so
+        a repeated comparison of the same heads is a free 304)."""
+        path = f"repos/{seg(owner, repo)}/compare/{quote(base, safe='')}...{quote(head, safe='')}"
+        resp = await self.request("GET", path, params={"per_page": 100})
+        return self.parse(Comparison, resp.data, f"GET {path}")
+
+    def graphql_url(self) -> str:
+        # github.com: /graphql beside the REST root; GHES: /api/graphql beside /api/v3.
+        if self.api_url.endswith("/api/v3"):
+            return self.api_url[: -len("/v3")] + "/graphql"
+        return f"{self.api_url}/graphql"
+
+    async def graphql(self, query: str, variables: dict[str, Any]) -> Any:
+        """One GraphQL query; GraphQL errors (HTTP 200 with ``errors``) raise ``GitHubError``."""
+        resp = await self.request("POST", self.graphql_url(),
+                                  json={"query": query, "variables": variables})
+        data = resp.data if isinstance(resp.data, dict) else {}
+        if data.get("errors"):
+            first = data["errors"][0]
+            message = first.get("message") if isinstance(first, dict) else first
+            raise GitHubError(f"GraphQL: {truncate(str(message))}")
+        if "data" not in data:
+            raise GitHubError("GraphQL: the answer has no data")
+        return data["data"]
 
     async def get_file_text(self, owner: str, repo: str, path: str, ref: str) -> str:
         """A file's text at ``ref``; ``NotFound`` when it does not exist there."""

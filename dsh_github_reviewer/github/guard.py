@@ -31,7 +31,7 @@ from .guard_rules import (
     check_review_write,
 )
 from .mcp_host import McpConnection, McpError, McpRuntime
-from .models import Review
+from .models import PullFile, Review
 from .review_submit import Draft, DraftComment, post_review
 
 log = logging.getLogger(__name__)
@@ -94,11 +94,17 @@ class GuardTurn:
             except GitHubError as exc:
                 log.warning("%s: cannot load changed files: %s", s.pr_label, exc)
                 return None
-            self.changed = ChangedFiles(
-                paths={f.filename for f in files},
-                previous={f.previous_filename for f in files if f.previous_filename},
-                lines={f.filename: commentable_lines(f.patch) for f in files})
+            self.use_files(files)
         return self.changed
+
+    def use_files(self, files: list[PullFile]) -> None:
+        """The PR's files, already listed by the runner for the prepared diff: no second
+        request for the same list."""
+        self.changed_loaded = True
+        self.changed = ChangedFiles(
+            paths={f.filename for f in files},
+            previous={f.previous_filename for f in files if f.previous_filename},
+            lines={f.filename: commentable_lines(f.patch) for f in files})
 
     async def close(self) -> None:
         if self.connection is not None:

@@ -88,6 +88,13 @@ class IssueComment(Comment):
         return self._number_of(self.issue_url)
 
 
+class Reactions(Payload):
+    """The reaction counts GitHub embeds in a comment (no extra request to read them)."""
+
+    plus_one: int = Field(default=0, alias="+1")
+    minus_one: int = Field(default=0, alias="-1")
+
+
 class ReviewComment(Comment):
     pull_request_url: str
     path: str
@@ -96,6 +103,8 @@ class ReviewComment(Comment):
     side: str | None = None
     in_reply_to_id: int | None = None
     pull_request_review_id: int | None = None
+    node_id: str | None = None
+    reactions: Reactions | None = None
 
     @property
     def number(self) -> int:
@@ -113,12 +122,41 @@ class Review(Payload):
 
 
 class PullFile(Payload):
+    """An entry of a PR's or a comparison's file list (GitHub's ``diff-entry``)."""
+
     filename: str
     status: str
+    sha: str | None = None  # the blob at the head; null for a removed file on some versions
     previous_filename: str | None = None
     additions: int = 0
     deletions: int = 0
-    patch: str | None = None
+    changes: int = 0
+    patch: str | None = None  # absent for binary files and diffs too large for GitHub
+
+
+class CommitMessage(Payload):
+    message: str
+
+
+class CompareCommit(Payload):
+    sha: str
+    commit: CommitMessage
+
+
+class ShaOnly(Payload):
+    sha: str
+
+
+class Comparison(Payload):
+    """``GET /repos/{o}/{r}/compare/{base}...{head}`` (``commit-comparison``)."""
+
+    status: str  # ahead | behind | diverged | identical
+    ahead_by: int
+    behind_by: int
+    total_commits: int
+    merge_base_commit: ShaOnly
+    commits: list[CompareCommit] = Field(default_factory=list)
+    files: list[PullFile] = Field(default_factory=list)
 
 
 class FileContent(Payload):

@@ -1,10 +1,14 @@
 """A scripted reviewer model: a policy for the harness's ScriptedModelServer.
 
-It behaves like a (very small) reviewing LLM through the four guarded tools: it reads the diff
-with ``pull_request_read get_diff``, finds real problems in the added lines with a few rules,
-starts a review, comments on each new finding at its line, and submits a COMMENT summary. In a
-/bot chat it answers from the findings in its own conversation history — which is why the
-session must be persistent. Used by the offline demo, end-to-end tests and benchmarks.
+It behaves like a (very small) reviewing LLM through the four guarded tools: it takes the
+prepared diff from the user message (only what changed, on a re-review) and fetches with
+``pull_request_read`` only what the message does not carry — the patches of files the diff
+budget left out (``get_files``), or the whole diff when no prepared diff came (``get_diff``).
+It finds real problems in the added lines with a few rules, leaves out findings people rejected
+on its threads, starts a review, comments on each new finding at its line, and submits a
+COMMENT summary. In a /bot chat it answers from the findings in its own conversation history —
+which is why the session must be persistent. Used by the offline demo, end-to-end tests and
+benchmarks.
 """
 
 from __future__ import annotations
@@ -32,7 +36,11 @@ RULES: list[tuple[re.Pattern[str], str]] = [
      "A hard-coded credential; read it from the environment or a secret store."),
 ]
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
-_FIELD = re.compile(r"^(repository|number|head): (.+)$", re.M)
+_TARGET = re.compile(r"Review only ([^/\s]+)/([^#\s]+)#(\d+) at head SHA ([0-9a-f]+)")
+_LEFT_OUT = re.compile(r"\[diff cut at [^:]+: \d+ file\(s\) left out, largest first: (.+?)\. "
+                       r"Read them")
+_THREAD = re.compile(r"^- ([^\s:]+)(?::\d+)? \(thread \d+; your comment: (.*)\)$")
+REJECTIONS = ("intended", "by design", "not a bug", "false positive", "won't fix")
 
 
 @dataclass(frozen=True)
@@ -67,8 +75,46 @@ def findings_in_diff(diff: str) -> list[Finding]:
     return out
 
 
-def _pr_fields(text: str) -> dict[str, str]:
-    return {k: v.strip() for k, v in _FIELD.findall(text)}
+def _prepared_diff(user: str) -> str | None:
+    if "\n<diff>\n" not in user:
+        return None
+    return user.split("\n<diff>\n", 1)[1].split("</diff>", 1)[0]
+
+
+def _left_out(user: str) -> list[str]:
+    m = _LEFT_OUT.search(user)
+    if not m:
+        return []
+    names = re.sub(r" and \d+ more$", "", m.group(1))
+    return [re.sub(r" \([^)]*\)$", "", n) for n in names.split(", ")]
+
+
+def _rejected(user: str) -> set[tuple[str, str]]:
+    """(path, first line of its comment) of threads where people rejected the finding."""
+    if "<feedback_on_your_threads>" not in user:
+        return set()
+    block = user.split("<feedback_on_your_threads>", 1)[1].split("</feedback_on_your_threads>")[0]
+    out, current = set(), None
+    for line in block.split("\n"):
+        m = _THREAD.match(line)
+        if m:
+            current = (m.group(1), m.group(2))
+        elif current and line.startswith("  reply ") and any(
+                word in line.lower() for word in REJECTIONS):
+            out.add(current)
+    return out
+
+
+def _patches(result: str, wanted: list[str]) -> str:
+    """get_files output (JSON file entries) as diff text for the ``wanted`` files."""
+    try:
+        entries = json.loads(result)
+    except json.JSONDecodeError:
+        return ""
+    if isinstance(entries, dict):
+        entries = entries.get("files") or []
+    return "".join(f"+++ b/{e['filename']}\n{e.get('patch') or ''}\n" for e in entries
+                   if isinstance(e, dict) and e.get("filename") in wanted)
 
 
 def _calls(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
@@ -100,21 +146,38 @@ def reviewer_policy(req: ModelRequest) -> Reply:
     turn = req.since_last_user()
     if user.startswith("Flow: chat"):
         return _chat(req, user)
-    if not user.startswith("Flow: review"):
+    target = _TARGET.search(user)
+    if not user.startswith("Flow: review") or target is None:
         return Reply(content="I only review pull requests.")
-    fields = _pr_fields(user)
-    owner, repo = fields.get("repository", "/").split("/", 1)
-    pr = {"owner": owner, "repo": repo, "pullNumber": int(fields.get("number", "0"))}
+    owner, repo, number, head = target.groups()
+    pr = {"owner": owner, "repo": repo, "pullNumber": int(number)}
     calls = _calls(turn)
     results = [m["content"] for m in turn if m["role"] == "tool"]
+    prepared, left_out = _prepared_diff(user), _left_out(user)
     if not calls:
-        return Reply(content="Reading the diff first.",
-                     tool_calls=[("pull_request_read", {**pr, "method": "get_diff"})])
+        if prepared is None:
+            return Reply(content="No diff in the message; reading it.",
+                         tool_calls=[("pull_request_read", {**pr, "method": "get_diff"})])
+        if left_out:
+            return Reply(content=f"{len(left_out)} file(s) were left out of the diff; reading "
+                                 "their patches.", tool_calls=[(
+                                     "pull_request_read",
+                                     {**pr, "method": "get_files", "perPage": 100})])
+        return Reply(tool_calls=[("pull_request_review_write", {**pr, "method": "create"})])
     last = calls[-1][0]
-    diff = next((r for (name, _), r in zip(calls, results, strict=False)
+    read = next((r for (name, _), r in zip(calls, results, strict=False)
                  if name == "pull_request_read"), "")
+    if prepared is None:
+        diff = read
+    else:
+        diff = prepared + (_patches(read, left_out) if left_out else "")
     earlier = _earlier_comments(req)
-    new = [f for f in findings_in_diff(diff) if (f.path, _comment_body(f)) not in earlier]
+    rejected = _rejected(user)
+    found = findings_in_diff(diff)
+    dropped = [f for f in found if any(
+        path == f.path and f.message.startswith(first.rstrip("…").rstrip())
+        for path, first in rejected)]
+    new = [f for f in found if (f.path, _comment_body(f)) not in earlier and f not in dropped]
     if last == "pull_request_read":
         return Reply(tool_calls=[("pull_request_review_write", {**pr, "method": "create"})])
     if last == "pull_request_review_write" and calls[-1][1].get("method") == "create":
@@ -126,10 +189,12 @@ def reviewer_policy(req: ModelRequest) -> Reply:
         last = "add_comment_to_pending_review"
     if last == "add_comment_to_pending_review":
         if new:
-            summary = (f"Found {len(new)} issue(s) at head {fields.get('head', '?')}: "
+            summary = (f"Found {len(new)} issue(s) at head {head}: "
                        + "; ".join(f"{f.path}:{f.line}" for f in new) + ".")
         else:
             summary = "No new findings in this revision."
+        if rejected:
+            summary += (f" Dropped {len(rejected)} finding(s) people explained as intended.")
         if earlier:
             summary += f" {len(earlier)} earlier finding(s) were reported in previous reviews."
         return Reply(tool_calls=[("pull_request_review_write", {

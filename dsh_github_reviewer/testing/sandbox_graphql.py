@@ -1,4 +1,5 @@
-"""The GraphQL subset github-mcp-server 0.12.1 sends for pending reviews.
+"""The GraphQL subset github-mcp-server 0.12.1 sends for pending reviews, and the review-thread
+query the reviewer sends for thread resolution (issue 12).
 
 Its client (githubv4) rejects answers whose shape differs from the selection set, so each
 operation answers with exactly the fields the query selects. Behaviour follows GitHub:
@@ -21,6 +22,8 @@ OPERATIONS = {
     "first_review": re.compile(r"reviews\(first: 1, author: \$author\)\{nodes\{id,state,url\}\}"),
     "add_thread": re.compile(r"addPullRequestReviewThread\(input: \$input\)\{thread\{id\}\}"),
     "submit": re.compile(r"submitPullRequestReview\(input: \$input\)\{pullRequestReview\{id\}\}"),
+    "review_threads": re.compile(r"pullRequest\(number: \$number\) \{ reviewThreads\("
+                                 r"first: (\d+), after: \$after\)"),
     "delete": re.compile(r"deletePullRequestReview\(input: \$input\)\{pullRequestReview\{id\}\}"),
 }
 
@@ -53,6 +56,8 @@ def execute(state: SandboxState, base_url: str, login: str, body: dict[str, Any]
     query = body.get("query", "")
     variables = body.get("variables") or {}
     op = next((name for name, rx in OPERATIONS.items() if rx.search(query)), None)
+    if op == "review_threads":
+        variables = {**variables, "_first": int(OPERATIONS[op].search(query).group(1))}
     if op is None:
         return {"errors": [{"message": "sandbox: unsupported GraphQL operation"}]}
     try:
@@ -81,6 +86,8 @@ def _run(state: SandboxState, base_url: str, login: str, op: str,
                   "url": f"{base_url}/{r.repo}/pull/{r.number}#pullrequestreview-{r.id}"}
                  for r in mine[:1]]
         return {"repository": {"pullRequest": {"reviews": {"nodes": nodes}}}}
+    if op == "review_threads":
+        return _review_threads(state, v)
     inp = v.get("input") or {}
     if op == "add_review":
         full, number = _pr_from_node(state, inp.get("pullRequestId", ""))
@@ -126,3 +133,28 @@ def _run(state: SandboxState, base_url: str, login: str, op: str,
                                     if c.review_id != review.id]
         return {"deletePullRequestReview": {"pullRequestReview": {"id": f"PRR_{review.id}"}}}
     raise GraphQLError(f"unsupported operation {op}")
+
+
+def _review_threads(state: SandboxState, v: dict[str, Any]) -> dict[str, Any]:
+    """Threads of a PR, oldest first, paged by an opaque cursor (here: an offset)."""
+    full = f"{v['owner']}/{v['name']}"
+    pr = state.pull(full, int(v["number"]))
+    visible = {r.id for r in state.reviews_of(full, pr.number) if r.state != "PENDING"}
+    roots = [c for c in state.review_comments_of(full, pr.number)
+             if c.in_reply_to is None and (c.review_id is None or c.review_id in visible)]
+    files = {f.filename: f for f in state.diff(full, pr.number)}
+    start = int(v.get("after") or 0)
+    chunk = roots[start: start + v["_first"]]
+    nodes = []
+    for c in chunk:
+        f = files.get(c.path)
+        outdated = f is None or (c.line is not None and not f.lines.allows(c.side or "RIGHT",
+                                                                           c.line))
+        resolver = state.resolved_threads.get(c.id)
+        nodes.append({"isResolved": resolver is not None, "isOutdated": outdated,
+                      "resolvedBy": {"login": state.user(resolver).login} if resolver else None,
+                      "comments": {"nodes": [{"databaseId": c.id}]}})
+    end = start + len(chunk)
+    return {"repository": {"pullRequest": {"reviewThreads": {
+        "pageInfo": {"hasNextPage": end < len(roots), "endCursor": str(end) if chunk else None},
+        "nodes": nodes}}}}

@@ -142,17 +142,48 @@ class Payloads:
         return data
 
     def file(self, pr: Pull, f: FileDiff) -> dict[str, Any]:
+        return self.diff_entry(pr.repo, pr.head_sha, f)
+
+    def diff_entry(self, full_name: str, head_sha: str, f: FileDiff) -> dict[str, Any]:
         sha = hashlib.sha1(f.new_text.encode()).hexdigest()
         data = {"sha": sha, "filename": f.filename, "status": f.status,
                 "additions": f.additions, "deletions": f.deletions,
                 "changes": f.additions + f.deletions,
-                "blob_url": f"{self.base}/{pr.repo}/blob/{pr.head_sha}/{f.filename}",
-                "raw_url": f"{self.base}/{pr.repo}/raw/{pr.head_sha}/{f.filename}",
-                "contents_url": f"{self.api}/repos/{pr.repo}/contents/{f.filename}"
-                                f"?ref={pr.head_sha}",
-                "patch": f.patch}
+                "blob_url": f"{self.base}/{full_name}/blob/{head_sha}/{f.filename}",
+                "raw_url": f"{self.base}/{full_name}/raw/{head_sha}/{f.filename}",
+                "contents_url": f"{self.api}/repos/{full_name}/contents/{f.filename}"
+                                f"?ref={head_sha}"}
+        if f.patch:  # like GitHub: no patch for binary files
+            data["patch"] = f.patch
         if f.previous_filename:
             data["previous_filename"] = f.previous_filename
+        return data
+
+    def commit(self, full_name: str, sha: str) -> dict[str, Any]:
+        c = self.state.commits[sha]
+        url = f"{self.api}/repos/{full_name}/commits/{sha}"
+        tree = hashlib.sha1(repr(sorted(c.tree.items())).encode()).hexdigest()
+        person = {"name": "sandbox", "email": "sandbox@example.invalid",
+                  "date": "2026-01-01T00:00:00Z"}
+        return {"url": url, "sha": sha, "node_id": f"C_{sha[:12]}",
+                "html_url": f"{self.base}/{full_name}/commit/{sha}",
+                "comments_url": f"{url}/comments",
+                "commit": {"url": f"{self.api}/repos/{full_name}/git/commits/{sha}",
+                           "author": person, "committer": person, "message": c.message,
+                           "comment_count": 0,
+                           "tree": {"sha": tree,
+                                    "url": f"{self.api}/repos/{full_name}/git/trees/{tree}"}},
+                "author": {}, "committer": {},  # no GitHub account linked
+                "parents": [{"sha": c.parent,
+                             "url": f"{self.api}/repos/{full_name}/commits/{c.parent}",
+                             "html_url": f"{self.base}/{full_name}/commit/{c.parent}"}]
+                if c.parent else []}
+
+    def reactions(self, url: str, comment_id: int) -> dict[str, Any]:
+        counts = {k: len(v) for k, v in self.state.reactions.get(comment_id, {}).items()}
+        data: dict[str, Any] = {"url": f"{url}/reactions", "total_count": sum(counts.values())}
+        for key in ("+1", "-1", "laugh", "confused", "heart", "hooray", "eyes", "rocket"):
+            data[key] = counts.get(key, 0)
         return data
 
     def issue_comment(self, c: IssueComment) -> dict[str, Any]:
@@ -178,6 +209,7 @@ class Payloads:
                 "author_association": self.state.association(c.repo, c.user),
                 "line": c.line, "original_line": c.line, "side": c.side,
                 "subject_type": c.subject_type.lower(),
+                "reactions": self.reactions(url, c.id),
                 "_links": {"self": {"href": url}, "html": {"href": html},
                            "pull_request": {"href": pr_url}}}
         # Like GitHub, optional fields that do not apply are left out rather than null.

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from . import sandbox_git
 from .sandbox_payloads import Payloads
 from .sandbox_state import Review, SandboxState
 
@@ -72,6 +73,7 @@ class RestRoutes:
         add("POST", rf"/repos/{O_R}/issues/(?P<n>\d+)/comments", self.post_issue_comment)
         add("GET", rf"/repos/{O_R}/contents(?:/(?P<path>.*))?", self.contents)
         add("GET", rf"/repos/{O_R}/git/ref/(?P<ref>.+)", self.git_ref)
+        add("GET", rf"/repos/{O_R}/compare/(?P<basehead>.+)", self.compare)
         add("GET", rf"/repos/{O_R}/commits/(?P<ref>[^/]+)/status", self.commit_status)
         add("GET", rf"/repos/{O_R}/commits/(?P<ref>[^/]+)/check-runs", self.check_runs)
         add("GET", rf"/raw/{O_R}/(?P<ref>[^/]+)/(?P<path>.+)", self.raw)
@@ -339,6 +341,26 @@ class RestRoutes:
                            "url": f"{self.p.api}/repos/{full}/git/refs/{ref}",
                            "object": {"sha": sha, "type": "commit",
                                       "url": f"{self.p.api}/repos/{full}/git/commits/{sha}"}})
+
+    def compare(self, ctx: Ctx, owner: str, repo: str, basehead: str) -> Reply:
+        full = self.state.repo(f"{owner}/{repo}").full_name
+        if "..." not in basehead:
+            return not_found()
+        base_ref, head_ref = basehead.split("...", 1)
+        base, head = self.state.resolve(full, base_ref), self.state.resolve(full, head_ref)
+        if base is None or head is None:
+            return not_found()
+        cmp = sandbox_git.compare(self.state, base, head)
+        url = f"{self.p.api}/repos/{full}/compare/{basehead}"
+        html = f"{self.p.base}/{full}/compare/{basehead}"
+        page = self._page(ctx, [self.p.commit(full, sha) for sha in cmp.commits])
+        return Reply(200, {
+            "url": url, "html_url": html, "permalink_url": html, "diff_url": f"{html}.diff",
+            "patch_url": f"{html}.patch", "base_commit": self.p.commit(full, base),
+            "merge_base_commit": self.p.commit(full, cmp.merge_base), "status": cmp.status,
+            "ahead_by": cmp.ahead_by, "behind_by": cmp.behind_by,
+            "total_commits": len(cmp.commits), "commits": page.body,
+            "files": [self.p.diff_entry(full, head, f) for f in cmp.files]}, page.headers)
 
     def commit_status(self, ctx: Ctx, owner: str, repo: str, ref: str) -> Reply:
         full = self.state.repo(f"{owner}/{repo}").full_name

@@ -133,6 +133,8 @@ class FileDiff:
 
 
 def _patch(old: str, new: str) -> tuple[str, int, int]:
+    if "\x00" in old or "\x00" in new:
+        return "", 0, 0  # binary: GitHub lists the file without a patch
     old_lines, new_lines = old.splitlines(), new.splitlines()
     body = list(difflib.unified_diff(old_lines, new_lines, n=3, lineterm=""))[2:]
     adds = sum(1 for line in body if line.startswith("+"))
@@ -151,6 +153,9 @@ class SandboxState:
         self.issue_comments: list[IssueComment] = []
         self.review_comments: list[ReviewComment] = []
         self.reviews: list[Review] = []
+        # review comment id -> reaction content ("+1", "-1", …) -> logins
+        self.reactions: dict[int, dict[str, set[str]]] = {}
+        self.resolved_threads: dict[int, str] = {}  # thread's root comment id -> resolver
         self._ids = 1000
         self.clock_offset = timedelta()
 
@@ -232,15 +237,17 @@ class SandboxState:
 
     def commit(self, full_name: str, branch: str, files: dict[str, str | None],
                message: str = "update", renames: dict[str, str] | None = None,
-               from_branch: str | None = None) -> str:
+               from_branch: str | None = None, onto: str | None = None) -> str:
         """New commit on ``branch`` (created from ``from_branch`` or the default branch).
 
         ``files`` maps path -> new text (None deletes); ``renames`` maps old -> new path.
+        ``onto`` (a commit SHA) is a force-push: the new commit's parent is ``onto`` and the
+        branch's old commits are no longer its ancestors.
         """
         with self.lock:
             repo = self.repo(full_name)
-            parent = repo.branches.get(branch) or repo.branches[from_branch or
-                                                                repo.default_branch]
+            parent = onto or repo.branches.get(branch) or repo.branches[
+                from_branch or repo.default_branch]
             tree = dict(self.commits[parent].tree)
             moved: dict[str, str] = {}
             for old, new in (renames or {}).items():
@@ -368,6 +375,17 @@ class SandboxState:
                               in_reply_to, self.now(), self.now())
             self.review_comments.append(c)
             return c
+
+    def react(self, comment_id: int, login: str, content: str) -> None:
+        """A reaction on a review comment (like GitHub: no change to its updated_at)."""
+        with self.lock:
+            self.add_user(login)
+            self.reactions.setdefault(comment_id, {}).setdefault(content, set()).add(login)
+
+    def resolve_thread(self, root_id: int, login: str) -> None:
+        with self.lock:
+            self.add_user(login)
+            self.resolved_threads[root_id] = login
 
     def reviews_of(self, full_name: str, number: int) -> list[Review]:
         return [r for r in self.reviews

@@ -86,6 +86,11 @@ class Agent:
     def session_id(self) -> str:
         return self.session.id
 
+    def user_messages(self) -> list[str]:
+        """This conversation's user messages so far, oldest first: a plugin can leave out of
+        the next message what the model has already been told (facts, unchanged text)."""
+        return [e.content for e in self.session.events if isinstance(e, UserMessage)]
+
     @property
     def busy(self) -> bool:
         return not self._idle.is_set()

@@ -67,8 +67,13 @@ def responses():
         root = st.add_review_comment("octo/app", 1, "maint", "x", path="app.py", line=2)
         st.add_review_comment("octo/app", 1, "maint", "y", path="app.py", line=2,
                               in_reply_to=root.id, start_line=1, start_side="RIGHT")
+        st.react(root.id, "maint", "+1")
         review = st.start_review("octo/app", 1, "maint", pr.head_sha)
         st.submit_review(review, "COMMENT", "summary")
+        first_head = pr.head_sha
+        st.commit("mallory/app", "f", {"logo.png": "\x89PNG\x00"}, message="logo")
+        main = st.repo("octo/app").branches["main"]
+        st.commit("octo/app", "rewritten", {"app.py": "z\n"}, onto=main)
         token = sb.add_token("bot")
         h = {"Authorization": f"Bearer {token}"}
 
@@ -88,13 +93,16 @@ def responses():
             "git-ref": [get("/repos/octo/app/git/ref/heads/main"),
                         get("/repos/octo/app/git/ref/pull/1/head")],
             "combined-commit-status": [get(f"/repos/octo/app/commits/{pr.head_sha}/status")],
+            "commit-comparison": [get(f"/repos/mallory/app/compare/{first_head}...f"),
+                                  get(f"/repos/octo/app/compare/{first_head}...rewritten")],
         }
 
 
 @pytest.mark.parametrize("schema", ["pull-request-simple", "pull-request", "issue-comment",
                                     "pull-request-review-comment", "pull-request-review",
                                     "diff-entry", "content-file", "full-repository",
-                                    "git-ref", "combined-commit-status"])
+                                    "git-ref", "combined-commit-status",
+                                    "commit-comparison"])
 def test_sandbox_responses_match_githubs_description(components, responses, schema):
     items = responses[schema]
     assert items, f"no {schema} response to check"
@@ -109,3 +117,14 @@ def test_list_items_lack_size_fields_like_github(responses):
     # facts.md: only the single-PR object has changed_files/additions/deletions.
     assert "changed_files" not in responses["pull-request-simple"][0]
     assert "changed_files" in responses["pull-request"][0]
+
+
+def test_comparison_and_reactions_carry_what_the_reviewer_reads(responses):
+    ahead, diverged = responses["commit-comparison"]
+    assert (ahead["status"], ahead["ahead_by"], ahead["behind_by"]) == ("ahead", 1, 0)
+    assert [c["commit"]["message"] for c in ahead["commits"]] == ["logo"]
+    (logo,) = ahead["files"]
+    assert logo["filename"] == "logo.png" and "patch" not in logo  # binary: no patch
+    assert diverged["status"] == "diverged"
+    root = next(c for c in responses["pull-request-review-comment"] if c["body"] == "x")
+    assert root["reactions"]["+1"] == 1 and root["reactions"]["-1"] == 0

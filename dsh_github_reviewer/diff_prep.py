@@ -1,0 +1,137 @@
+"""The prepared diff that goes into a review turn's user message (issue 12).
+
+The model should not have to fetch the PR's diff with a tool: a tool result is billed uncached
+on every review, and the whole diff again on every re-review. Instead the runner puts a
+*prepared* diff in the user message: files matching ``review.exclude`` (and the built-in list of
+lockfiles and generated files, unless cleared) are named but not shown, binary files are
+summarized, and a diff over ``review.max_diff_kb`` is cut at file boundaries — largest files
+first, so the most files stay visible — with a notice naming what was left out and the tools
+that read it. The guard still lets the model read any changed file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+
+from .github.models import PullFile
+from .sanitizer import sanitize_code, sanitize_line
+
+# Lockfiles and generated files: large, machine-written, and not where review findings are.
+BUILTIN_EXCLUDE: tuple[str, ...] = (
+    "package-lock.json", "npm-shrinkwrap.json", "yarn.lock", "pnpm-lock.yaml", "bun.lockb",
+    "poetry.lock", "uv.lock", "Pipfile.lock", "pdm.lock", "Cargo.lock", "go.sum",
+    "composer.lock", "Gemfile.lock", "mix.lock", "pubspec.lock", "packages.lock.json",
+    "flake.lock", "gradle.lockfile", "Package.resolved", "*.min.js", "*.min.css", "*.map",
+    "*.pb.go", "*_pb2.py", "*_pb2.pyi", "*.snap",
+)
+NAMES_LISTED = 40  # per notice: a PR touching thousands of lockfiles still gets a short notice
+
+
+def excluded(path: str, patterns: Iterable[str]) -> bool:
+    """A pattern without ``/`` matches the file name in any directory; one with ``/`` matches
+    the whole path (``*`` also crosses ``/``, so ``vendor/*`` is everything under vendor)."""
+    name = path.rsplit("/", 1)[-1]
+    for pattern in patterns:
+        target = path if "/" in pattern else name
+        if fnmatchcase(target, pattern.lstrip("/") if "/" in pattern else pattern):
+            return True
+    return False
+
+
+def exclude_patterns(extra: Sequence[str], builtin: bool) -> list[str]:
+    return [*(BUILTIN_EXCLUDE if builtin else ()), *extra]
+
+
+def render_file(f: PullFile) -> str:
+    """One file's section in ``git diff`` form (paths, status lines, then the hunks)."""
+    old = f.previous_filename or f.filename
+    head = [f"diff --git a/{old} b/{f.filename}"]
+    if f.status == "added":
+        head += ["new file", "--- /dev/null", f"+++ b/{f.filename}"]
+    elif f.status == "removed":
+        head += ["deleted file", f"--- a/{old}", "+++ /dev/null"]
+    else:
+        if f.status == "renamed":
+            head += [f"rename from {old}", f"rename to {f.filename}"]
+        head += [f"--- a/{old}", f"+++ b/{f.filename}"]
+    return "\n".join(head) + "\n" + sanitize_code(f.patch).rstrip("\n") + "\n"
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024:.1f} KB" if n >= 1024 else f"{n} B"
+
+
+def _names(items: Sequence[str]) -> str:
+    shown = ", ".join(items[:NAMES_LISTED])
+    more = len(items) - NAMES_LISTED
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+@dataclass
+class PreparedDiff:
+    sections: list[str] = field(default_factory=list)  # shown files, in the PR's order
+    shown: list[str] = field(default_factory=list)
+    excluded: list[str] = field(default_factory=list)  # by review.exclude / built-in list
+    binary: list[str] = field(default_factory=list)  # no text patch: binary or too large
+    left_out: list[tuple[str, int]] = field(default_factory=list)  # over budget: (path, bytes)
+    budget_bytes: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not (self.sections or self.excluded or self.binary or self.left_out)
+
+    def notices(self) -> list[str]:
+        out = []
+        if self.left_out:
+            listed = _names([f"{sanitize_line(p, 200)} ({_size(n)})" for p, n in self.left_out])
+            out.append(
+                f"[diff cut at {_size(self.budget_bytes)}: {len(self.left_out)} file(s) left "
+                f"out, largest first: {listed}. Read them with get_file_contents (head SHA) or "
+                "pull_request_read method=get_files.]")
+        if self.binary:
+            out.append(f"[no text diff (binary or too large for GitHub to diff): "
+                       f"{_names([sanitize_line(p, 200) for p in self.binary])}. "
+                       "get_file_contents reads them.]")
+        if self.excluded:
+            out.append(f"[not shown (lockfiles/generated, review.exclude): "
+                       f"{_names([sanitize_line(p, 200) for p in self.excluded])}. "
+                       "get_file_contents reads them if they matter.]")
+        return out
+
+    def render(self) -> str:
+        body = "".join(self.sections) or "(no text changes to show)\n"
+        notes = "\n".join(self.notices())
+        return f"<diff>\n{body}</diff>" + (f"\n{notes}" if notes else "")
+
+
+def prepare(files: Sequence[PullFile], patterns: Sequence[str], max_bytes: int) -> PreparedDiff:
+    """Filter, summarize and budget ``files`` (a PR's or an interdiff's diff entries)."""
+    out = PreparedDiff(budget_bytes=max_bytes)
+    candidates: list[tuple[int, PullFile, str]] = []
+    for i, f in enumerate(files):
+        if excluded(f.filename, patterns):
+            out.excluded.append(f.filename)
+        elif not f.patch:
+            if f.status == "renamed" and not f.changes:
+                candidates.append((i, f, render_file(f)))  # a pure rename: tiny, show it
+            else:
+                out.binary.append(f.filename)
+        else:
+            candidates.append((i, f, render_file(f)))
+    total = sum(len(text.encode()) for _, _, text in candidates)
+    # Drop the largest files until the rest fits, so the most files stay fully visible; on a
+    # tie the later file goes first.
+    for _i, f, text in sorted(candidates, key=lambda c: (-len(c[2].encode()), -c[0])):
+        if total <= max_bytes:
+            break
+        size = len(text.encode())
+        total -= size
+        out.left_out.append((f.filename, size))
+    dropped = {p for p, _ in out.left_out}
+    for _, f, text in candidates:
+        if f.filename not in dropped:
+            out.sections.append(text)
+            out.shown.append(f.filename)
+    return out

@@ -1,0 +1,163 @@
+"""What a review turn is given besides the PR's metadata (issue 12): a prepared diff on the
+first review, only what changed on a re-review, and people's feedback on the bot's threads.
+
+The cost of a re-review should follow the push, not the PR: after a push the user message
+carries the diff between the last reviewed head and the new one (the compare API, a conditional
+request), restricted to the PR's files — a merge of the base branch into the PR brings in
+other people's files, which are not under review — plus the new commits' messages. When the
+old head is no longer an ancestor (force-push, rebase), the three-dot comparison shows the
+changes since the merge base instead of the difference between the heads, so the two one-sided
+comparisons are combined into the files whose content differs between the heads, and their
+current PR diff is given with a note saying so.
+
+Whether a turn is a re-review is decided by the conversation, not only by the cursor: an
+interdiff means nothing to a model that has not seen the earlier review (a lost session).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .config import ReviewSettings
+from .diff_prep import exclude_patterns, prepare
+from .feedback import bot_reviews, render, thread_news, thread_states
+from .github.client import GitHubClient
+from .github.errors import GitHubError, NotFound, RateLimited
+from .github.models import Comparison, PullFile, PullRequest
+from .sanitizer import redact_secrets, sanitize
+
+log = logging.getLogger(__name__)
+
+FILES_PAGE_CAP = 30  # GitHub lists at most 3,000 files of a PR
+COMMITS_SHOWN = 20
+COMMIT_MESSAGE_LIMIT = 500
+REVIEW_FLOW = "Flow: review"
+
+
+@dataclass
+class ReviewInput:
+    """The per-turn material; ``kind`` is first | push | force_push | unchanged | unavailable."""
+
+    kind: str
+    diff: str = ""
+    commits: list[str] = field(default_factory=list)
+    more_commits: int = 0
+    feedback: str = ""
+    note: str = ""
+    files: list[PullFile] | None = None  # the PR's files, reused by the guard
+
+
+def reviewed_in(history: Sequence[str]) -> bool:
+    return any(m.startswith(REVIEW_FLOW) for m in history)
+
+
+def _commit_lines(cmp: Comparison) -> tuple[list[str], int]:
+    out = []
+    for c in cmp.commits[-COMMITS_SHOWN:]:
+        message = sanitize(c.commit.message).strip()
+        if len(message) > COMMIT_MESSAGE_LIMIT:
+            message = message[:COMMIT_MESSAGE_LIMIT] + " […]"
+        out.append(f"{c.sha[:12]} {message}".replace("\n", "\n    "))
+    return out, max(0, cmp.total_commits - len(out))
+
+
+def _key(f: PullFile) -> str | None:
+    return None if f.status == "removed" else f.sha
+
+
+async def _between_heads(client: GitHubClient, owner: str, repo: str, old: str, new: str,
+                         forward: Comparison) -> set[str]:
+    """Paths whose content differs between two heads that diverged.
+
+    ``old...new`` lists the new side's changes since the merge base and ``new...old`` the old
+    side's; a path in only one of them changed on that side only, a path in both differs
+    when its blobs differ.
+    """
+    backward = await client.compare(owner, repo, new, old)
+    new_side = {f.filename: _key(f) for f in forward.files}
+    old_side = {f.filename: _key(f) for f in backward.files}
+    return {p for p in new_side.keys() | old_side.keys()
+            if p not in new_side or p not in old_side or new_side[p] != old_side[p]}
+
+
+async def prepare_review(client: GitHubClient, pr: PullRequest, settings: ReviewSettings,
+                         previous_head: str | None, history: Sequence[str]) -> ReviewInput:
+    base = pr.base.repo
+    assert base is not None
+    owner, repo, number = base.owner.login, base.name, pr.number
+    patterns = exclude_patterns(settings.exclude, settings.exclude_builtin)
+    budget = settings.max_diff_kb * 1024
+    try:
+        files = await client.list_pull_files(owner, repo, number, max_pages=FILES_PAGE_CAP)
+        result = await _diff_part(client, pr, files, previous_head, history, patterns, budget)
+        result.files = files
+    except RateLimited:
+        raise  # the turn fails and the account backs off; the tools would fail too
+    except GitHubError as exc:
+        log.warning("%s/%s#%d: cannot prepare the diff: %s", owner, repo, number, exc)
+        return ReviewInput("unavailable", note=(
+            f"The prepared diff could not be loaded ({redact_secrets(str(exc))[:200]}); read "
+            "the changes with pull_request_read method=get_diff or get_files."))
+    try:
+        result.feedback = await _feedback(client, owner, repo, number, history)
+    except RateLimited:
+        raise
+    except GitHubError as exc:
+        log.warning("%s/%s#%d: cannot read feedback on the bot's threads: %s", owner, repo,
+                    number, exc)
+    return result
+
+
+async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile],
+                     previous_head: str | None, history: Sequence[str], patterns: list[str],
+                     budget: int) -> ReviewInput:
+    base = pr.base.repo
+    assert base is not None
+    owner, repo = base.owner.login, base.name
+    if not previous_head or not reviewed_in(history):
+        return ReviewInput("first", diff=prepare(files, patterns, budget).render())
+    if previous_head == pr.head.sha:
+        return ReviewInput("unchanged")
+    in_pr = {f.filename for f in files} | {f.previous_filename for f in files
+                                          if f.previous_filename}
+    try:
+        cmp = await client.compare(owner, repo, previous_head, pr.head.sha)
+    except NotFound:
+        return ReviewInput("force_push", diff=prepare(files, patterns, budget).render(), note=(
+            f"The previously reviewed head {previous_head} is no longer available on GitHub, "
+            "so no interdiff exists; below is the PR's whole prepared diff."))
+    commits, more = _commit_lines(cmp)
+    if cmp.status == "identical":
+        return ReviewInput("unchanged")
+    if cmp.status == "ahead":
+        changed = [f for f in cmp.files if f.filename in in_pr or f.previous_filename in in_pr]
+        outside = len(cmp.files) - len(changed)
+        note = (f"{outside} file(s) changed by the new commits are not part of this PR (for "
+                "example a merge of the base branch) and are not shown." if outside else "")
+        return ReviewInput("push", diff=prepare(changed, patterns, budget).render(),
+                           commits=commits, more_commits=more, note=note)
+    differs = await _between_heads(client, owner, repo, previous_head, pr.head.sha, cmp)
+    chosen = [f for f in files if f.filename in differs or f.previous_filename in differs]
+    return ReviewInput("force_push", diff=prepare(chosen, patterns, budget).render(),
+                       commits=commits, more_commits=more, note=(
+        f"The previously reviewed head {previous_head} is not an ancestor of the new head "
+        "(force-push or rebase), so there is no interdiff. Below are the PR's current diffs "
+        f"of the {len(chosen)} file(s) whose content changed between the two heads; files "
+        "not listed are unchanged since your last review."))
+
+
+async def _feedback(client: GitHubClient, owner: str, repo: str, number: int,
+                    history: Sequence[str]) -> str:
+    if not reviewed_in(history):
+        return ""  # the model has no earlier findings to weigh feedback against
+    mine = bot_reviews(await client.list_reviews(owner, repo, number))
+    if not mine:
+        return ""
+    comments = await client.list_review_comments(owner, repo, number)
+    ids = {r.id for r in mine}
+    has_threads = any(c.pull_request_review_id in ids and c.in_reply_to_id is None
+                      for c in comments)
+    states = await thread_states(client, owner, repo, number) if has_threads else {}
+    return render(thread_news(comments, mine, states, history))

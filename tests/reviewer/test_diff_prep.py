@@ -1,0 +1,89 @@
+"""The prepared diff (issue 12): exclusions, binary summaries, the byte budget and its notice."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsh_github_reviewer.config import ReviewSettings
+from dsh_github_reviewer.diff_prep import BUILTIN_EXCLUDE, exclude_patterns, excluded, prepare
+from dsh_github_reviewer.github.models import PullFile
+
+
+def pf(name: str, lines: int = 3, status: str = "modified", patch: str | None = "",
+       **kw) -> PullFile:
+    if patch == "":
+        patch = f"@@ -1,0 +1,{lines} @@\n" + "".join(f"+{name} line {i}\n"
+                                                     for i in range(lines))
+    return PullFile(filename=name, status=status, additions=lines, changes=lines, patch=patch,
+                    **kw)
+
+
+@pytest.mark.parametrize("path", ["package-lock.json", "web/yarn.lock", "a/b/poetry.lock",
+                                  "uv.lock", "Cargo.lock", "svc/go.sum", "static/app.min.js",
+                                  "api/v1/service.pb.go"])
+def test_builtin_list_catches_lockfiles_and_generated_files_anywhere(path):
+    assert excluded(path, BUILTIN_EXCLUDE)
+
+
+@pytest.mark.parametrize("path", ["lock.py", "src/go.summary", "app.js", "docs/yarn.lock.md"])
+def test_builtin_list_leaves_source_alone(path):
+    assert not excluded(path, BUILTIN_EXCLUDE)
+
+
+def test_config_extends_or_clears_the_builtin_list():
+    extended = exclude_patterns(ReviewSettings(exclude=["vendor/*", "*.gen.ts"]).exclude, True)
+    assert excluded("vendor/x/y.py", extended) and excluded("ui/a.gen.ts", extended)
+    assert excluded("yarn.lock", extended) and not excluded("src/vendor.py", extended)
+    cleared = ReviewSettings(exclude=["*.gen.ts"], exclude_builtin=False)
+    patterns = exclude_patterns(cleared.exclude, cleared.exclude_builtin)
+    assert not excluded("yarn.lock", patterns) and excluded("a.gen.ts", patterns)
+
+
+def test_excluded_and_binary_files_are_named_not_shown():
+    files = [pf("app.py"), pf("package-lock.json", 500), pf("logo.png", 0, patch=None),
+             pf("old.py", 0, status="renamed", patch=None, previous_filename="older.py")]
+    out = prepare(files, BUILTIN_EXCLUDE, 100_000)
+    text = out.render()
+    assert "+app.py line 0" in text and "package-lock.json line" not in text
+    assert "[not shown (lockfiles/generated, review.exclude): package-lock.json." in text
+    assert "[no text diff (binary or too large for GitHub to diff): logo.png." in text
+    assert "rename from older.py\nrename to old.py" in text  # a pure rename is still shown
+    assert out.shown == ["app.py", "old.py"]
+
+
+def test_over_budget_cuts_whole_files_largest_first_with_a_notice():
+    files = [pf("a.py", 5), pf("huge.py", 400), pf("b.py", 5), pf("big.py", 100)]
+    sizes = {f.filename: len(prepare([f], (), 10**9).sections[0].encode()) for f in files}
+    budget = sizes["a.py"] + sizes["b.py"] + sizes["big.py"]
+    out = prepare(files, (), budget)
+    assert out.shown == ["a.py", "b.py", "big.py"]  # PR order kept for what fits
+    assert out.left_out == [("huge.py", sizes["huge.py"])]
+    text = out.render()
+    assert sum(len(s.encode()) for s in out.sections) <= budget
+    assert "huge.py line" not in text
+    assert (f"[diff cut at {budget / 1024:.1f} KB: 1 file(s) left out, largest first: huge.py "
+            f"({sizes['huge.py'] / 1024:.1f} KB). Read them with get_file_contents (head SHA) "
+            "or pull_request_read method=get_files.]") in text
+    tight = prepare(files, (), sizes["a.py"])
+    assert [p for p, _ in tight.left_out] == ["huge.py", "big.py", "b.py"]
+    assert tight.shown == ["a.py"]
+
+
+def test_notices_stay_short_for_thousands_of_files():
+    files = [pf(f"gen/{i}/yarn.lock") for i in range(3000)]
+    text = prepare(files, BUILTIN_EXCLUDE, 1000).render()
+    assert "and 2960 more" in text and len(text) < 2_000
+
+
+def test_patch_text_is_sanitized_but_keeps_its_lines():
+    patch = "@@ -1,0 +1,2 @@\n+x = 1  \u202e# hidden\n+y = 2\n"
+    text = prepare([pf("a.py", patch=patch)], (), 10_000).render()
+    assert "\u202e" not in text and "\n+x = 1  # hidden\n+y = 2\n</diff>" in text
+
+
+def test_config_rejects_blank_globs_and_bad_budgets():
+    with pytest.raises(ValueError, match="exclude"):
+        ReviewSettings(exclude=[" "])
+    with pytest.raises(ValueError, match="max_diff_kb"):
+        ReviewSettings(max_diff_kb=0)
+    assert ReviewSettings().max_diff_kb == 100 and ReviewSettings().exclude_builtin

@@ -1,0 +1,91 @@
+"""Feedback on the bot's own threads (issue 12): what is news, told once, sanitized."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import httpx2
+
+from dsh_github_reviewer.feedback import (
+    ThreadState,
+    bot_reviews,
+    render,
+    thread_news,
+    thread_states,
+)
+from dsh_github_reviewer.github.auth import PatAuth
+from dsh_github_reviewer.github.client import GitHubClient
+from dsh_github_reviewer.github.models import Review, ReviewComment
+from dsh_github_reviewer.github.review_submit import marker
+from dsh_github_reviewer.testing import SandboxGitHub
+
+WHEN = datetime(2026, 1, 1, tzinfo=UTC)
+PR_URL = "https://api.github.com/repos/o/r/pulls/1"
+
+
+def comment(id: int, login: str, body: str, reply_to: int | None = None,
+            review: int | None = None, plus: int = 0, minus: int = 0,
+            association: str = "MEMBER") -> ReviewComment:
+    return ReviewComment.model_validate({
+        "id": id, "body": body, "user": {"login": login}, "author_association": association,
+        "created_at": WHEN, "updated_at": WHEN, "pull_request_url": PR_URL, "path": "a.py",
+        "line": 3, "in_reply_to_id": reply_to, "pull_request_review_id": review,
+        "reactions": {"+1": plus, "-1": minus, "url": "x", "total_count": plus + minus}})
+
+
+def review(id: int, login: str, body: str) -> Review:
+    return Review.model_validate({"id": id, "user": {"login": login}, "state": "COMMENTED",
+                                  "body": body})
+
+
+MINE = [review(7, "bot", "summary\n\n" + marker("auto:abc"))]
+
+
+def test_only_the_bot_reviews_carry_its_marker():
+    other = review(8, "alice", "LGTM")
+    assert bot_reviews([*MINE, other]) == MINE
+
+
+def test_replies_resolution_and_reactions_become_facts_told_once():
+    comments = [comment(1, "bot", "SQL injection here.\n\n`code`", review=7, plus=2, minus=1),
+                comment(2, "alice", "This is intended\u202e.", reply_to=1),
+                comment(3, "bot", "Thanks, noted.", reply_to=1),  # the bot's own chat reply
+                comment(4, "alice", "/bot why?", reply_to=1),  # answered in a chat turn
+                comment(5, "alice", "a human thread")]
+    states = {1: ThreadState(resolved=True, outdated=False, resolved_by="alice")}
+    (news,) = thread_news(comments, MINE, states, history=[])
+    assert news.facts == ["reply 2 by alice (MEMBER): This is intended.",
+                          "thread 1 resolved by alice", "thread 1 reactions: +1 x2, -1 x1"]
+    text = render([news])
+    assert "- a.py:3 (thread 1; your comment: SQL injection here.)" in text
+    # Everything already in an earlier user message is left out; only news remains.
+    later = [*comments, comment(6, "bob", "Still wrong, see docs.", reply_to=1)]
+    (news,) = thread_news(later, MINE, states, history=["Flow: review.\n" + text])
+    assert news.facts == ["reply 6 by bob (MEMBER): Still wrong, see docs."]
+    assert thread_news(comments, MINE, states, history=[text]) == []
+
+
+def test_threads_of_other_reviewers_are_not_feedback():
+    comments = [comment(1, "alice", "my own finding", review=9),
+                comment(2, "bob", "agreed", reply_to=1)]
+    assert thread_news(comments, MINE, {}, history=[]) == []
+
+
+async def test_thread_states_come_from_graphql_review_threads():
+    with SandboxGitHub() as sb:
+        st = sb.state
+        st.create_repo("o/r", {"a.py": "1\n2\n3\n"})
+        st.commit("o/r", "f", {"a.py": "1\n2\nthree\n"})
+        st.open_pull("o/r", "f", title="t", author="alice")
+        roots = [st.add_review_comment("o/r", 1, "bot", f"c{i}", path="a.py", line=3)
+                 for i in range(150)]
+        st.resolve_thread(roots[120].id, "alice")
+        token = sb.add_token("bot")
+        async with httpx2.AsyncClient() as http:
+            client = GitHubClient(sb.api_url, PatAuth(token), http)
+            states = await thread_states(client, "o", "r", 1)
+            assert len(states) == 150  # two pages
+            assert states[roots[120].id] == ThreadState(True, False, "alice")
+            assert states[roots[0].id] == ThreadState(False, False, None)
+            # Unavailable GraphQL leaves resolution unknown instead of failing the review.
+            assert await thread_states(client, "o", "nope", 1) == {}
