@@ -48,6 +48,12 @@ class AccountRuntime:
     model: str | None = None
     model_resolved: bool = False
     poller: Any = None
+    # Seconds between polls: poll_interval_s, or webhook.reconcile_interval_s when deliveries
+    # trigger the work and polling only reconciles.
+    tick_interval_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.tick_interval_s = self.tick_interval_s or self.config.poll_interval_s
 
     @property
     def key(self) -> str:
@@ -58,14 +64,20 @@ class ReviewerApp:
     def __init__(self, harness: Harness):
         self.harness = harness
         self.accounts: dict[str, AccountRuntime] = {}
+        self.instances: dict[str, ReviewerConfig] = {}
+        self.webhooks: list[Any] = []  # running webhook receivers (webhook.runtime)
         for instance, cfg in harness.plugin_instances(PLUGIN_NAME):
             config = cfg if isinstance(cfg, ReviewerConfig) else ReviewerConfig.model_validate(cfg)
+            self.instances[instance] = config
             for account in config.accounts:
                 if account.key in self.accounts:
                     raise SetupError(f"plugins.{instance}: account {account.name!r} is also "
                                      "configured by another instance; account names must be "
                                      "unique across instances")
-                self.accounts[account.key] = AccountRuntime(instance, account)
+                interval = (config.webhook.reconcile_interval_s if config.webhook.enabled
+                            else account.poll_interval_s)
+                self.accounts[account.key] = AccountRuntime(instance, account,
+                                                            tick_interval_s=interval)
         self._model_lock = asyncio.Lock()
 
     @classmethod

@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from .session_key import sanitize_account_name
+from .webhook.settings import WebhookSettings, optional_secret
 
 REPO_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]*)/[A-Za-z0-9._-]+$")
 LOGIN_GLOB_RE = re.compile(r"^[A-Za-z0-9*?\[\]_.-]+$")
@@ -138,6 +139,13 @@ class AccountConfig(Strict):
     ignore_authors: list[LoginGlob] = Field(default_factory=list)
     review: ReviewSettings = ReviewSettings()
     mcp: McpSettings = McpSettings()
+    # This account's webhook secret when it differs from webhook.secret (separate Apps/hooks).
+    webhook_secret: SecretStr | None = None
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _webhook_secret(cls, v: SecretStr | None) -> SecretStr | None:
+        return optional_secret(v)
 
     @field_validator("name")
     @classmethod
@@ -214,6 +222,21 @@ class AccountConfig(Strict):
 
 class ReviewerConfig(Strict):
     accounts: list[AccountConfig] = Field(default_factory=lambda: [AccountConfig()])
+    webhook: WebhookSettings = WebhookSettings()
+
+    def webhook_secret(self, account: AccountConfig) -> SecretStr | None:
+        return account.webhook_secret or self.webhook.secret
+
+    @model_validator(mode="after")
+    def _webhook_secrets(self) -> ReviewerConfig:
+        if not self.webhook.enabled:
+            return self
+        for i, account in enumerate(self.accounts):
+            if self.webhook_secret(account) is None:
+                raise ValueError(f"webhook.secret: required when webhook.enabled (or set "
+                                 f"accounts[{i}].webhook_secret); deliveries are only "
+                                 "accepted when signed")
+        return self
 
     @model_validator(mode="after")
     def _unique_names(self) -> ReviewerConfig:

@@ -15,13 +15,16 @@ from .config import ReviewerConfig
 from .poller import AccountPoller
 from .runner import Runner
 from .session_key import PrKey, parse_session_id
+from .webhook import deliveries as webhook_deliveries
+from .webhook.runtime import start_receivers, stop_receivers
+from .webhook.sink import WakeAccount
 
 log = logging.getLogger(__name__)
 
 
 @hookimpl
 def dsh_storage_domains():
-    return [cursor.domain_spec()]
+    return [cursor.domain_spec(), webhook_deliveries.domain_spec()]
 
 
 @hookimpl
@@ -91,6 +94,8 @@ async def dsh_startup(harness):
     else:
         for p in pollers:
             p.start()
+        # Deliveries only wake accounts, so the receivers start once the pollers run.
+        app.webhooks = await start_receivers(app, WakeAccount(app))
 
 
 @hookimpl
@@ -98,6 +103,8 @@ async def dsh_shutdown(harness):
     app = harness.plugin_state.get(PLUGIN_NAME)
     if app is None:
         return
+    await stop_receivers(app.webhooks)
+    app.webhooks = []
     pollers = [a.poller for a in app.accounts.values() if a.poller is not None]
     await asyncio.gather(*(p.stop() for p in pollers))
     await app.close()

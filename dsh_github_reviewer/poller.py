@@ -51,6 +51,7 @@ class AccountPoller(ReviewProcedure, CommandFlow):
         self.client, self.store = acct.client, acct.cursor
         self.cfg = acct.config
         self._stop = asyncio.Event()
+        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._tick_lock = asyncio.Lock()
         self._logged: set[tuple[str, str, str]] = set()
@@ -60,6 +61,10 @@ class AccountPoller(ReviewProcedure, CommandFlow):
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name=f"poller:{self.acct.key}")
 
+    def wake(self) -> None:
+        """Tick now instead of at the next interval (a webhook delivery arrived)."""
+        self._wake.set()
+
     async def stop(self) -> None:
         """Stop after the running tick (never in the middle of a review)."""
         self._stop.set()
@@ -68,21 +73,29 @@ class AccountPoller(ReviewProcedure, CommandFlow):
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
-        interval = self.cfg.poll_interval_s
+        interval = self.acct.tick_interval_s
         due = loop.time()
         while not self._stop.is_set():
+            self._wake.clear()  # whatever woke us is seen by this tick
             await self.tick()
-            due += interval
+            # A tick that overran skips the slots it covered; one a delivery woke early keeps
+            # the schedule (reconciliation stays at its interval).
             while due <= loop.time():
-                due += interval  # a tick that overran skips the slots it covered
+                due += interval
             wait = due - loop.time()
             next_at = self.clock() + timedelta(seconds=wait)
             await self.store.update(lambda c, at=next_at: setattr(c, "next_tick_at", at))
-            try:
-                async with asyncio.timeout(wait):
-                    await self._stop.wait()
-            except TimeoutError:
-                pass
+            await self._sleep(wait)
+
+    async def _sleep(self, wait: float) -> None:
+        """Until the next tick is due, a wake-up, or stop."""
+        waits = [asyncio.ensure_future(self._stop.wait()),
+                 asyncio.ensure_future(self._wake.wait())]
+        try:
+            await asyncio.wait(waits, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
 
     async def tick(self) -> None:
         if self._tick_lock.locked():

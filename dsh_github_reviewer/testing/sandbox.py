@@ -31,6 +31,7 @@ from . import sandbox_graphql
 from .sandbox_payloads import Payloads
 from .sandbox_rest import Ctx, Reply, RestRoutes
 from .sandbox_state import SandboxState
+from .sandbox_webhooks import Hook, WebhookSender
 
 RATE_LIMIT = 5000
 
@@ -149,11 +150,18 @@ class SandboxGitHub:
         # Payload URLs are built per request, once the bound port is known.
         self.payloads = Payloads(self.state, lambda: self.web_url)
         self.rest = RestRoutes(self.state, self.payloads)
+        self.webhooks = WebhookSender(self.state, self.payloads)
         self.port = self._http.serve(self.app())
         return self
 
+    def add_hook(self, url: str, secret: str, **kwargs: object) -> Hook:
+        """Deliver this sandbox's events to ``url`` (see ``WebhookSender.add_hook``)."""
+        return self.webhooks.add_hook(url, secret, **kwargs)  # type: ignore[arg-type]
+
     def stop(self) -> None:
         self._http.stop()
+        self.webhooks.close()
+        self.state.listeners.remove(self.webhooks.emit)
 
     def __enter__(self) -> SandboxGitHub:
         return self.start()

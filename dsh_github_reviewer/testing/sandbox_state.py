@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -158,6 +159,12 @@ class SandboxState:
         self.resolved_threads: dict[int, str] = {}  # thread's root comment id -> resolver
         self._ids = 1000
         self.clock_offset = timedelta()
+        # Called under the lock after each change: (event, action, objects) — webhooks.
+        self.listeners: list[Callable[[str, str, dict[str, object]], None]] = []
+
+    def emit(self, event: str, action: str, **objs: object) -> None:
+        for listener in self.listeners:
+            listener(event, action, objs)
 
     # -- basics ---------------------------------------------------------------------------
 
@@ -263,7 +270,10 @@ class SandboxState:
             for pr in self.pulls.values():
                 if pr.state == "open" and pr.head_repo.lower() == full_name.lower() \
                         and pr.head_ref == branch:
+                    before = pr.head_sha
                     pr.head_sha, pr.updated_at = sha, self.now()
+                    self.emit("pull_request", "synchronize", repo=pr.repo, pull=pr,
+                              sender=repo.owner, before=before, after=sha)
             return sha
 
     def resolve(self, full_name: str, ref: str | None) -> str | None:
@@ -301,6 +311,7 @@ class SandboxState:
                       head_ref, head_sha, base_ref, repo.branches[base_ref], self.now(),
                       self.now(), draft=draft)
             self.pulls[(repo.full_name.lower(), number)] = pr
+            self.emit("pull_request", "opened", repo=pr.repo, pull=pr, sender=author)
             return pr
 
     def pull(self, full_name: str, number: int) -> Pull:
@@ -313,11 +324,40 @@ class SandboxState:
         with self.lock:
             pr = self.pull(full_name, number)
             pr.state, pr.merged, pr.updated_at = "closed", merged, self.now()
+            self.emit("pull_request", "closed", repo=pr.repo, pull=pr,
+                      sender=self.repo(pr.repo).owner)
+
+    def reopen_pull(self, full_name: str, number: int) -> None:
+        with self.lock:
+            pr = self.pull(full_name, number)
+            pr.state, pr.merged, pr.updated_at = "open", False, self.now()
+            pr.head_sha = self.repo(pr.head_repo).branches.get(pr.head_ref, pr.head_sha)
+            self.emit("pull_request", "reopened", repo=pr.repo, pull=pr, sender=pr.user)
+
+    def change_base(self, full_name: str, number: int, base_ref: str) -> None:
+        with self.lock:
+            pr = self.pull(full_name, number)
+            changes = {"base": {"ref": {"from": pr.base_ref}, "sha": {"from": pr.base_sha}}}
+            pr.base_ref, pr.base_sha = base_ref, self.repo(pr.repo).branches[base_ref]
+            pr.updated_at = self.now()
+            self.emit("pull_request", "edited", repo=pr.repo, pull=pr, sender=pr.user,
+                      changes=changes)
 
     def set_draft(self, full_name: str, number: int, draft: bool) -> None:
         with self.lock:
             pr = self.pull(full_name, number)
             pr.draft, pr.updated_at = draft, self.now()
+            self.emit("pull_request", "converted_to_draft" if draft else "ready_for_review",
+                      repo=pr.repo, pull=pr, sender=pr.user)
+
+    def resolve_thread(self, root_comment_id: int, resolved: bool = True,
+                       by: str | None = None) -> None:
+        with self.lock:
+            root = next(c for c in self.review_comments if c.id == root_comment_id)
+            thread = [c for c in self.review_comments
+                      if c.id == root.id or c.in_reply_to == root.id]
+            self.emit("pull_request_review_thread", "resolved" if resolved else "unresolved",
+                      repo=root.repo, comments=thread, sender=by or root.user)
 
     def diff(self, full_name: str, number: int) -> list[FileDiff]:
         pr = self.pull(full_name, number)
@@ -360,6 +400,7 @@ class SandboxState:
             c = IssueComment(self.next_id(), self.repo(full_name).full_name, number, author, body,
                              self.now(), self.now())
             self.issue_comments.append(c)
+            self.emit("issue_comment", "created", repo=c.repo, comment=c, sender=author)
             return c
 
     def add_review_comment(self, full_name: str, number: int, author: str, body: str, *,
@@ -374,6 +415,9 @@ class SandboxState:
                               start_line, start_side, subject_type, pr.head_sha, review_id,
                               in_reply_to, self.now(), self.now())
             self.review_comments.append(c)
+            if review_id is None:  # comments of a review are delivered when it is submitted
+                self.emit("pull_request_review_comment", "created", repo=c.repo, comment=c,
+                          sender=author)
             return c
 
     def react(self, comment_id: int, login: str, content: str) -> None:
@@ -421,3 +465,5 @@ class SandboxState:
             review.submitted_at = self.now()
             for c in self.comments_of_review(review.id):
                 c.created_at = c.updated_at = review.submitted_at
+                self.emit("pull_request_review_comment", "created", repo=c.repo, comment=c,
+                          sender=review.user)

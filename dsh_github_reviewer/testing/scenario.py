@@ -82,7 +82,8 @@ def model_server() -> ScriptedModelServer:
 def deployment_toml(home: Path, sb: SandboxGitHub, model: ScriptedModelServer, *,
                     accounts: tuple[str, ...] = ("demo",), backend: str = "sqlite",
                     poll_interval_s: float = 1.0, extra_account: str = "",
-                    repositories: tuple[str, ...] = (REPO,)) -> str:
+                    repositories: tuple[str, ...] = (REPO,), webhook: str = "") -> str:
+    """``webhook``: lines of a ``[plugins.github-reviewer.webhook]`` block (none: polling)."""
     repos = ", ".join(f'"{r}"' for r in repositories)
     blocks = "".join(f'''
 [[plugins.github-reviewer.accounts]]
@@ -105,4 +106,4 @@ api_key = "scripted-model"
 retry_base_s = 0.05
 
 [plugins.github-reviewer]
-{blocks}'''
+{blocks}''' + (f"\n[plugins.github-reviewer.webhook]\n{webhook}\n" if webhook else "")

@@ -1,0 +1,65 @@
+"""Delivery ids already handled: a redelivery (same ``X-GitHub-Delivery``) does no work twice.
+
+Kept in a storage domain of its own (``dsh_github_reviewer_webhook``, table ``deliveries``, one
+record per delivery id) so it survives restarts, and bounded: past ``cap`` ids the oldest are
+dropped. GitHub only lets people redeliver recent deliveries, and the PR records dedupe by head
+and comment id anyway, so forgetting an old id costs at most a no-op write, never a second post.
+An id is remembered only once its work is durable; a delivery that failed can be redelivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+
+from dsh_harness import Domain, DomainSpec
+
+DOMAIN = "dsh_github_reviewer_webhook"
+TABLE = "deliveries"
+DOMAIN_VERSION = 1
+DEFAULT_CAP = 5000
+
+
+class Delivery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    received_at: datetime
+    event: str
+    outcome: str  # recorded | ignored | ping
+
+
+def domain_spec() -> DomainSpec:
+    return DomainSpec(name=DOMAIN, version=DOMAIN_VERSION, tables={TABLE: Delivery})
+
+
+class DeliveryLog:
+    def __init__(self, domain: Domain, cap: int = DEFAULT_CAP):
+        self.table = domain.table(TABLE)
+        self.cap = cap
+        self._seen: OrderedDict[str, datetime] = OrderedDict()
+        self._lock = asyncio.Lock()
+
+    async def load(self) -> DeliveryLog:
+        records = await self.table.all()
+        for key, rec in sorted(records.items(), key=lambda kv: kv[1].received_at):
+            self._seen[key] = rec.received_at
+        return self
+
+    def seen(self, delivery_id: str) -> bool:
+        return delivery_id in self._seen
+
+    async def remember(self, delivery_id: str, record: Delivery) -> None:
+        async with self._lock:
+            await self.table.put(delivery_id, record)
+            self._seen[delivery_id] = record.received_at
+            # Trim in batches so a steady stream does not pay one delete per delivery.
+            if len(self._seen) > self.cap + max(1, self.cap // 10):
+                while len(self._seen) > self.cap:
+                    old, _ = self._seen.popitem(last=False)
+                    await self.table.delete(old)
+
+    def __len__(self) -> int:
+        return len(self._seen)

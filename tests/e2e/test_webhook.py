@@ -1,0 +1,122 @@
+"""The webhook trigger end to end: the sandbox GitHub delivers to the real receiver of a running
+reviewer (real github-mcp-server, scripted model). Polling is set to an hour, so only a delivery
+can make the bot act within the test's time; reconciliation is the poll that catches the rest."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from dsh_github_reviewer.app import ReviewerApp
+from dsh_github_reviewer.testing.scenario import REPO, build_shop, push_fix
+from dsh_github_reviewer.webhook import deliveries
+
+from .conftest import Deployment
+
+pytestmark = pytest.mark.slow
+SECRET = "webhook-s3cret"
+
+
+def hook_block(reconcile_s: float = 3600) -> str:
+    return (f'enabled = true\nhost = "127.0.0.1"\nport = 0\nsecret = "{SECRET}"\n'
+            f"reconcile_interval_s = {reconcile_s}")
+
+
+async def wait_until(predicate, limit_s: float = 60) -> None:
+    # The sandbox and model server change state on their own threads: poll.
+    async with asyncio.timeout(limit_s):
+        while not predicate():  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+
+
+async def running(tmp_path, sb, model, reconcile_s: float = 3600) -> tuple[Deployment, str]:
+    """A reviewer started like `dsh run` (pollers and receiver), and its hook URL."""
+    dep = Deployment(tmp_path, sb, model, poll_interval_s=3600, webhook=hook_block(reconcile_s))
+    await dep.start()
+    await dep.harness.startup()
+    app = ReviewerApp.of(dep.harness)
+    (server,) = app.webhooks
+    # The first reconciliation tick runs at start; wait for it so later work is the hook's.
+    await wait_until(lambda: sb.requests("GET", "/repos/acme/shop/pulls"))
+    return dep, server.url
+
+
+async def shutdown(dep: Deployment) -> None:
+    await dep.harness.shutdown()
+    await dep.stop()
+
+
+def bot_replies(sb) -> list:
+    return [c for c in sb.state.issue_comments_of(REPO, 1) if c.user == "shop-review-bot"]
+
+
+async def test_open_push_and_bot_are_answered_from_deliveries(tmp_path, sandbox80, model):
+    build_shop(sandbox80, prs=0)
+    dep, url = await running(tmp_path, sandbox80, model)
+    try:
+        sandbox80.add_hook(url, SECRET, repo=REPO)
+        st = sandbox80.state
+        st.commit(REPO, "feature-1", {"shop/cart.py": "def f(x):\n    return x[0]\n"})
+        st.open_pull(REPO, "feature-1", title="Cart", body="b", author="alice")
+        await wait_until(lambda: len(dep.reviews()) == 1)
+        push_fix(sandbox80)
+        await wait_until(lambda: len(dep.reviews()) == 2)
+        heads = [r.commit_id for r in dep.reviews()]
+        assert heads[1] == st.pull(REPO, 1).head_sha and heads[0] != heads[1]
+        st.add_issue_comment(REPO, 1, "maintainer", "/bot what changed?")
+        await wait_until(lambda: len(bot_replies(sandbox80)) == 1)
+        # The bot's own reply was delivered too, and did nothing.
+        await asyncio.to_thread(sandbox80.webhooks.wait_idle)
+        await asyncio.sleep(0.5)
+        assert len(bot_replies(sandbox80)) == 1 and len(dep.reviews()) == 2
+        assert all(d.status == 200 for d in sandbox80.webhooks.deliveries())
+    finally:
+        await shutdown(dep)
+
+
+async def test_redelivery_and_bad_signature_do_nothing(tmp_path, sandbox80, model):
+    build_shop(sandbox80)
+    dep, url = await running(tmp_path, sandbox80, model)
+    try:
+        await wait_until(lambda: len(dep.reviews()) == 1)  # the first tick's review
+        sandbox80.add_hook(url, SECRET, repo=REPO)
+        forged = sandbox80.add_hook(url, "not-the-secret", repo=REPO, ping=False)
+        st = sandbox80.state
+        st.add_issue_comment(REPO, 1, "maintainer", "/bot is eval safe?")
+        await wait_until(lambda: len(bot_replies(sandbox80)) == 1)
+        await asyncio.to_thread(sandbox80.webhooks.wait_idle)
+        rejected = [d for d in sandbox80.webhooks.deliveries() if d.hook_id == forged.id]
+        assert rejected and all(d.status == 401 for d in rejected)
+        domain = await dep.harness.storage.domain(deliveries.DOMAIN)
+        remembered = await domain.table(deliveries.TABLE).all()
+        assert not {d.id for d in rejected} & set(remembered)
+        (bot,) = [d for d in sandbox80.webhooks.deliveries("issue_comment")
+                  if d.hook_id != forged.id and "/bot is eval" in d.body.decode()]
+        again = sandbox80.webhooks.redeliver(bot.id)
+        await asyncio.to_thread(again.done.wait, 10)
+        assert again.status == 200
+        served = len(model.served)
+        await asyncio.sleep(1.0)
+        assert len(model.served) == served and len(bot_replies(sandbox80)) == 1
+    finally:
+        await shutdown(dep)
+
+
+async def test_a_dropped_delivery_is_caught_by_reconciliation(tmp_path, sandbox80, model):
+    build_shop(sandbox80)
+    dep, url = await running(tmp_path, sandbox80, model, reconcile_s=3)
+    try:
+        await wait_until(lambda: len(dep.reviews()) == 1)
+        sandbox80.add_hook(url, SECRET, repo=REPO, ping=False)
+        sandbox80.webhooks.drop_next(1, event="issue_comment")
+        sandbox80.state.add_issue_comment(REPO, 1, "maintainer", "/bot and the cart?")
+        await wait_until(lambda: len(bot_replies(sandbox80)) == 1, limit_s=30)
+        (lost,) = [d for d in sandbox80.webhooks.deliveries("issue_comment")
+                   if json.loads(d.body)["comment"]["user"]["login"] == "maintainer"]
+        assert lost.status is None and lost.error and "dropped" in lost.error
+        await asyncio.sleep(3.5)  # another reconciliation: still one reply
+        assert len(bot_replies(sandbox80)) == 1
+    finally:
+        await shutdown(dep)
