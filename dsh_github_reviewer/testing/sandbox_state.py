@@ -350,15 +350,6 @@ class SandboxState:
             self.emit("pull_request", "converted_to_draft" if draft else "ready_for_review",
                       repo=pr.repo, pull=pr, sender=pr.user)
 
-    def resolve_thread(self, root_comment_id: int, resolved: bool = True,
-                       by: str | None = None) -> None:
-        with self.lock:
-            root = next(c for c in self.review_comments if c.id == root_comment_id)
-            thread = [c for c in self.review_comments
-                      if c.id == root.id or c.in_reply_to == root.id]
-            self.emit("pull_request_review_thread", "resolved" if resolved else "unresolved",
-                      repo=root.repo, comments=thread, sender=by or root.user)
-
     def diff(self, full_name: str, number: int) -> list[FileDiff]:
         pr = self.pull(full_name, number)
         base = self.commits[pr.base_sha].tree
@@ -430,6 +421,19 @@ class SandboxState:
         with self.lock:
             self.add_user(login)
             self.resolved_threads[root_id] = login
+            self._emit_thread(root_id, "resolved", login)
+
+    def unresolve_thread(self, root_id: int, login: str) -> None:
+        with self.lock:
+            self.add_user(login)
+            self.resolved_threads.pop(root_id, None)
+            self._emit_thread(root_id, "unresolved", login)
+
+    def _emit_thread(self, root_id: int, action: str, login: str) -> None:
+        thread = [c for c in self.review_comments if c.id == root_id or c.in_reply_to == root_id]
+        if thread:
+            self.emit("pull_request_review_thread", action, repo=thread[0].repo,
+                      comments=thread, sender=login)
 
     def reviews_of(self, full_name: str, number: int) -> list[Review]:
         return [r for r in self.reviews

@@ -96,8 +96,8 @@ def deliveries():
         root = st.add_review_comment("octo/app", 1, "maint", "x", path="app.py", line=2)
         st.add_review_comment("octo/app", 1, "maint", "/bot why", path="app.py", line=2,
                               in_reply_to=root.id, start_line=1, start_side="RIGHT")
-        st.resolve_thread(root.id, True, by="maint")
-        st.resolve_thread(root.id, False, by="maint")
+        st.resolve_thread(root.id, "maint")
+        st.unresolve_thread(root.id, "maint")
         st.close_pull("octo/app", 1)
         st.reopen_pull("octo/app", 1)
         sb.webhooks.wait_idle()
