@@ -24,6 +24,12 @@ from .github.guard import Guard
 from .github.mcp_host import McpRuntime
 from .prompts import TrustedInstructions, system_prompt
 from .session_key import PrKey, parse_session_id
+from .team.personas import (
+    COORDINATOR,
+    coordinator_system_prompt,
+    persona_system_prompt,
+    resolve,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +85,11 @@ class ReviewerApp:
                 self.accounts[account.key] = AccountRuntime(instance, account,
                                                             tick_interval_s=interval)
         self._model_lock = asyncio.Lock()
+        # Set by whoever runs a turn, read by the world hook: the trusted instructions of a PR
+        # (by cursor key) when they do not live in the cursor (CI mode), and the model of a
+        # session's current attempt (a team persona falling back to its next candidate).
+        self.pinned_instructions: dict[str, TrustedInstructions | None] = {}
+        self.session_models: dict[str, str] = {}
 
     @classmethod
     def of(cls, harness: Harness) -> ReviewerApp:
@@ -167,20 +178,39 @@ class ReviewerApp:
         entry = cursor.prs.get(key.cursor_key)
         return entry.instructions if entry else None
 
+    async def instructions_for(self, key: PrKey) -> TrustedInstructions | None:
+        if key.cursor_key in self.pinned_instructions:
+            return self.pinned_instructions[key.cursor_key]
+        stored = await self.stored_instructions(key)
+        return TrustedInstructions(stored.source, stored.text) if stored else None
+
     async def world(self, session_id: str) -> AgentWorld | None:
         key = parse_session_id(session_id)
         if key is None:
             return None
         acct = self.account_for(key)
-        stored = await self.stored_instructions(key)
-        trusted = TrustedInstructions(stored.source, stored.text) if stored else None
+        trusted = await self.instructions_for(key)
         review = acct.config.review if acct else AccountConfig().review
         guard = acct.guard if acct else Guard()
+        tools = guard.tools()
+        if key.persona is None:
+            prompt = system_prompt(trusted)
+        elif key.persona == COORDINATOR:
+            prompt = coordinator_system_prompt(trusted)
+        else:
+            persona = resolve(key.persona, trusted)
+            if persona is None:
+                raise SetupError(f"persona {key.persona!r} is not defined: it is not built in "
+                                 "(quality, security, performance) and the trusted "
+                                 f"instructions have no '## Persona: {key.persona}' section")
+            prompt = persona_system_prompt(persona, trusted)
+            # Personas only read; the coordinator is the team's single writer.
+            tools = guard.read_tools()
         return AgentWorld(
-            system_prompt=system_prompt(trusted),
-            tools=guard.tools(),
+            system_prompt=prompt,
+            tools=tools,
             hide_global_tools=True,
-            model=acct.model if acct else None,
+            model=self.session_models.get(session_id) or (acct.model if acct else None),
             max_tool_calls=review.max_tool_calls,
             # The MCP host enforces tool_timeout_s on the handshake and on each call; the
             # harness bound is a backstop above both.

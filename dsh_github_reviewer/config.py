@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from .session_key import sanitize_account_name
+from .session_key import PERSONA_RE, sanitize_account_name
 from .webhook.settings import WebhookSettings, optional_secret
 
 REPO_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]*)/[A-Za-z0-9._-]+$")
@@ -68,6 +68,42 @@ class ModelCandidate(Strict):
         return f"{self.provider}/{self.model}"
 
 
+class TeamSettings(Strict):
+    """``review.team``: a team of reviewer personas and a coordinator instead of one reviewer."""
+
+    # Empty = no team (the single reviewer). Built-ins: quality, security, performance; other
+    # names need a "## Persona: <name>" section in the trusted instructions file.
+    personas: list[str] = Field(default_factory=list)
+    max_parallel: int = Field(default=3, ge=1, le=32)
+    persona_timeout_s: float = Field(default=600.0, gt=0, le=86_400)
+    attempts_per_model: int = Field(default=2, ge=1, le=10)
+
+    @field_validator("personas", mode="before")
+    @classmethod
+    def _split(cls, v: object) -> object:
+        if isinstance(v, str):
+            return [item for item in re.split(r"[,\s]+", v) if item]
+        return v
+
+    @field_validator("personas")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        out: list[str] = []
+        for name in v:
+            name = name.strip().lower()
+            if not PERSONA_RE.match(name):
+                raise ValueError(f"persona names must match {PERSONA_RE.pattern}")
+            if name == "coordinator":
+                raise ValueError("coordinator is always part of a team; do not list it")
+            if name not in out:
+                out.append(name)
+        return out
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.personas)
+
+
 class ReviewSettings(Strict):
     max_tool_calls: int = Field(default=30, ge=1, le=1000)
     tool_timeout_s: float = Field(default=30.0, gt=0, le=3600)
@@ -83,6 +119,7 @@ class ReviewSettings(Strict):
     exclude: list[str] = Field(default_factory=list)
     exclude_builtin: bool = True
     max_diff_kb: int = Field(default=100, ge=1, le=10_000)
+    team: TeamSettings = TeamSettings()
 
     @field_validator("exclude")
     @classmethod

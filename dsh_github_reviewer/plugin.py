@@ -46,7 +46,8 @@ def dsh_session_title(harness, session):
         return None
     meta = session.meta or {}
     if meta.get("owner") and meta.get("repo") and meta.get("number"):
-        return PrKey(key.account, meta["owner"], meta["repo"], int(meta["number"])).title
+        return PrKey(key.account, meta["owner"], meta["repo"], int(meta["number"]),
+                     key.persona).title
     return key.title
 
 

@@ -10,6 +10,7 @@ registered by the runner for the duration of a turn and looked up by session id.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,10 @@ from .review_submit import Draft, DraftComment, post_review
 log = logging.getLogger(__name__)
 
 CHANGED_FILES_PAGE_CAP = 30  # GitHub lists at most 3,000 files of a PR
+READ_TOOLS = ("get_file_contents", "pull_request_read")
+# Flows whose turns may only read: a /bot chat answers in text, a team persona reports to the
+# coordinator (the single writer).
+READ_ONLY_FLOWS = ("chat", "persona")
 
 
 class ToolFailed(ToolRejected):
@@ -59,6 +64,9 @@ class GuardTurn:
     submitted: Review | None = None
     posted_now: bool = False
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    # The team's coordinator turn: code, not the model, has the last word on the verdict line
+    # (fail closed), applied to the body right before it is posted.
+    finalize_body: Callable[[str], str] | None = None
 
     async def ensure_dialect(self) -> Dialect:
         if self.dialect is None:
@@ -127,6 +135,10 @@ class Guard:
             await turn.close()
         return turn
 
+    def read_tools(self) -> list[Tool]:
+        """The read tools only: a team persona's world."""
+        return [t for t in self.tools() if t.name in READ_TOOLS]
+
     def tools(self) -> list[Tool]:
         handlers = {"pull_request_read": self.pull_request_read,
                     "get_file_contents": self.get_file_contents,
@@ -140,8 +152,9 @@ class Guard:
         turn = self.turns.get(ctx.session_id)
         if turn is None:
             raise Rejected("no active review turn for this session; tools are unavailable")
-        if write and turn.scope.flow == "chat":
-            raise Rejected("write tools are disabled in chat turns; answer in your reply text")
+        if write and turn.scope.flow in READ_ONLY_FLOWS:
+            raise Rejected(f"write tools are disabled in {turn.scope.flow} turns; answer in "
+                           "your reply text")
         return turn
 
     # -- reads --------------------------------------------------------------------------------
@@ -184,9 +197,10 @@ class Guard:
         # No consume_budget() here: the submit of a drafted review is never refused by the
         # per-turn budget, or a review with many inline comments would be lost at the end.
         s = turn.scope
+        body = turn.finalize_body(out["body"]) if turn.finalize_body else out["body"]
         try:
             review, posted = await post_review(turn.client, s.owner, s.repo, s.number,
-                                               turn.draft, out["body"], s.trigger)
+                                               turn.draft, body, s.trigger)
         except GitHubError as exc:
             raise ToolFailed(f"submitting the review failed: {exc}") from None
         turn.submitted, turn.posted_now = review, posted

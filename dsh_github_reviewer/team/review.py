@@ -1,0 +1,215 @@
+"""One team review of a PR: personas read concurrently, the coordinator writes one review.
+
+Each persona runs in its own session (``…:pr:<n>:persona:<name>``, read tools only) and answers
+with a report; the coordinator session (``…:persona:coordinator``) gets this run's reports as
+its user turn and is the single writer: one COMMENT review with inline comments, its verdict
+line enforced by ``verdict.finalize``. If the coordinator posts nothing, code posts a review
+that carries the reports and fails closed, so every run leaves exactly one review (found again
+by its trigger marker after a crash or a re-run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from dsh_harness import Harness
+
+from ..app import AccountRuntime, ReviewerApp
+from ..github.guard import GuardTurn
+from ..github.models import PullRequest
+from ..github.review_submit import Draft, find_posted, post_review
+from ..prompts import TrustedInstructions
+from ..runner import facts, pr_key, scope_for
+from ..sanitizer import sanitize
+from ..session_key import PrKey
+from . import verdict
+from .attempts import AttemptResult, Outcome, run_attempts
+from .messages import Report, coordinator_message, persona_message
+from .personas import COORDINATOR
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TeamResult:
+    posted: bool
+    review_id: int | None = None
+    verdict: str | None = None
+    failed: list[str] = field(default_factory=list)
+    reports: list[Report] = field(default_factory=list)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    error: str | None = None
+    posted_now: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """A review is on GitHub and every persona and the coordinator completed."""
+        return self.posted and not self.failed
+
+
+class TeamReview:
+    def __init__(self, harness: Harness, app: ReviewerApp):
+        self.harness, self.app = harness, app
+
+    def candidates(self, acct: AccountRuntime) -> list[str | None]:
+        """``review.models`` in order, the resolved one first; else the default model."""
+        refs: list[str | None] = [c.ref for c in acct.config.review.models]
+        if acct.model in refs:
+            refs.remove(acct.model)
+            refs.insert(0, acct.model)
+        return refs or [None]
+
+    async def review(self, acct: AccountRuntime, pr: PullRequest, trigger: str,
+                     instructions: TrustedInstructions | None, previous_head: str | None,
+                     requested_by: str | None = None,
+                     personas: list[str] | None = None) -> TeamResult:
+        team = acct.config.review.team
+        names = list(personas if personas is not None else team.personas)
+        base = pr.base.repo
+        assert acct.client is not None and base is not None
+        already = await find_posted(acct.client, base.owner.login, base.name, pr.number,
+                                    trigger)
+        if already is not None:
+            # Posted before a crash or by an earlier attempt of this job: nothing to run.
+            found = verdict.verdict_of(already.body)
+            failed = ["(an earlier attempt)"] if found and "did not complete" in found else []
+            return TeamResult(True, already.id, found, failed)
+        await self.app.resolve_model(acct)
+        key = pr_key(acct, pr)
+        # Every session of this run builds its world from exactly these instructions.
+        self.app.pinned_instructions[key.cursor_key] = instructions
+        try:
+            limit = asyncio.Semaphore(team.max_parallel)
+
+            async def one(name: str) -> tuple[str, Outcome]:
+                async with limit:
+                    return name, await self._persona(acct, key.with_persona(name), pr, trigger,
+                                                     previous_head, requested_by)
+            outcomes = dict(await asyncio.gather(*(one(n) for n in names)))
+            reports = [Report(n, outcomes[n].text if outcomes[n].ok else None,
+                              outcomes[n].error) for n in names]
+            failed = [r.persona for r in reports if r.text is None]
+            result = await self._coordinate(acct, key, pr, trigger, previous_head,
+                                            requested_by, reports, failed)
+            result.outcomes.update(outcomes)
+            return result
+        finally:
+            self.app.pinned_instructions.pop(key.cursor_key, None)
+
+    # -- one session's attempt ------------------------------------------------------------------
+
+    async def _attempt(self, acct: AccountRuntime, key: PrKey, pr: PullRequest, model: str | None,
+                       flow: str, trigger: str, message: str, timeout_s: float,
+                       finalize=None) -> tuple[AttemptResult, GuardTurn | None]:
+        sid = key.session_id
+        if model:
+            self.app.session_models[sid] = model
+        else:
+            self.app.session_models.pop(sid, None)
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        turn: GuardTurn | None = None
+        # A fresh agent per attempt: the world (and its model) is rebuilt and the transcript
+        # replayed from the log, never from a failed attempt's memory.
+        await self.harness.agents.evict(sid)
+        try:
+            async with asyncio.timeout_at(deadline):
+                meta = {"plugin": "dsh-github-reviewer", "account": acct.key,
+                        "owner": key.owner, "repo": key.repo, "number": key.number,
+                        "persona": key.persona, "url": pr.html_url}
+                agent = await self.harness.agents.get_or_open(sid, meta=meta)
+                assert acct.auth is not None and acct.client is not None and acct.mcp
+                turn = GuardTurn(scope=scope_for(pr, flow, trigger), client=acct.client,
+                                 runtime=acct.mcp, token=await acct.auth.token(),
+                                 finalize_body=finalize)
+                acct.guard.begin(sid, turn)
+                try:
+                    outcome = await agent.followup(
+                        message, deadline=deadline,
+                        meta={"flow": flow, "trigger": trigger, "persona": key.persona})
+                finally:
+                    await acct.guard.end(sid)
+        except TimeoutError:
+            return AttemptResult(False, error="the persona deadline passed"), turn
+        finally:
+            await self.harness.agents.evict(sid)
+            self.app.session_models.pop(sid, None)
+        if not outcome.ok:
+            return AttemptResult(False, outcome.text,
+                                 f"turn ended: {outcome.reason}: {outcome.error}"), turn
+        return AttemptResult(True, outcome.text), turn
+
+    async def _persona(self, acct: AccountRuntime, key: PrKey, pr: PullRequest, trigger: str,
+                       previous_head: str | None, requested_by: str | None) -> Outcome:
+        team = acct.config.review.team
+        message = persona_message(facts(pr), previous_head, requested_by)
+
+        async def attempt(model: str | None) -> AttemptResult:
+            result, _ = await self._attempt(acct, key, pr, model, "persona", trigger, message,
+                                            team.persona_timeout_s)
+            if result.ok and not (result.text or "").strip():
+                result = AttemptResult(False, error="empty answer")
+            return result
+        return await run_attempts(key.session_id, self.candidates(acct),
+                                  team.attempts_per_model, attempt)
+
+    # -- the coordinator ------------------------------------------------------------------------
+
+    async def _coordinate(self, acct: AccountRuntime, key: PrKey, pr: PullRequest, trigger: str,
+                          previous_head: str | None, requested_by: str | None,
+                          reports: list[Report], failed: list[str]) -> TeamResult:
+        review = acct.config.review
+        message = coordinator_message(facts(pr), previous_head, requested_by, reports)
+        ckey = key.with_persona(COORDINATOR)
+        posted: list[GuardTurn] = []
+        final_bodies: list[str] = []
+
+        def finalize(body: str) -> str:
+            final_bodies.append(verdict.finalize(body, failed))
+            return final_bodies[-1]
+
+        async def attempt(model: str | None) -> AttemptResult:
+            result, turn = await self._attempt(acct, ckey, pr, model, "review", trigger,
+                                               message, review.turn_timeout_s, finalize)
+            if turn is not None and turn.submitted is not None:
+                posted.append(turn)
+                return AttemptResult(True, result.text or "")
+            if result.ok:
+                return AttemptResult(False, error="the coordinator finished without "
+                                                  "submitting a review")
+            return result
+        outcome = await run_attempts(ckey.session_id, self.candidates(acct),
+                                     review.team.attempts_per_model, attempt,
+                                     accept=lambda r: r.ok)
+        if posted:
+            turn = posted[-1]
+            assert turn.submitted is not None
+            return TeamResult(True, turn.submitted.id,
+                              verdict.verdict_of(final_bodies[-1] if final_bodies else
+                                                 turn.submitted.body), failed, reports,
+                              {COORDINATOR: outcome}, posted_now=turn.posted_now)
+        return await self._fallback(acct, pr, trigger, reports, [*failed, COORDINATOR],
+                                    outcome)
+
+    async def _fallback(self, acct: AccountRuntime, pr: PullRequest, trigger: str,
+                        reports: list[Report], failed: list[str], outcome: Outcome) -> TeamResult:
+        """The coordinator posted nothing: post the reports ourselves, failing closed."""
+        base = pr.base.repo
+        assert acct.client is not None and base is not None
+        parts = ["The review team's coordinator did not complete, so the reviewers' reports "
+                 "are posted as they are, without inline comments."]
+        for r in reports:
+            if r.text is not None:
+                parts.append(f"### {r.persona}\n\n{sanitize(r.text).strip()}")
+        body = verdict.finalize("\n\n".join(parts), failed)
+        try:
+            review, now = await post_review(acct.client, base.owner.login, base.name,
+                                            pr.number, Draft(commit_id=pr.head.sha), body,
+                                            trigger)
+        except Exception as exc:
+            log.exception("%s#%d: posting the fallback review failed", base.full_name, pr.number)
+            return TeamResult(False, None, verdict.failed_verdict(failed), failed, reports,
+                              {COORDINATOR: outcome}, error=f"{type(exc).__name__}: {exc}")
+        return TeamResult(True, review.id, verdict.verdict_of(body), failed, reports,
+                          {COORDINATOR: outcome}, posted_now=now)
