@@ -1,4 +1,4 @@
-"""``dsh github-reviewer status|demo``."""
+"""``dsh github-reviewer status|demo|ci``."""
 
 from __future__ import annotations
 
@@ -23,6 +23,14 @@ def register(cli: Any) -> None:
                                        "scripted model: review, push, re-review, /bot")
     demo.add_argument("--json", action="store_true")
     demo.set_defaults(handler=cmd_demo)
+    ci = sub.add_parser("ci", help="inside a GitHub Actions job: review the event's PR once "
+                                   "with the review team, then exit (see action.yml)")
+    ci.add_argument("--account", default=None,
+                    help="the account whose review settings apply (default: the only one)")
+    ci.add_argument("--personas", default=None,
+                    help="comma-separated personas (default: review.team.personas, else "
+                         "quality,security,performance)")
+    ci.set_defaults(handler=cmd_ci)
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -83,6 +91,20 @@ async def cmd_status(harness: Harness, args: argparse.Namespace) -> int:
                 line += f", last error: {p['last_error']}"
             print(line)
     return 0
+
+
+async def cmd_ci(harness: Harness, args: argparse.Namespace) -> int:
+    from .ci.command import run_ci
+    from .ci.event import CiError
+
+    personas = None
+    if args.personas is not None:
+        personas = [p.strip().lower() for p in args.personas.split(",") if p.strip()]
+    try:
+        return await run_ci(harness, account=args.account, personas=personas)
+    except CiError as exc:
+        print(f"dsh-review: {exc}")
+        return 2
 
 
 async def cmd_demo(harness: Harness, args: argparse.Namespace) -> int:

@@ -100,7 +100,7 @@ class TeamReview:
 
     # -- one session's attempt ------------------------------------------------------------------
 
-    async def _attempt(self, acct: AccountRuntime, key: PrKey, pr: PullRequest, model: str | None,
+    async def run_turn(self, acct: AccountRuntime, key: PrKey, pr: PullRequest, model: str | None,
                        flow: str, trigger: str, message: str, timeout_s: float,
                        finalize=None) -> tuple[AttemptResult, GuardTurn | None]:
         sid = key.session_id
@@ -146,7 +146,7 @@ class TeamReview:
         message = persona_message(facts(pr), previous_head, requested_by)
 
         async def attempt(model: str | None) -> AttemptResult:
-            result, _ = await self._attempt(acct, key, pr, model, "persona", trigger, message,
+            result, _ = await self.run_turn(acct, key, pr, model, "persona", trigger, message,
                                             team.persona_timeout_s)
             if result.ok and not (result.text or "").strip():
                 result = AttemptResult(False, error="empty answer")
@@ -170,7 +170,7 @@ class TeamReview:
             return final_bodies[-1]
 
         async def attempt(model: str | None) -> AttemptResult:
-            result, turn = await self._attempt(acct, ckey, pr, model, "review", trigger,
+            result, turn = await self.run_turn(acct, ckey, pr, model, "review", trigger,
                                                message, review.turn_timeout_s, finalize)
             if turn is not None and turn.submitted is not None:
                 posted.append(turn)

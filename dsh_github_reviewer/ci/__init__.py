@@ -1,0 +1,1 @@
+"""CI mode: ``dsh github-reviewer ci`` inside a GitHub Actions job (see ``action.yml``)."""

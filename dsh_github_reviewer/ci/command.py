@@ -1,0 +1,202 @@
+"""``dsh github-reviewer ci``: review one PR from inside a GitHub Actions job, then exit.
+
+The home is the job's restored sessions directory (the same JSONL logs as the daemon, so a
+session can move between modes); nothing else needs to survive the job. Credentials come from
+the Actions environment (``GITHUB_TOKEN`` is an installation token, not a PAT, so it replaces
+the account's credential here only). Exit codes: 0 = review posted and every persona
+completed, or nothing to do; 1 = the review failed closed (a persona or the coordinator did not
+complete, or nothing could be posted) so a required check blocks the merge; 2 = the run's
+environment or configuration is unusable.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from pydantic import SecretStr, ValidationError
+
+from dsh_harness import Harness, error_lines
+
+from ..app import AccountRuntime, ReviewerApp
+from ..config import TeamSettings
+from ..cursor import Command
+from ..github.errors import GitHubError, NotFound
+from ..github.models import PullRequest
+from ..github.review_submit import MARKER
+from ..prompts import TrustedInstructions, chat_message
+from ..replies import post_reply
+from ..runner import facts, pr_key
+from ..team.personas import COORDINATOR, DEFAULT_TEAM
+from ..team.review import TeamReview
+from .event import CiEnv, CiError, CiTask, load_payload, task_for
+
+log = logging.getLogger(__name__)
+
+INSTRUCTIONS_PATH = ".github/review_instructions.md"
+_TRIGGER_TAG = re.compile(re.escape(MARKER.split("{")[0]))
+
+
+def say(text: str) -> None:
+    """One line for the job log (stdout: Actions shows it; never carries a secret)."""
+    print(f"dsh-review: {text}", flush=True)
+
+
+def pick_account(app: ReviewerApp, name: str | None) -> AccountRuntime:
+    if name is not None:
+        for acct in app.accounts.values():
+            if acct.config.name == name or acct.key == name:
+                return acct
+        raise CiError(f"--account {name!r}: no such account in the config "
+                      f"(configured: {', '.join(a.config.name for a in app.accounts.values())})")
+    if len(app.accounts) != 1:
+        raise CiError(f"the config has {len(app.accounts)} github-reviewer accounts; choose one "
+                      "with --account")
+    return next(iter(app.accounts.values()))
+
+
+def ci_account(acct: AccountRuntime, env: CiEnv, personas: list[str] | None) -> None:
+    """The account as this job runs it: the job's token, API and repository; a team always."""
+    review = acct.config.review
+    team = review.team
+    names = personas if personas is not None else (team.personas or list(DEFAULT_TEAM))
+    try:
+        team = TeamSettings.model_validate({**team.model_dump(), "personas": names})
+    except ValidationError as exc:
+        raise CiError("--personas: " + "; ".join(error_lines(exc))) from None
+    acct.config = acct.config.model_copy(update={
+        "personal_access_token": SecretStr(env.token or ""), "app_id": None,
+        "installation_id": None, "private_key_path": None, "api_url": env.api_url,
+        "web_url": env.server_url, "repositories": [env.repository],
+        "review": review.model_copy(update={"team": team})})
+
+
+async def read_instructions(acct: AccountRuntime, pr: PullRequest) -> TrustedInstructions | None:
+    """From the BASE repository (branch, then SHA), else ``default_instructions``."""
+    base = pr.base.repo
+    assert acct.client is not None and base is not None
+    for ref in (pr.base.ref, pr.base.sha):
+        try:
+            text = await acct.client.get_file_text(base.owner.login, base.name,
+                                                   INSTRUCTIONS_PATH, ref)
+        except NotFound:
+            continue
+        return TrustedInstructions(f"{base.full_name}@{ref}:{INSTRUCTIONS_PATH}", text)
+    default = acct.config.review.default_instructions
+    if default.strip():
+        return TrustedInstructions(f"dsh.toml:plugins.{acct.instance}.accounts"
+                                   f"[{acct.config.name}].review.default_instructions", default)
+    return None
+
+
+async def previous_head(acct: AccountRuntime, pr: PullRequest) -> str | None:
+    """The head of the last review this bot posted (found by its marker): CI has no cursor."""
+    base = pr.base.repo
+    assert acct.client is not None and base is not None
+    ours = [r for r in await acct.client.list_reviews(base.owner.login, base.name, pr.number)
+            if r.state != "PENDING" and r.body and _TRIGGER_TAG.search(r.body)]
+    return ours[-1].commit_id if ours else None
+
+
+async def run_ci(harness: Harness, environ: Mapping[str, str] | None = None,
+                 account: str | None = None, personas: list[str] | None = None) -> int:
+    env = CiEnv.from_env(os.environ if environ is None else environ)
+    app = ReviewerApp.of(harness)
+    acct = pick_account(app, account)
+    payload = load_payload(env.event_path)
+    task = task_for(env, payload, acct.config.review.command_author_associations)
+    if task.kind == "skip":
+        say(f"nothing to do: {task.reason}")
+        return 0
+    model_problem = harness.llm.problem(
+        next((c.ref for c in acct.config.review.models), None))
+    if task.fork and (env.token is None or model_problem):
+        say(f"PR #{task.number} comes from a fork and this run has no secrets (GitHub does not "
+            "pass them to pull_request runs from forks), so it is not reviewed and nothing is "
+            "posted. A maintainer can comment /review to run the review with secrets.")
+        return 0
+    if env.token is None:
+        raise CiError("GITHUB_TOKEN is not set: pass it to the step "
+                      "(env: GITHUB_TOKEN: ${{ github.token }})")
+    if model_problem:
+        raise CiError(model_problem)
+    ci_account(acct, env, personas)
+    await app.connect()
+    try:
+        return await _run(harness, app, acct, env, task)
+    finally:
+        await app.close()
+
+
+async def _run(harness: Harness, app: ReviewerApp, acct: AccountRuntime, env: CiEnv,
+               task: CiTask) -> int:
+    owner, name = env.repository.split("/", 1)
+    assert acct.client is not None
+    try:
+        pr = await acct.client.get_pull(owner, name, task.number)
+    except GitHubError as exc:
+        say(f"cannot read PR #{task.number}: {exc}")
+        return 1
+    if pr.state != "open":
+        say(f"PR #{task.number} is {pr.state}: nothing to review")
+        return 0
+    instructions = await read_instructions(acct, pr)
+    if instructions is None:
+        say(f"no {INSTRUCTIONS_PATH} in the base repository and no review.default_instructions:"
+            " nothing is reviewed (add the file to enable reviews)")
+        return 0
+    team = TeamReview(harness, app)
+    if task.kind == "chat":
+        return await _chat(team, acct, pr, task, instructions)
+    trigger = (f"{acct.key}:cmd:{task.comment_id}" if task.comment_id is not None
+               else f"{acct.key}:ci:{env.run_id}.{env.run_attempt}")
+    personas = acct.config.review.team.personas
+    say(f"reviewing {env.repository}#{pr.number} at {pr.head.sha[:12]} with "
+        f"{', '.join(personas)} and the coordinator")
+    result = await team.review(acct, pr, trigger, instructions, await previous_head(acct, pr),
+                               task.requested_by)
+    for persona, outcome in result.outcomes.items():
+        say(f"  {persona}: {'completed' if outcome.ok else 'did not complete'} "
+            f"({'; '.join(outcome.attempts) or 'no attempt'})")
+    if not result.posted:
+        say(f"no review could be posted: {result.error}")
+        return 1
+    say(f"review {result.review_id} {'posted' if result.posted_now else 'was already posted'}; "
+        f"{result.verdict or 'no verdict'}")
+    if result.failed:
+        say(f"failing the check: {', '.join(result.failed)} did not complete")
+        return 1
+    return 0
+
+
+async def _chat(team: TeamReview, acct: AccountRuntime, pr: PullRequest, task: CiTask,
+                instructions: TrustedInstructions) -> int:
+    """A /bot question, answered by the coordinator, who holds the team's reports."""
+    assert task.comment_id is not None and acct.client is not None and pr.base.repo
+    key = pr_key(acct, pr).with_persona(COORDINATOR)
+    app = team.app
+    app.pinned_instructions[key.cursor_key] = instructions
+    try:
+        result, _ = await team.run_turn(
+            acct, key, pr, team.candidates(acct)[0], "chat", f"{acct.key}:chat:{task.comment_id}",
+            chat_message(facts(pr), task.author, task.message, None, None),
+            acct.config.review.turn_timeout_s)
+    finally:
+        app.pinned_instructions.pop(key.cursor_key, None)
+    text = (result.text or "").strip()
+    if not result.ok:
+        say(f"the /bot answer failed: {result.error}")
+        return 1
+    if not text:
+        say("the /bot answer was empty: nothing posted")
+        return 0
+    cmd = Command(comment_id=task.comment_id, kind="bot", source="issue", author=task.author,
+                  association=task.association, message=task.message,
+                  created_at=datetime.now(UTC))
+    base = pr.base.repo
+    posted = await post_reply(acct.client, base.owner.login, base.name, pr.number, cmd, text)
+    say("answer posted" if posted else "the answer was already posted")
+    return 0

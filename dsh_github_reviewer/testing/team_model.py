@@ -1,0 +1,145 @@
+"""A scripted review team for the ScriptedModelServer: personas, a coordinator, and faults.
+
+Personas behave like small reviewing LLMs with read tools: read the diff, apply the rules of
+their concern, and answer with a report in the format their system prompt asks for (findings
+already reported earlier in their own conversation are not repeated). The coordinator reads the
+reports in its user turn, comments on each finding at its line and submits one COMMENT review
+whose verdict is based on the findings only — it ignores a failed persona on purpose, so tests
+prove that code, not the model, fails the verdict closed. ``fail`` makes a persona's every
+request fail (HTTP 500, retried by the provider) to exercise that path. Any other session falls
+back to the single ``reviewer_policy``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+from dsh_harness.testing import ModelRequest, Reply
+
+from .reviewer_model import RULES, _calls, _chat, findings_in_diff, reviewer_policy
+
+PERSONA_RULES: dict[str, list[str]] = {
+    "security": [RULES[0][1], RULES[1][1], RULES[2][1], RULES[5][1]],
+    "quality": [RULES[3][1], RULES[4][1]],
+}
+FETCHALL = re.compile(r"\.fetchall\(\)")
+FETCHALL_MESSAGE = ("`fetchall()` loads the whole result set into memory; iterate the cursor "
+                    "or paginate.")
+_PERSONA = re.compile(r"^You are the (\S+) reviewer in dsh-github-reviewer's review team")
+_COORDINATOR = "You are the coordinator of dsh-github-reviewer's review team"
+_FINDING = re.compile(r"^- `([^`]+):(\d+)` (RIGHT|LEFT): (.+)$", re.M)
+_REPORT = re.compile(r'<persona_report persona="([^"]+)" status="completed">\n(.*?)\n'
+                     r"</persona_report>", re.S)
+_FIELD = re.compile(r"^(repository|number|head): (.+)$", re.M)
+
+
+class ScriptedFailure(LookupError):
+    """Raised inside the policy: the server answers HTTP 500 (a transient error)."""
+
+
+class TeamModel:
+    """A policy object: ``ScriptedModelServer(policy=TeamModel())``."""
+
+    def __init__(self) -> None:
+        self.fail: set[str] = set()
+        self.calls: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, req: ModelRequest) -> Reply:
+        m = _PERSONA.match(req.system)
+        if m:
+            name = m.group(1)
+            with self._lock:
+                self.calls[name] = self.calls.get(name, 0) + 1
+            if name in self.fail:
+                raise ScriptedFailure(f"scripted failure of persona {name}")
+            return persona_reply(name, req)
+        if req.system.startswith(_COORDINATOR):
+            with self._lock:
+                self.calls["coordinator"] = self.calls.get("coordinator", 0) + 1
+            if "coordinator" in self.fail:
+                raise ScriptedFailure("scripted failure of the coordinator")
+            return coordinator_reply(req)
+        return reviewer_policy(req)
+
+
+def _pr(user: str) -> dict[str, Any]:
+    fields = {k: v.strip() for k, v in _FIELD.findall(user)}
+    owner, repo = fields.get("repository", "/").split("/", 1)
+    return {"owner": owner, "repo": repo, "pullNumber": int(fields.get("number", "0"))}
+
+
+def _earlier_text(req: ModelRequest) -> str:
+    start = len(req.messages) - len(req.since_last_user())
+    return "\n".join(m.get("content") or "" for m in req.messages[1:start]
+                     if m["role"] == "assistant")
+
+
+def persona_reply(name: str, req: ModelRequest) -> Reply:
+    user = req.last_user_text()
+    if user.startswith("Flow: chat"):
+        return Reply(content="Personas do not chat.")
+    turn = req.since_last_user()
+    if not _calls(turn):
+        return Reply(tool_calls=[("pull_request_read", {**_pr(user), "method": "get_diff"})])
+    diff = next((m["content"] for m in turn if m["role"] == "tool"), "")
+    lines = []
+    for f in findings_in_diff(diff):
+        if f.message in PERSONA_RULES.get(name, []):
+            lines.append(f"- `{f.path}:{f.line}` RIGHT: {f.message}")
+    if name == "performance":
+        lines += _fetchall(diff)
+    earlier = _earlier_text(req)
+    new = [line for line in lines if line not in earlier]
+    return Reply(content="\n".join(new) if new else "No findings.")
+
+
+def _fetchall(diff: str) -> list[str]:
+    out, path, line = [], "", 0
+    for raw in diff.split("\n"):
+        if raw.startswith("+++ "):
+            path = raw[6:] if raw.startswith("+++ b/") else ""
+        elif raw.startswith("@@"):
+            line = int(re.match(r"^@@ -\d+(?:,\d+)? \+(\d+)", raw).group(1))  # type: ignore[union-attr]
+        elif path and raw.startswith("+") and not raw.startswith("+++"):
+            if FETCHALL.search(raw):
+                out.append(f"- `{path}:{line}` RIGHT: {FETCHALL_MESSAGE}")
+            line += 1
+        elif path and raw.startswith(" "):
+            line += 1
+    return out
+
+
+def coordinator_reply(req: ModelRequest) -> Reply:
+    user = req.last_user_text()
+    if user.startswith("Flow: chat"):
+        return _chat(req, user)
+    pr = _pr(user)
+    findings = []
+    for persona, text in _REPORT.findall(user):
+        for path, line, side, message in _FINDING.findall(text):
+            findings.append((persona, path, int(line), side, message))
+    calls = _calls(req.since_last_user())
+    if not calls:
+        return Reply(tool_calls=[("pull_request_review_write", {**pr, "method": "create"})])
+    if calls[-1][0] == "pull_request_review_write" and calls[-1][1].get("method") == "create" \
+            and findings:
+        return Reply(content=f"Commenting on {len(findings)} finding(s).", tool_calls=[
+            ("add_comment_to_pending_review",
+             {**pr, "path": path, "body": f"[{persona}] {message}", "subjectType": "LINE",
+              "line": line, "side": side}) for persona, path, line, side, message in findings])
+    if calls[-1][0] in ("add_comment_to_pending_review", "pull_request_review_write") \
+            and not (calls[-1][0] == "pull_request_review_write"
+                     and calls[-1][1].get("method") == "submit_pending"):
+        if findings:
+            summary = (f"The team found {len(findings)} new issue(s): "
+                       + "; ".join(f"{p}:{n} ({who})" for who, p, n, _, _ in findings)
+                       + ".\n\nVerdict: cannot merge: "
+                       + f"{len(findings)} finding(s) to fix")
+        else:
+            summary = "The team found no new issues.\n\nVerdict: can merge"
+        return Reply(tool_calls=[("pull_request_review_write", {
+            **pr, "method": "submit_pending", "event": "COMMENT", "body": summary})])
+    return Reply(content="Review submitted.")

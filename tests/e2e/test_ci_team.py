@@ -1,0 +1,156 @@
+"""CI mode end to end: action.yml run by the Actions simulator (fresh runner per job, the cache
+stand-in), the real `dsh github-reviewer ci` process, the real github-mcp-server, the sandbox
+GitHub and the scripted review team on the scripted model server (prefix-cache simulator)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dsh_github_reviewer.session_key import PrKey
+from dsh_github_reviewer.testing import SandboxGitHub
+from dsh_github_reviewer.testing.actions import (
+    ActionsSimulator,
+    issue_comment_event,
+    pull_request_event,
+)
+from dsh_github_reviewer.testing.scenario import BOT_TOKEN, REPO, build_shop, push_fix
+from dsh_github_reviewer.testing.team_model import TeamModel
+from dsh_harness.testing import ScriptedModelServer
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+PERSONAS = ("performance", "quality", "security")
+KEY_PREFIX = f"dsh-review-{REPO}-1-"
+
+
+@pytest.fixture
+def team_model():
+    policy = TeamModel()
+    with ScriptedModelServer(policy=policy) as server:
+        server.team = policy  # type: ignore[attr-defined]
+        yield server
+
+
+@pytest.fixture
+def sim(tmp_path, sandbox80: SandboxGitHub, team_model):
+    build_shop(sandbox80)
+    simulator = ActionsSimulator(tmp_path, ROOT, REPO, token=BOT_TOKEN,
+                                 api_url=sandbox80.api_url, server_url=sandbox80.web_url)
+    simulator.sb, simulator.model = sandbox80, team_model  # type: ignore[attr-defined]
+    return simulator
+
+
+def job(sim, event: str, payload, **env):
+    inputs = {"deepseek-api-key": "scripted-model", "model-base-url": sim.model.base_url}
+    if env.pop("no_secrets", False):
+        inputs["deepseek-api-key"] = ""
+    return sim.run(event, payload, inputs=inputs,
+                   env={"DSH_MODEL_RETRY_BASE_S": "0.01", **env})
+
+
+def who(served) -> str:
+    system = served.request["messages"][0]["content"]
+    for name in PERSONAS:
+        if system.startswith(f"You are the {name} reviewer"):
+            return name
+    return "coordinator" if system.startswith("You are the coordinator") else "other"
+
+
+def first_requests(served) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for s in served:
+        if s.fault is None:
+            out.setdefault(who(s), s)
+    return out
+
+
+def sessions_in(runner_dir: Path) -> set[str]:
+    return {p.name for p in (runner_dir / "temp/dsh-review/sessions").glob("*.jsonl")}
+
+
+def test_two_runs_restore_the_team_and_hit_the_prefix_cache(sim):
+    sb, model = sim.sb, sim.model
+    run1 = job(sim, "pull_request", pull_request_event(sb, REPO, 1, "opened"))
+    assert run1.exit_code == 0, run1.output
+    assert run1.restored_key is None and run1.saved_key == f"{KEY_PREFIX}{run1.run_id}"
+    (review1,) = sb.state.reviews_of(REPO, 1)
+    assert review1.body.rstrip().splitlines()[-1].startswith("<!--")
+    assert "Verdict: cannot merge" in review1.body
+    comments = {(c.path, c.line) for c in sb.state.comments_of_review(review1.id)}
+    assert {("shop/orders.py", 10), ("shop/orders.py", 15), ("shop/cart.py", 2)} <= comments
+    ids = {PrKey("actions", "acme", "shop", 1, p).session_id for p in (*PERSONAS, "coordinator")}
+    assert len(sessions_in(run1.runner_dir)) == 4
+    served1 = len(model.served)
+
+    push_fix(sb)
+    run2 = job(sim, "pull_request", pull_request_event(sb, REPO, 1, "synchronize"))
+    assert run2.exit_code == 0, run2.output
+    assert run2.runner_dir != run1.runner_dir
+    assert run2.restored_key == run1.saved_key, "the newest entry of the PR's prefix"
+    assert run2.saved_key == f"{KEY_PREFIX}{run2.run_id}"
+    reviews = sb.state.reviews_of(REPO, 1)
+    assert len(reviews) == 2 and reviews[1].commit_id == sb.state.pull(REPO, 1).head_sha
+
+    # Every persona and the coordinator resumed: the first request of run 2 of each session
+    # extends that session's last request of run 1 and is mostly a prefix-cache hit.
+    last1: dict[str, object] = {}
+    for s in model.served[:served1]:
+        if s.fault is None:
+            last1[who(s)] = s
+    firsts2 = first_requests(model.served[served1:])
+    assert set(firsts2) == {*PERSONAS, "coordinator"}
+    for name, first in firsts2.items():
+        before = last1[name].request["messages"]
+        assert first.request["messages"][:len(before)] == before, name
+        assert first.cache_hit_tokens / first.prompt_tokens > 0.5, name
+    # The re-review reports only what is new: verify=False in the new payments module.
+    comments2 = {(c.path, c.line) for c in sb.state.comments_of_review(reviews[1].id)}
+    assert ("shop/payments.py", 5) in comments2
+    assert ("shop/orders.py", 15) not in comments2, "eval() was already reported in run 1"
+    # The session files of both runs are the harness's own JSONL logs, named by session id.
+    from urllib.parse import quote
+    assert sessions_in(run2.runner_dir) == {quote(i, safe="") + ".jsonl" for i in ids}
+
+
+def test_a_persona_that_never_answers_fails_the_check_closed(sim):
+    sb, model = sim.sb, sim.model
+    model.team.fail.add("security")
+    run1 = job(sim, "pull_request", pull_request_event(sb, REPO, 1, "opened"),
+               DSH_MODEL_MAX_RETRIES="0")
+    assert run1.exit_code == 1, run1.output
+    assert "security: did not complete" in run1.output
+    (review,) = sb.state.reviews_of(REPO, 1)
+    assert "**security** reviewer did not complete" in review.body
+    lines = [line for line in review.body.splitlines() if line.startswith("Verdict:")]
+    assert lines == ["Verdict: cannot merge: security did not complete"], review.body
+    assert model.team.calls["security"] == 2, "two attempts on the one candidate model"
+    assert run1.saved_key is not None, "the sessions are saved even when the check fails"
+
+
+def test_fork_pr_without_secrets_posts_nothing(sim):
+    sb, model = sim.sb, sim.model
+    st = sb.state
+    st.fork(REPO, "mallory")
+    st.commit("mallory/shop", "evil", {"shop/x.py": "eval(input())\n"})
+    pr = st.open_pull(REPO, "evil", title="Fork PR", author="mallory", head_repo="mallory/shop")
+    run = job(sim, "pull_request", pull_request_event(sb, REPO, pr.number, "opened"),
+              no_secrets=True)
+    assert run.exit_code == 0, run.output
+    assert "comes from a fork" in run.output
+    assert st.reviews_of(REPO, pr.number) == [] and model.served == []
+
+
+def test_review_command_runs_the_team_once(sim):
+    sb, model = sim.sb, sim.model
+    st = sb.state
+    stranger = st.add_issue_comment(REPO, 1, "stranger", "/review")
+    run = job(sim, "issue_comment", issue_comment_event(sb, REPO, 1, stranger))
+    assert run.exit_code == 0 and "may not run commands" in run.output
+    assert model.served == []
+    cmd = st.add_issue_comment(REPO, 1, "maintainer", "/review please")
+    run = job(sim, "issue_comment", issue_comment_event(sb, REPO, 1, cmd))
+    assert run.exit_code == 0, run.output
+    (review,) = st.reviews_of(REPO, 1)
+    assert f"trigger:actions:cmd:{cmd.id}" in review.body
