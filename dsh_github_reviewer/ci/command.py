@@ -15,7 +15,6 @@ import logging
 import os
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
 
 from pydantic import SecretStr, ValidationError
 
@@ -23,13 +22,13 @@ from dsh_harness import Harness, error_lines
 
 from ..app import AccountRuntime, ReviewerApp
 from ..config import TeamSettings
-from ..cursor import Command
 from ..github.errors import GitHubError, NotFound
 from ..github.models import PullRequest
 from ..github.review_submit import MARKER
 from ..prompts import TrustedInstructions, chat_message
-from ..replies import post_reply
+from ..replies import reply_marker
 from ..runner import facts, pr_key
+from ..sanitizer import redact_secrets
 from ..team.personas import COORDINATOR, DEFAULT_TEAM
 from ..team.review import TeamReview
 from .event import CiEnv, CiError, CiTask, load_payload, task_for
@@ -193,10 +192,15 @@ async def _chat(team: TeamReview, acct: AccountRuntime, pr: PullRequest, task: C
     if not text:
         say("the /bot answer was empty: nothing posted")
         return 0
-    cmd = Command(comment_id=task.comment_id, kind="bot", source="issue", author=task.author,
-                  association=task.association, message=task.message,
-                  created_at=datetime.now(UTC))
+    # The reply marker makes a re-run of this job find its earlier answer instead of posting
+    # a second one (the same marker the daemon uses).
     base = pr.base.repo
-    posted = await post_reply(acct.client, base.owner.login, base.name, pr.number, cmd, text)
-    say("answer posted" if posted else "the answer was already posted")
+    tag = reply_marker(task.comment_id)
+    comments = await acct.client.list_issue_comments(base.owner.login, base.name, pr.number)
+    if any(c.body and tag in c.body for c in comments):
+        say("the answer was already posted")
+        return 0
+    await acct.client.post_issue_comment(base.owner.login, base.name, pr.number,
+                                         f"{redact_secrets(text)}\n\n{tag}")
+    say("answer posted")
     return 0
