@@ -6,21 +6,26 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import socket
+import time
 
 import pytest
 
 from dsh_github_reviewer.app import ReviewerApp
 from dsh_github_reviewer.testing.scenario import REPO, build_shop, push_fix
 from dsh_github_reviewer.webhook import deliveries
+from dsh_harness.testing import ScriptedModelServer
 
 from .conftest import Deployment
+from .test_crash_resume import dsh, kill_when, slow_policy
 
 pytestmark = pytest.mark.slow
 SECRET = "webhook-s3cret"
 
 
-def hook_block(reconcile_s: float = 3600) -> str:
-    return (f'enabled = true\nhost = "127.0.0.1"\nport = 0\nsecret = "{SECRET}"\n'
+def hook_block(reconcile_s: float = 3600, port: int = 0) -> str:
+    return (f'enabled = true\nhost = "127.0.0.1"\nport = {port}\nsecret = "{SECRET}"\n'
             f"reconcile_interval_s = {reconcile_s}")
 
 
@@ -120,3 +125,51 @@ async def test_a_dropped_delivery_is_caught_by_reconciliation(tmp_path, sandbox8
         assert len(bot_replies(sandbox80)) == 1
     finally:
         await shutdown(dep)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_delivery_during_a_sigkill_is_recovered_after_restart(tmp_path, sandbox80):
+    """`dsh run` is SIGKILLed in the middle of a /bot a delivery started; another /bot is
+    delivered while it is down (refused). After the restart, the first tick (reconciliation)
+    answers both, once each."""
+    build_shop(sandbox80)
+    port = free_port()
+    with ScriptedModelServer(policy=slow_policy) as model:
+        config = Deployment(tmp_path, sandbox80, model, poll_interval_s=3600,
+                            webhook=hook_block(port=port)).write_config()
+        proc = dsh(config)
+        try:
+            deadline = time.monotonic() + 90
+            while len(sandbox80.state.reviews_of(REPO, 1)) < 1:
+                assert proc.poll() is None and time.monotonic() < deadline, "no first review"
+                time.sleep(0.05)
+            sandbox80.add_hook(f"http://127.0.0.1:{port}/github/webhook", SECRET, repo=REPO)
+            sandbox80.webhooks.wait_idle()
+            assert [d.status for d in sandbox80.webhooks.deliveries("ping")] == [200]
+            st = sandbox80.state
+            st.add_issue_comment(REPO, 1, "maintainer", "/bot first question?")
+            kill_when(proc, lambda: any("first question" in str(s.request)
+                                        for s in model.served), "the /bot turn")
+            st.add_issue_comment(REPO, 1, "maintainer", "/bot second question?")
+            sandbox80.webhooks.wait_idle()
+            refused = sandbox80.webhooks.deliveries("issue_comment")[-1]
+            assert refused.status is None and refused.error
+            assert bot_replies(sandbox80) == []
+            proc = dsh(config)
+            deadline = time.monotonic() + 90
+            while len(bot_replies(sandbox80)) < 2:
+                assert proc.poll() is None and time.monotonic() < deadline, "not recovered"
+                time.sleep(0.05)
+            time.sleep(1.0)
+            replies = bot_replies(sandbox80)
+            assert len(replies) == 2 and len(sandbox80.state.reviews_of(REPO, 1)) == 1
+            assert all(c.body.count("reply-to:") == 1 for c in replies)
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=60)
