@@ -1,14 +1,27 @@
-"""Web UI response times: the sessions index with 1,000 and 10,000 sessions, and the page of a
-session with 5,000 events. "cold" is the first request of a fresh `dsh web` (every log read
-once); "warm" the following ones (only file stamps compared). Prints a table.
+"""Web UI response times (issue 15 §4). Prints two tables, each beside the figure the issue
+measured on the code before this change (quoted, not re-measured).
+
+1. The sessions index over 1,000 and 10,000 sessions: "first build" is the very first request
+   of a `dsh web` on a home without a web index (every log read once); "cold" the first request
+   of a fresh process once the index file exists; "warm" the median of the following ones.
+2. 50 concurrent viewers of a growing live session for 30 s, against a real `dsh web` process
+   while this process appends to the session as `dsh run` would: each viewer loads the page,
+   polls `/fragments/events?after=` every 2 s like app.js, and reloads the page every 10 s.
+
+Usage: nice python bench/web.py [--quick]   (--quick: 1,000 sessions only, 10 s of viewers)
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx2
@@ -27,6 +40,8 @@ from dsh_harness.sessions.events import (
 from dsh_harness.web.app import build_app
 
 USAGE = Usage(uncached_input=1200, cache_read=9000, output=300, cost_usd=0.0004)
+BEFORE = {"index, 10,000 sessions": ("5,400 (cold)", "156"),
+          "poll p95": "2,700-6,000 (page)", "page p95": "2,700-6,000"}
 
 
 async def make_sessions(h: Harness, count: int, events_each: int = 6) -> None:
@@ -36,74 +51,152 @@ async def make_sessions(h: Harness, count: int, events_each: int = 6) -> None:
         turn = 0
         while len(s.events) < events_each:
             turn += 1
-            await s.record(TurnStart, turn=turn)
-            await s.record(UserMessage, turn=turn, content=f"question {turn} " * 20)
-            call = ToolCall(id=f"c{turn}", name="read", arguments='{"path": "a.py"}')
-            await s.record(AssistantMessage, turn=turn, content="looking", tool_calls=[call],
-                           usage=USAGE)
-            await s.record(ToolResult, turn=turn, call_id=call.id, name="read",
-                           content="line of code\n" * 40)
-            await s.record(AssistantMessage, turn=turn, content="**answer** " * 30,
-                           usage=USAGE)
-            await s.record(TurnEnd, turn=turn, reason="completed", usage=USAGE + USAGE)
+            await record_turn(s, turn)
         await h.sessions.release(s.id)
 
 
-async def timed(client: httpx2.AsyncClient, url: str, runs: int) -> tuple[float, float, int]:
-    times = []
-    size = 0
-    for _ in range(runs):
+async def record_turn(s, turn: int, close: bool = True) -> None:
+    await s.record(TurnStart, turn=turn)
+    await s.record(UserMessage, turn=turn, content=f"question {turn} " * 20)
+    call = ToolCall(id=f"c{turn}", name="read", arguments='{"path": "a.py"}')
+    await s.record(AssistantMessage, turn=turn, content="looking", tool_calls=[call], usage=USAGE)
+    await s.record(ToolResult, turn=turn, call_id=call.id, name="read",
+                   content="line of code\n" * 40)
+    await s.record(AssistantMessage, turn=turn, content="**answer** " * 30, usage=USAGE)
+    if close:
+        await s.record(TurnEnd, turn=turn, reason="completed", usage=USAGE + USAGE)
+
+
+def harness(tmp: str) -> Harness:
+    return Harness(parse_config('home = "home"\n', "bench.toml", Path(tmp)),
+                   load_entry_points=False)
+
+
+async def timed(url: str, h: Harness, runs: int) -> tuple[float, float]:
+    """(first request ms, median of the others ms) on a fresh app."""
+    app = build_app(h)
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app),
+                                  base_url="http://127.0.0.1") as c:
+        times = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            r = await c.get(url)
+            times.append(time.perf_counter() - t)
+            assert r.status_code == 200, (url, r.status_code)
+    return times[0] * 1000, statistics.median(times[1:]) * 1000
+
+
+async def index_rows(count: int) -> list[tuple[str, str, str, str]]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        h = harness(tmp)
         t = time.perf_counter()
-        r = await client.get(url)
-        times.append(time.perf_counter() - t)
-        size = len(r.content)
-        assert r.status_code in (200, 204), (url, r.status_code)
-    return times[0] * 1000, statistics.median(times[1:]) * 1000, size
+        await make_sessions(h, count)
+        print(f"(made {count:,} sessions in {time.perf_counter() - t:.1f} s)", flush=True)
+        first, _ = await timed("/", h, 2)
+        cold, warm = await timed("/", h, 11)
+        _, page10 = await timed("/?page=10", h, 6)
+        _, filt = await timed("/?q=Session+99", h, 6)
+        await h.close()
+    old = BEFORE.get(f"index, {count:,} sessions", ("-", "-"))
+    rows.append((f"index /, {count:,} sessions: first build", "-", f"{first:,.0f}", ""))
+    rows.append((f"index /, {count:,}: cold (index file)", old[0], f"{cold:,.0f}", "<= 500"))
+    rows.append((f"index /, {count:,}: warm", old[1], f"{warm:,.1f}", "<= 20"))
+    rows.append((f"index ?page=10, {count:,}: warm", "-", f"{page10:,.1f}", ""))
+    rows.append((f"filter ?q=, {count:,}: warm", "-", f"{filt:,.1f}", ""))
+    return rows
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def viewer(base: str, sid: str, until: float, polls: list, pages: list) -> None:
+    async with httpx2.AsyncClient(base_url=base, timeout=60) as c:
+        last_page = 0.0
+        last_seq = 0
+        while time.monotonic() < until:
+            now = time.monotonic()
+            if now - last_page >= 10:
+                t = time.perf_counter()
+                r = await c.get(f"/sessions/{sid.replace(':', '%3A')}")
+                pages.append(time.perf_counter() - t)
+                assert r.status_code == 200
+                last_seq = int(r.content.split(b'data-last-seq="')[1].split(b'"')[0])
+                last_page = now
+            t = time.perf_counter()
+            r = await c.get(f"/fragments/events?id={sid}&after={last_seq}")
+            polls.append(time.perf_counter() - t)
+            if r.status_code == 200:
+                last_seq = int(r.headers["X-Last-Seq"])
+            await asyncio.sleep(2)
+
+
+async def live_rows(seconds: float, viewers: int = 50) -> list[tuple[str, str, str, str]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        h = harness(tmp)
+        s = await h.sessions.create("bench:live", {})
+        await s.record(TitleSet, title="live", pinned=True)
+        for turn in range(1, 400):  # ~2,400 events before the viewers arrive
+            await record_turn(s, turn)
+        port = free_port()
+        config = Path(tmp) / "dsh.toml"
+        config.write_text(f'home = "home"\n[web]\nport = {port}\n')
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "dsh_harness.cli", "--config", str(config), "web", cwd=tmp,
+            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        try:
+            for _ in range(300):
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                    break
+                except OSError:
+                    await asyncio.sleep(0.1)
+            polls: list[float] = []
+            pages: list[float] = []
+            until = time.monotonic() + seconds
+
+            async def writer() -> None:
+                turn = 400
+                while time.monotonic() < until:
+                    await record_turn(s, turn, close=False)
+                    await s.record(TurnEnd, turn=turn, reason="completed", usage=USAGE)
+                    turn += 1
+                    await asyncio.sleep(0.5)
+
+            await asyncio.gather(writer(), *(viewer(f"http://127.0.0.1:{port}", "bench:live",
+                                                    until, polls, pages)
+                                             for _ in range(viewers)))
+        finally:
+            proc.terminate()
+            await proc.wait()
+            await h.close()
+    events = len(s.events)
+    p95 = lambda xs: statistics.quantiles(xs, n=20)[-1] * 1000  # noqa: E731
+    print(f"(live session grew to {events:,} events; {len(polls):,} polls, "
+          f"{len(pages):,} page loads; page load p50 {statistics.median(pages) * 1000:,.0f} ms, "
+          f"first {viewers} (all at once, fresh server) p95 {p95(pages[:viewers]):,.0f} ms, "
+          f"later p95 {p95(pages[viewers:]) if len(pages) > viewers + 1 else 0:,.0f} ms; "
+          f"poll p50 {statistics.median(polls) * 1000:,.0f} ms)")
+    return [(f"{viewers} viewers, poll p95 ms", BEFORE["poll p95"], f"{p95(polls):,.0f}", ""),
+            (f"{viewers} viewers, page load p95 ms", BEFORE["page p95"], f"{p95(pages):,.0f}",
+             "")]
 
 
 async def main() -> None:
+    quick = "--quick" in sys.argv
     rows = []
-    for count in (1_000, 10_000):
-        with tempfile.TemporaryDirectory() as tmp:
-            h = Harness(parse_config('home = "home"\n', "bench.toml", Path(tmp)),
-                        load_entry_points=False)
-            t = time.perf_counter()
-            await make_sessions(h, count)
-            if count == 10_000:
-                await make_sessions_big(h)
-            made = time.perf_counter() - t
-            async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=build_app(h)),
-                                          base_url="http://127.0.0.1") as c:
-                rows.append((f"index /, {count:,} sessions", *await timed(c, "/", 6)))
-                rows.append((f"index page 10, {count:,}", *await timed(c, "/?page=10", 6)))
-                rows.append((f"filter ?q=, {count:,}", *await timed(c, "/?q=Session+99", 6)))
-                if count == 10_000:
-                    rows.append(("session, 5,000 events", *await timed(
-                        c, "/sessions/bench%3Abig", 6)))
-                    rows.append(("poll, no new events", *await timed(
-                        c, "/fragments/events?id=bench:big&after=999999", 6)))
-            await h.close()
-            print(f"(made {count:,} sessions in {made:.1f} s)")
-    print(f"\n{'request':<30} {'cold ms':>9} {'warm ms':>9} {'bytes':>9}")
-    for name, cold, warm, size in rows:
-        print(f"{name:<30} {cold:>9.1f} {warm:>9.1f} {size:>9,}")
-
-
-async def make_sessions_big(h: Harness) -> None:
-    s = await h.sessions.create("bench:big", {})
-    turn = 0
-    while len(s.events) < 5_000:
-        turn += 1
-        await s.record(TurnStart, turn=turn)
-        await s.record(UserMessage, turn=turn, content="review please")
-        call = ToolCall(id=f"c{turn}", name="read", arguments='{"path": "a.py"}')
-        await s.record(AssistantMessage, turn=turn, content=None, tool_calls=[call],
-                       usage=USAGE)
-        await s.record(ToolResult, turn=turn, call_id=call.id, name="read",
-                       content="x = 1\n" * 200)
-        await s.record(AssistantMessage, turn=turn, content="Finding: *bug*", usage=USAGE)
-        await s.record(TurnEnd, turn=turn, reason="completed", usage=USAGE + USAGE)
-    await h.sessions.release(s.id)
+    for count in ((1_000,) if quick else (1_000, 10_000)):
+        if "--live-only" not in sys.argv:
+            rows += await index_rows(count)
+    rows += await live_rows(10 if quick else 30)
+    print(f"\n{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs; 'before' = the "
+          "issue's measurement of the previous code")
+    print(f"{'request (ms)':<42} {'before':>20} {'now':>10} {'goal':>8}")
+    for name, old, new, goal in rows:
+        print(f"{name:<42} {old:>20} {new:>10} {goal:>8}")
 
 
 if __name__ == "__main__":

@@ -157,3 +157,31 @@ def dsh_register_web_routes(router: Any) -> None:
     security headers. ``router.harness`` is the harness. Every implementation runs
     (side effect).
     """
+
+
+@hookspec
+def dsh_web_session_facts(harness: Any, session: Any, facts: dict, events: list) -> None:
+    """Fold a session's new events into plugin facts shown by the web UI.
+
+    Fires when the web catalog reads events it had not seen: the whole log once, then only the
+    lines appended since (so it must be cheap and must not read files or the network).
+    ``session`` is the session header, ``events`` the new events in order, ``facts`` a
+    JSON-serializable dict kept with the session's digest (persisted in the web index) that the
+    implementation updates in place, e.g. under its own key (the reviewer: ``facts["pr"]``).
+    Implementations ignore sessions that are not theirs; every implementation runs; the
+    return value is ignored. Facts appear in ``/api/sessions`` rows and reach plugin pages
+    through ``router.catalog``.
+    """
+
+
+@hookspec(firstresult=True)
+def dsh_web_session_view(harness: Any, session: Any, events: list, facts: dict) -> Any:
+    """A plugin's own presentation on top of a session page.
+
+    Fires when ``/sessions/<id>`` is rendered, with the session header, all its events so far
+    and its facts (see ``dsh_web_session_facts``). Return ``None`` to leave the generic page,
+    or ``{"template": name, "context": {...}}``: that template (from a directory added with
+    ``router.add_template_dir``) is rendered above the raw turns, which are then folded in a
+    ``<details>``. First non-``None`` result wins. Runs in a worker thread while the page
+    renders; it must not block on I/O.
+    """

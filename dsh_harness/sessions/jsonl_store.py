@@ -155,6 +155,17 @@ class JsonlSessionStore(SessionStore):
             return None
         return (st.st_mtime_ns, st.st_size)
 
+    async def read_from(self, session_id: str, offset: int) -> bytes | None:
+        return await asyncio.to_thread(self.read_from_sync, session_id, offset)
+
+    def read_from_sync(self, session_id: str, offset: int) -> bytes:
+        try:
+            with open(self.path(session_id), "rb") as f:
+                f.seek(offset)
+                return f.read()
+        except FileNotFoundError:
+            raise SessionLogError(f"session {session_id!r} not found") from None
+
     async def list_ids(self) -> list[str]:
         if not self.directory.is_dir():
             return []

@@ -51,6 +51,11 @@ class SessionStore(ABC):
         """A value that changes whenever the session's log changes (None = unknown)."""
         return None
 
+    async def read_from(self, session_id: str, offset: int) -> bytes | None:
+        """The log's bytes from ``offset`` to its end, for readers that follow a growing log
+        (the web UI); None = not supported, readers ``load`` the whole log instead."""
+        return None
+
     async def release(self, session_id: str) -> None:  # noqa: B027 - optional
         """Flush and drop any open handle on a session (agent evicted from memory)."""
 

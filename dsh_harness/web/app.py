@@ -13,11 +13,14 @@ import asyncio
 import json
 import math
 import re
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PackageLoader, select_autoescape
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -26,15 +29,16 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..errors import DshError
-from ..sessions.summary import summarize
 from . import auth, render
-from .catalog import CatalogEntry, SessionCatalog
+from .catalog import CatalogEntry, LiveLog, SessionCatalog
+from .digest import DigestError
 from .redact import Redactor
 from .router import WebRouter
 from .shield import Shield, allowed_hosts
 
 PAGE_SIZE = 50
-EVENT_PAGE = 500
+CHUNK_CACHE = 256
+EVENT_PAGE = 200
 HIDDEN_EVENTS = {"step_start", "step_end", "tool_call"}
 MAX_ID = 200
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -52,6 +56,7 @@ class WebApp:
         self.harness = harness
         self.catalog = SessionCatalog(harness)
         self.router = WebRouter(harness)
+        self.router.catalog = self.catalog
         harness.plugins.call("dsh_register_web_routes", router=self.router)
         loaders = [PackageLoader("dsh_harness.web", "templates"),
                    *(FileSystemLoader(str(d)) for d in self.router.template_dirs)]
@@ -62,10 +67,15 @@ class WebApp:
         # Filters that transform text redact their input first (escaping happens after them).
         self.env.filters.update(markdown=lambda t: render.markdown(red(t or "")),
                                 pretty_args=lambda a: render.pretty_args(red(a)),
-                                usage_line=render.usage_line, urlq=lambda s: quote(s, safe=""))
+                                usage_line=render.usage_line, urlq=lambda s: quote(s, safe=""),
+                                when=render.when)
         self.env.globals.update(preview=render.preview, EVENT_PAGE=EVENT_PAGE,
+                                turn_chart=render.turn_chart, day_chart=render.day_chart,
+                                cost_chart=render.cost_chart,
                                 HIDDEN_EVENTS=HIDDEN_EVENTS)
         self.router.render = self.render
+        self._chunks: OrderedDict[tuple, Markup] = OrderedDict()
+        self._chunks_lock = threading.Lock()
         self.router.json = self.json
 
     # -- responses --------------------------------------------------------------------------
@@ -86,13 +96,32 @@ class WebApp:
         return Response(self.redactor.scrub(text), status_code=status,
                         media_type="application/json")
 
+    def events_html(self, log: LiveLog, events: list) -> Markup:
+        """Rendered events, cached: events never change, and 50 viewers of one live session
+        ask for the same ranges (runs in a worker thread)."""
+        if not events:
+            return Markup("")
+        key = (log.header.id, events[0].seq, events[-1].seq, len(events))
+        with self._chunks_lock:
+            hit = self._chunks.get(key)
+            if hit is not None:
+                self._chunks.move_to_end(key)
+                return hit
+        html = Markup(self.redactor.scrub(self.env.get_template("events.html").render(
+            events=events, log=log)))
+        with self._chunks_lock:
+            self._chunks[key] = html
+            while len(self._chunks) > CHUNK_CACHE:
+                self._chunks.popitem(last=False)
+        return html
+
     async def not_found(self, request: Request, message: str = NOT_FOUND) -> Response:
         return await self.render(request, "error.html", status=404, message=message)
 
     # -- sessions index ----------------------------------------------------------------------
 
     async def _listing(self, request: Request) -> dict[str, Any]:
-        entries = await self.catalog.refresh()
+        entries = await self.catalog.entries()
         q = request.query_params.get("q", "").strip()
         group = request.query_params.get("group", "").strip()
         try:
@@ -108,14 +137,6 @@ class WebApp:
                 "all": len(entries), "page": page, "pages": pages, "q": q, "group": group,
                 "groups": SessionCatalog.groups(entries)}
 
-    @staticmethod
-    def _row(e: CatalogEntry) -> dict[str, Any]:
-        s = e.summary
-        return {"id": s.id, "title": s.title, "group": e.group, "link": e.link,
-                "last_activity": s.last_activity.isoformat(), "turns": s.turns,
-                "open_turn": s.open_turn, "usage": s.usage.model_dump(),
-                "cache_hit_pct": round(s.cache_hit_pct, 1)}
-
     async def index(self, request: Request) -> Response:
         data = await self._listing(request)
 
@@ -126,7 +147,7 @@ class WebApp:
 
     async def api_sessions(self, request: Request) -> Response:
         data = await self._listing(request)
-        return self.json({"sessions": [self._row(e) for e in data["entries"]],
+        return self.json({"sessions": [e.row() for e in data["entries"]],
                           "total": data["total"], "page": data["page"], "pages": data["pages"],
                           "groups": [{"path": g, "depth": d, "count": n}
                                      for g, d, n in data["groups"]]})
@@ -139,7 +160,7 @@ class WebApp:
             return None, NOT_FOUND
         try:
             return await self.catalog.log(session_id), None
-        except DshError as exc:
+        except (DshError, DigestError) as exc:
             if not await self.catalog.exists(session_id):
                 return None, NOT_FOUND
             return None, self.catalog.public_error(exc)
@@ -159,10 +180,29 @@ class WebApp:
         if log is None:
             return await self.not_found(request, error)
         events = log.events[:EVENT_PAGE]
-        entry = self.catalog.entry_for(log)
-        return await self.render(request, "session.html", log=log, summary=entry.summary,
-                           entry=entry, events=events, more=len(log.events) > EVENT_PAGE,
-                           last_seq=events[-1].seq if events else 0)
+        entry = CatalogEntry(dict(log.digest), log.stamp, log.offset)
+        view = await asyncio.to_thread(self._plugin_view, log)
+        html = await asyncio.to_thread(self.events_html, log, events)
+        return await self.render(request, "session.html", log=log, entry=entry, view=view,
+                                 events_html=html, more=len(log.events) > EVENT_PAGE,
+                                 last_seq=events[-1].seq if events else 0)
+
+    def _plugin_view(self, log: LiveLog) -> dict[str, Any] | None:
+        view = self.harness.plugins.hook.dsh_web_session_view(
+            harness=self.harness, session=log.header, events=list(log.events),
+            facts=log.digest["facts"])
+        if not (isinstance(view, dict) and isinstance(view.get("template"), str)):
+            return None
+        return {"template": view["template"], "context": dict(view.get("context") or {})}
+
+    @staticmethod
+    def _live_headers(resp: Response, log: LiveLog) -> None:
+        """Header totals for the live page (ASCII JSON: header values are latin-1)."""
+        entry = CatalogEntry(log.digest, log.stamp, log.offset)
+        resp.headers["X-Open-Turn"] = "1" if entry.open_turn else "0"
+        resp.headers["X-Totals"] = json.dumps({"turns": entry.turns,
+                                               "usage": render.usage_line(entry.usage),
+                                               "open": entry.open_turn})
 
     async def events_fragment(self, request: Request) -> Response:
         session_id = request.query_params.get("id", "")
@@ -170,15 +210,16 @@ class WebApp:
         if log is None:
             return self.json({"error": error}, status=404)
         after, limit = self._after(request)
-        newer = [e for e in log.events if e.seq > after]
+        newer = log.after(after)
         events = newer[:limit]
         if not events:
-            return Response(status_code=204)
-        resp = await self.render(request, "events.html", events=events, log=log)
-        summary = summarize(log)
+            resp: Response = Response(status_code=204)
+            self._live_headers(resp, log)
+            return resp
+        resp = HTMLResponse(await asyncio.to_thread(self.events_html, log, events))
         resp.headers["X-Last-Seq"] = str(events[-1].seq)
         resp.headers["X-More"] = "1" if len(newer) > len(events) else "0"
-        resp.headers["X-Open-Turn"] = "1" if summary.open_turn else "0"
+        self._live_headers(resp, log)
         return resp
 
     async def tool_result(self, request: Request) -> Response:
@@ -188,8 +229,8 @@ class WebApp:
             seq = int(request.query_params.get("seq", ""))
         except ValueError:
             seq = -1
-        event = next((e for e in (log.events if log else []) if e.seq == seq
-                      and e.type == "tool_result"), None)
+        found = log.after(seq - 1)[:1] if log else []
+        event = next((e for e in found if e.seq == seq and e.type == "tool_result"), None)
         if event is None:
             return await self.not_found(request, error or "No such tool result.")
         return await self.render(request, "result.html", log=log, event=event)
@@ -200,11 +241,14 @@ class WebApp:
         if log is None:
             return self.json({"error": error}, status=404)
         after, limit = self._after(request)
-        newer = [e for e in log.events if e.seq > after]
-        summary = summarize(log)
-        return self.json({"header": log.header.model_dump(mode="json"),
-                          "summary": summary.model_dump(mode="json")
-                          | {"cache_hit_pct": round(summary.cache_hit_pct, 1)},
+        newer = log.after(after)
+        d = log.digest
+        summary = {"id": d["id"], "title": d["title"], "pinned_title": d["pinned"],
+                   "created_at": d["created"], "last_activity": d["last"], "turns": d["turns"],
+                   "open_turn": d["open"], "events": d["events"],
+                   "usage": log.usage.model_dump(), "cache_hit_pct": round(
+                       CatalogEntry(d, None, 0).cache_hit_pct, 1), "facts": d["facts"]}
+        return self.json({"header": log.header.model_dump(mode="json"), "summary": summary,
                           "events": [e.model_dump(mode="json") for e in newer[:limit]],
                           "more": len(newer) > limit, "notes": log.notes})
 

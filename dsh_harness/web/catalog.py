@@ -1,87 +1,307 @@
-"""The web UI's view of all sessions, cached by file stamp so 10,000 sessions stay fast.
+"""The web UI's view of all sessions: an index of digests kept up to date incrementally.
 
-A session is summarized (title, turns, usage, group, link) once per change of its log; later
-requests only compare stamps. Logs of open session pages are cached the same way, so polling a
-running session re-reads its file only when it grew. Nothing here writes: reading a session
-never resumes it.
+Each session's digest (``digest.py``) is folded from its log once, then only from the bytes
+appended since (file stamp = mtime and size; a log that shrank is read again). The index
+persists in ``<home>/web/index.json``, so a fresh ``dsh web`` over 10,000 sessions starts from
+it instead of reading every log. Requests never wait for the directory scan once the index is
+loaded: a page is served from memory and, when the last scan is older than ``scan_ttl_s``, a
+background scan refreshes the index for the next request. Session pages follow one log the same
+way (``LiveLog``), so a poll of a growing log reads only its new lines. Nothing here writes a
+session log: reading never resumes a session.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from ..sessions.store import LoadedLog
-from ..sessions.summary import SessionSummary, summarize
+from ..sessions.events import SessionHeader, Usage
+from . import digest as dg
+
+log = logging.getLogger(__name__)
 
 LOG_CACHE_SIZE = 32
+INDEX_VERSION = 1
+SCAN_TTL_S = 2.0
+# The index file is rewritten after a big change at once, else at most this often (a live
+# session changes every poll; losing recent updates only means re-reading those tails).
+SAVE_EVERY_S = 30.0
+
+
+class CatalogEntry:
+    """One session of the index (read-only view of its digest)."""
+
+    __slots__ = ("d", "offset", "stamp")
+
+    def __init__(self, d: dict[str, Any], stamp: Any, offset: int):
+        self.d, self.stamp, self.offset = d, stamp, offset
+
+    id = property(lambda self: self.d["id"])
+    title = property(lambda self: self.d["title"])
+    group = property(lambda self: self.d["group"])
+    link = property(lambda self: self.d["link"])
+    turns = property(lambda self: self.d["turns"])
+    open_turn = property(lambda self: self.d["open"])
+    facts = property(lambda self: self.d["facts"])
+    meta = property(lambda self: self.d["meta"])
+    last = property(lambda self: self.d["last"])
+    usage = property(lambda self: dg.usage_of(self.d))
+    cache_hit_pct = property(lambda self: dg.hit_pct(self.d["usage"]))
+
+    def matches(self, text: str) -> bool:
+        hay = " ".join([self.id, self.title or "", *self.group]).lower()
+        return all(word in hay for word in text.lower().split())
+
+    def row(self) -> dict[str, Any]:
+        return {"id": self.id, "title": self.title, "group": self.group, "link": self.link,
+                "last_activity": self.last, "turns": self.turns, "open_turn": self.open_turn,
+                "usage": self.usage.model_dump(), "cache_hit_pct": round(self.cache_hit_pct, 1),
+                "facts": self.facts}
 
 
 @dataclass
-class CatalogEntry:
-    stamp: Any
-    summary: SessionSummary
-    group: list[str] = field(default_factory=list)
-    link: str | None = None
+class LiveLog:
+    """A session log followed by a page: events so far and the digest of them."""
 
-    def matches(self, text: str) -> bool:
-        hay = " ".join([self.summary.id, self.summary.title or "", *self.group]).lower()
-        return all(word in hay for word in text.lower().split())
+    header: SessionHeader
+    events: list = field(default_factory=list)
+    seqs: list[int] = field(default_factory=list)
+    offset: int = 0
+    stamp: Any = None
+    digest: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def after(self, seq: int) -> list:
+        return self.events[bisect_right(self.seqs, seq):]
+
+    @property
+    def usage(self) -> Usage:
+        return dg.usage_of(self.digest)
 
 
 class SessionCatalog:
-    def __init__(self, harness: Any):
+    def __init__(self, harness: Any, scan_ttl_s: float = SCAN_TTL_S):
         self.harness = harness
+        self.scan_ttl_s = scan_ttl_s
         self._entries: dict[str, CatalogEntry] = {}
-        self._logs: OrderedDict[str, tuple[Any, LoadedLog]] = OrderedDict()
+        self._sorted: list[CatalogEntry] = []
+        self._scanned_at: float | None = None
+        self._saved_at = 0.0
+        self._scan_task: asyncio.Task | None = None
         self._lock = asyncio.Lock()
+        self._logs: OrderedDict[str, LiveLog] = OrderedDict()
+        self._loading: dict[str, asyncio.Lock] = {}
+        self._persist_key = self._key()
 
     @property
     def store(self) -> Any:
         return self.harness.sessions.store
 
-    async def refresh(self) -> list[CatalogEntry]:
-        """All sessions, newest activity first; only changed logs are read again."""
-        async with self._lock:
-            stamps = await self.store.list_stamped()
-            live = set()
-            for session_id, stamp in stamps:
-                live.add(session_id)
-                cached = self._entries.get(session_id)
-                if cached is not None and stamp is not None and cached.stamp == stamp:
-                    continue
-                try:
-                    log = await self.store.load(session_id)
-                except Exception:
-                    continue  # a corrupted log is reported on its own page, not in the index
-                self._entries[session_id] = self.entry_for(log, stamp)
-            for gone in set(self._entries) - live:
-                del self._entries[gone]
-            return sorted(self._entries.values(), key=lambda e: e.summary.last_activity,
-                          reverse=True)
+    @property
+    def index_path(self) -> Path:
+        return Path(self.harness.home) / "web" / "index.json"
 
-    def entry_for(self, log: LoadedLog, stamp: Any = None) -> CatalogEntry:
+    def _key(self) -> str:
+        """Changes when the code that folds digests may have changed: then rebuild."""
+        try:
+            plugins = sorted(f"{p.name}={p.version}" for p in self.harness.plugin_listing())
+        except Exception:
+            plugins = []
+        return json.dumps([INDEX_VERSION, plugins])
+
+    # -- the index ---------------------------------------------------------------------------
+
+    async def entries(self) -> list[CatalogEntry]:
+        """All sessions, newest activity first, from memory; stale ones refresh behind."""
+        if self._scanned_at is None:
+            await self.refresh()
+        elif (time.monotonic() - self._scanned_at > self.scan_ttl_s
+              and (self._scan_task is None or self._scan_task.done())):
+            self._scan_task = asyncio.create_task(self.refresh(), name="dsh-web-scan")
+        return self._sorted
+
+    async def refresh(self) -> list[CatalogEntry]:
+        """Scan now: only logs whose stamp changed are read, from where they were left."""
+        async with self._lock:
+            if self._scanned_at is None and not self._entries:
+                await asyncio.to_thread(self._load_index)
+            stamps = await self.store.list_stamped()
+            changed = [(sid, st) for sid, st in stamps
+                       if st is None or (e := self._entries.get(sid)) is None or e.stamp != st]
+            updated = await self._read_changed(changed)
+            live = {sid for sid, _ in stamps}
+            entries = {sid: e for sid, e in self._entries.items() if sid in live}
+            entries.update(updated)
+            if updated or len(entries) != len(self._entries):
+                self._entries = entries
+                self._sorted = sorted(entries.values(), key=lambda e: e.d["last_ts"],
+                                      reverse=True)
+                if len(updated) > 100 or time.monotonic() - self._saved_at > SAVE_EVERY_S:
+                    await asyncio.to_thread(self._save_index)
+                    self._saved_at = time.monotonic()
+            elif not self._sorted and entries:
+                self._sorted = sorted(entries.values(), key=lambda e: e.d["last_ts"],
+                                      reverse=True)
+            self._scanned_at = time.monotonic()
+            return self._sorted
+
+    async def _read_changed(self, changed: list) -> dict[str, CatalogEntry]:
+        sync = getattr(self.store, "read_from_sync", None)
+        if sync is not None:
+            return await asyncio.to_thread(
+                lambda: {sid: e for sid, st in changed
+                         if (e := self._advance(sid, st, lambda s, o: sync(s, o))) is not None})
+        out = {}
+        for sid, st in changed:  # other stores: whole log through the store's own load
+            try:
+                loaded = await self.store.load(sid)
+            except Exception:
+                continue
+            d = self._new_digest(loaded.header)
+            self._fold(d, loaded.header, loaded.events)
+            out[sid] = CatalogEntry(d, st, 0)
+        return out
+
+    def _advance(self, sid: str, stamp: Any, read) -> CatalogEntry | None:
+        """The entry for ``sid`` after reading what was appended (in a worker thread)."""
+        old = self._entries.get(sid)
+        size = stamp[1] if isinstance(stamp, tuple) else None
+        try:
+            if old is not None and size is not None and size >= old.offset:
+                header_d = old.d
+                _, events, used = dg.parse_lines(read(sid, old.offset), want_header=False)
+                d = json.loads(json.dumps(header_d))  # a copy: pages may be rendering the old
+                self._fold(d, SessionHeader.model_validate(
+                    {"id": sid, "created_at": d["created"], "meta": d["meta"]}), events)
+                return CatalogEntry(d, stamp, old.offset + used)
+            header, events, used = dg.parse_lines(read(sid, 0), want_header=True)
+            if header is None or header.id != sid:
+                return None
+            d = self._new_digest(header)
+            self._fold(d, header, events)
+            return CatalogEntry(d, stamp, used)
+        except Exception as exc:  # corrupted or vanished: its own page says why
+            log.debug("web index skips %s: %s", sid, exc)
+            return None
+
+    def _new_digest(self, header: SessionHeader) -> dict[str, Any]:
         hook = self.harness.plugins.hook
-        group = hook.dsh_session_group(harness=self.harness, session=log.header) or []
-        link = hook.dsh_session_link(harness=self.harness, session=log.header)
+        group = hook.dsh_session_group(harness=self.harness, session=header) or []
+        link = hook.dsh_session_link(harness=self.harness, session=header)
         if not (isinstance(link, str) and link.startswith(("https://", "http://"))):
             link = None
-        return CatalogEntry(stamp, summarize(log), [str(g) for g in group], link)
+        return dg.new_digest(header, [str(g) for g in group], link)
 
-    async def log(self, session_id: str) -> LoadedLog:
-        """A session's log, re-read only when its file changed."""
+    def _fold(self, d: dict[str, Any], header: SessionHeader, events: list) -> None:
+        dg.fold(d, events)
+        if events:
+            self.harness.plugins.hook.dsh_web_session_facts(
+                harness=self.harness, session=header, facts=d["facts"], events=events)
+
+    # -- persistence -------------------------------------------------------------------------
+
+    def _load_index(self) -> None:
+        try:
+            data = json.loads(self.index_path.read_bytes())
+        except (OSError, ValueError):
+            return
+        if not isinstance(data, dict) or data.get("key") != self._persist_key:
+            return
+        for sid, (d, stamp, offset) in data.get("sessions", {}).items():
+            self._entries[sid] = CatalogEntry(d, tuple(stamp) if stamp else None, offset)
+
+    def _save_index(self) -> None:
+        """Best effort (a read-only home just means a slower cold start)."""
+        path = self.index_path
+        data = {"key": self._persist_key,
+                "sessions": {sid: [e.d, e.stamp, e.offset] for sid, e in self._entries.items()
+                             if e.stamp is not None}}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, path)
+        except OSError as exc:
+            log.debug("web index not saved: %s", exc)
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+    # -- one session -------------------------------------------------------------------------
+
+    async def log(self, session_id: str) -> LiveLog:
+        """A session's log, reading only what was appended since the last call."""
+        live = self._logs.get(session_id)
         stamp = await self.store.stamp(session_id)
-        cached = self._logs.get(session_id)
-        if cached is not None and stamp is not None and cached[0] == stamp:
+        if live is not None and stamp is not None and live.stamp == stamp:
             self._logs.move_to_end(session_id)
-            return cached[1]
-        log = await self.store.load(session_id)
-        self._logs[session_id] = (stamp, log)
+            return live
+        if live is None or stamp is None or not isinstance(stamp, tuple) \
+                or stamp[1] < live.offset:
+            # One reader per session: 50 viewers arriving at once share one read.
+            lock = self._loading.setdefault(session_id, asyncio.Lock())
+            async with lock:
+                again = self._logs.get(session_id)
+                if again is not None and again is not live and again.stamp == stamp:
+                    return again
+                live = await self._load_whole(session_id, stamp)
+            self._loading.pop(session_id, None)
+        else:
+            async with live.lock:
+                if live.stamp != stamp:
+                    data = await self.store.read_from(session_id, live.offset)
+                    try:
+                        _, events, used = await asyncio.to_thread(dg.parse_lines, data, False)
+                    except dg.DigestError:
+                        events, used = None, 0
+                    if events is None:  # a bad line: the whole load reports where
+                        live = await self._load_whole(session_id, stamp)
+                    else:
+                        self._append(live, events)
+                        live.offset += used
+                        live.stamp = stamp
+        self._logs[session_id] = live
+        self._logs.move_to_end(session_id)
         while len(self._logs) > LOG_CACHE_SIZE:
             self._logs.popitem(last=False)
-        return log
+        return live
+
+    async def _load_whole(self, session_id: str, stamp: Any) -> LiveLog:
+        if hasattr(self.store, "read_from_sync"):
+            data = await self.store.read_from(session_id, 0)
+            try:
+                header, events, used = await asyncio.to_thread(dg.parse_lines, data, True)
+            except dg.DigestError:
+                header = None
+            if header is not None and header.id == session_id:
+                live = LiveLog(header=header, stamp=stamp, digest=self._new_digest(header))
+                if used < len(data):
+                    live.notes.append(f"a torn final line of {len(data) - used} bytes is not "
+                                      "shown")
+                self._append(live, events)
+                live.offset = used
+                return live
+        loaded = await self.store.load(session_id)  # raises with the store's own message
+        live = LiveLog(header=loaded.header, notes=list(loaded.notes), stamp=stamp,
+                       digest=self._new_digest(loaded.header))
+        self._append(live, loaded.events)
+        live.offset = 1 << 62  # unknown: any change reloads the whole log
+        return live
+
+    def _append(self, live: LiveLog, events: list) -> None:
+        live.events.extend(events)
+        live.seqs.extend(e.seq for e in events)
+        self._fold(live.digest, live.header, events)
 
     async def exists(self, session_id: str) -> bool:
         try:

@@ -8,6 +8,7 @@ model output is shown as text; markdown-it's link validation drops ``javascript:
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from markdown_it import MarkdownIt
@@ -38,3 +39,61 @@ def usage_line(usage: Any) -> str:
     pct = f"{100 * usage.cache_read / prompt:.1f}%" if prompt else "-"
     return (f"input {usage.uncached_input:,} · cache read {usage.cache_read:,} ({pct}) · "
             f"output {usage.output:,} · ${usage.cost_usd:.6f}")
+
+
+def when(value: Any) -> Markup:
+    """A UTC time as ``<time>``; app.js rewrites it in the viewer's zone (shown with it)."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if not isinstance(value, datetime):
+        return Markup("")
+    utc = value.astimezone(UTC)
+    return Markup('<time datetime="{}">{} UTC</time>').format(
+        utc.isoformat(), utc.strftime("%Y-%m-%d %H:%M:%S"))
+
+
+def cost_chart(points: list[tuple[str, list]], caption: str) -> Markup:
+    """Server-rendered SVG: cost per point as bars, cache-hit % as a line (no script).
+
+    ``points`` are ``(label, [uncached input, cache read, output, cost])``.
+    """
+    if not points:
+        return Markup("")
+    w, h, pad, top = 640, 170, 34, 14
+    n = len(points)
+    step = (w - 2 * pad) / n
+    peak = max(p[1][3] for p in points) or 1.0
+    bars, dots = [], []
+    for i, (label, u) in enumerate(points):
+        x = pad + i * step
+        bh = (h - pad - top) * u[3] / peak
+        prompt = u[0] + u[1]
+        hit = 100.0 * u[1] / prompt if prompt else 0.0
+        tip = f"{label}: ${u[3]:.6f}, cache hit {hit:.1f}%, input {u[0]:,}, cache read {u[1]:,}"
+        bars.append(Markup('<rect class="bar" x="{:.1f}" y="{:.1f}" width="{:.1f}" '
+                           'height="{:.1f}"><title>{}</title></rect>').format(
+            x + step * 0.1, h - pad - bh, max(step * 0.8, 1), bh, tip))
+        dots.append((x + step / 2, h - pad - (h - pad - top) * hit / 100))
+    line = " ".join(f"{x:.1f},{y:.1f}" for x, y in dots)
+    first, last = points[0][0], points[-1][0]
+    return Markup(
+        '<figure class="chart"><svg viewBox="0 0 {w} {h}" role="img" aria-label="{cap}">'
+        '<line class="axis" x1="{pad}" y1="{base}" x2="{right}" y2="{base}"/>'
+        '{bars}<polyline class="hit" points="{line}"/>'
+        '<text x="2" y="{ty}">${peak}</text><text x="{right}" y="{ty}" text-anchor="end">'
+        'hit 100%</text><text x="{pad}" y="{ly}">{first}</text>'
+        '<text x="{right}" y="{ly}" text-anchor="end">{last}</text></svg>'
+        '<figcaption>{cap} <span class="key-bar">bars: cost</span> '
+        '<span class="key-hit">line: cache hit %</span></figcaption></figure>').format(
+        w=w, h=h, pad=pad, base=h - pad, right=w - pad, bars=Markup("").join(bars),
+        line=line, ty=top - 2, peak=f"{peak:.4f}", ly=h - pad + 16, first=first, last=last,
+        cap=caption)
+
+
+def turn_chart(per_turn: list) -> Markup:
+    return cost_chart([(f"turn {t[0]}" + (f" ({t[3]})" if t[3] else ""), t[2])
+                       for t in per_turn], "Cost and cache hits per turn")
+
+
+def day_chart(days: dict[str, list], caption: str = "Cost and cache hits per day") -> Markup:
+    return cost_chart(sorted(days.items()), caption)

@@ -21,6 +21,9 @@ class WebRouter:
         # and json(data); both redact configured secrets and add the security headers.
         self.render: Callable[..., Any] | None = None
         self.json: Callable[..., Any] | None = None
+        # The sessions index (``await router.catalog.entries()``: digests with plugin facts,
+        # newest first), for plugin pages that list sessions their own way.
+        self.catalog: Any = None
 
     def _check(self, path: str) -> None:
         if not path.startswith("/") or path.startswith(("/api/sessions", "/static", "/login")):

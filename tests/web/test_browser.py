@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from urllib.parse import quote
 
 import httpx2
@@ -51,7 +52,7 @@ def test_session_page_shows_inline_comments_cost_and_hostile_text_as_text(page, 
     # ...and nothing executed or loaded from elsewhere.
     assert page.dialogs == [] and page.foreign == []
     assert page.locator("main script").count() == 0
-    assert page.locator("main iframe, main svg, main img").count() == 0
+    assert page.locator("main iframe, main img, main :not(figure.chart) > svg").count() == 0
     assert page.locator("a[href^='javascript:']").count() == 0
     shot(page, "session")
 
@@ -68,25 +69,46 @@ def test_status_page_shows_a_backed_off_pr(page, served):
     assert page.dialogs == []
 
 
-def test_live_updates_append_new_events(page, served):
-    page.goto(served.base_url + "/sessions/" + quote(PR2, safe=""))
-    last = int(page.get_attribute("#events", "data-last-seq"))
-    resp = page.request.get(served.base_url + f"/fragments/events?id={quote(PR2)}&after={last}")
-    assert resp.status == 204, "nothing new yet"
-    # Another process (as `dsh run` would) appends to the session while the page is open.
+def test_live_page_follows_an_open_turn_then_stops_polling(page, served):
+    # Another process (as `dsh run` would) opens a turn, appends to it and closes it while
+    # the page is open.
     with ThreadPoolExecutor(1) as pool:
-        pool.submit(asyncio.run, append_title(served.config, "live <b>update</b> marker")).result()
-    page.wait_for_selector("text=live <b>update</b> marker", timeout=10_000)
-    assert page.dialogs == [] and page.locator("main b").count() == 0
+        pool.submit(asyncio.run, append(served.config, "open")).result()
+        page.goto(served.base_url + "/sessions/" + quote(PR2, safe=""))
+        assert page.is_visible("#live"), "the running badge shows an open turn"
+        polls = []
+        page.on("request", lambda r: polls.append(r.url) if "/fragments/" in r.url else None)
+        pool.submit(asyncio.run, append(served.config, "title")).result()
+        page.wait_for_selector("text=live <b>update</b> marker", timeout=10_000)
+        assert page.locator("main b").count() == 0
+        pool.submit(asyncio.run, append(served.config, "close")).result()
+        page.wait_for_selector("#live", state="hidden", timeout=10_000)
+        assert "turns" in page.inner_text("#totals")
+        seen = len(polls)
+        page.wait_for_timeout(4_500)  # two poll intervals
+        assert len(polls) == seen, "polling stops once the turn is closed"
+    assert page.dialogs == []
 
 
-async def append_title(config, title: str) -> None:
+async def append(config, what: str) -> None:
     from dsh_harness import Harness, load_config
-    from dsh_harness.sessions.events import TitleSet
+    from dsh_harness.sessions.events import TitleSet, TurnEnd, TurnStart
 
+    now = datetime.now(UTC)
     h = Harness(load_config(config))
-    session = await h.sessions.resume(PR2)
-    await session.record(TitleSet, title=title, pinned=False)
+    store = h.sessions.store
+    log = await store.load(PR2)
+    seq = log.events[-1].seq if log.events else 0
+    turn = max((e.turn for e in log.events if e.type == "turn_start"), default=0)
+    if what == "open":
+        event = TurnStart(seq=seq + 1, at=now, turn=turn + 1, meta={"flow": "chat"})
+    elif what == "title":
+        event = TitleSet(seq=seq + 1, at=now, title="live <b>update</b> marker", pinned=False)
+    else:
+        event = TurnEnd(seq=seq + 1, at=now, turn=turn, reason="completed")
+    # Appended through the store (no resume: resuming would close the open turn).
+    await store.append(PR2, [event])
+    await store.release(PR2)
     await h.close()
 
 

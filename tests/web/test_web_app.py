@@ -9,7 +9,7 @@ import pytest
 
 from dsh_harness import ConfigError, Harness, hookimpl, parse_config
 from dsh_harness.testing import Reply, ScriptedModelServer
-from dsh_harness.web.app import PAGE_SIZE, build_app
+from dsh_harness.web.app import EVENT_PAGE, PAGE_SIZE, build_app
 from dsh_harness.web.render import markdown
 
 from ..harness.agent_kit import WorldsPlugin, config_text
@@ -77,8 +77,14 @@ async def test_index_pages_groups_filters_and_caches(tmp_path, server):
         assert (await c.get("/api/sessions?group=tests / evil")).json()["total"] == 1
         html = (await c.get("/?q=s00")).text
         assert "test:s012" not in html and "test:s001" in html
-        # A change to one log re-summarizes only that session.
+        # A change to one log re-reads only what was appended to that session.
+        catalog = c._transport.app.state.web.catalog
+        before = {e.id: e for e in await catalog.entries()}
         await (await h.agents.resume("test:s000")).followup("again")
+        await catalog.refresh()  # requests never wait for a scan once the index exists
+        after = {e.id: e for e in await catalog.entries()}
+        assert [i for i in after if after[i] is not before[i]] == ["test:s000"]
+        assert after["test:s000"].offset > before["test:s000"].offset
         again = (await c.get("/api/sessions")).json()
         assert again["sessions"][0]["id"] == "test:s000"
         assert again["sessions"][0]["turns"] == 2
@@ -164,10 +170,11 @@ async def test_long_sessions_page_and_reading_never_writes(tmp_path, server):
     before = (path.stat().st_mtime_ns, path.stat().st_size)
     async with await client(h) as c:
         page = (await c.get("/sessions/test%3Along")).text
-        assert page.count('class="event title"') == 500
+        assert page.count('class="event title"') == EVENT_PAGE
         assert '<button id="more" type="button" >' in page
-        frag = await c.get("/fragments/events?id=test:long&after=500")
-        assert frag.headers["X-More"] == "1" and frag.text.count('class="event title"') == 500
+        frag = await c.get(f"/fragments/events?id=test:long&after={EVENT_PAGE}")
+        assert frag.headers["X-More"] == "1"
+        assert frag.text.count('class="event title"') == EVENT_PAGE
         last = await c.get("/fragments/events?id=test:long&after=1000")
         assert last.headers["X-More"] == "0" and last.text.count('class="event title"') == 200
     assert (path.stat().st_mtime_ns, path.stat().st_size) == before, "reading wrote the log"
