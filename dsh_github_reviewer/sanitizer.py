@@ -31,10 +31,8 @@ SECRET_PATTERNS = [
 
 
 def _decode_entity(m: re.Match[str]) -> str:
-    try:
-        code = int(m.group(1), 16) if m.group(1) else int(m.group(2))
-    except ValueError:
-        return ""
+    # The pattern admits only (hex) digits, so int() cannot fail; only printable ASCII decodes.
+    code = int(m.group(1), 16) if m.group(1) else int(m.group(2))
     return chr(code) if 32 <= code <= 126 else ""
 
 
@@ -43,9 +41,13 @@ def _strip_attrs(m: re.Match[str]) -> str:
     return f"<{m.group(1)}{attrs}{m.group(3)}>"
 
 
-def redact_secrets(text: str) -> str:
+def redact_secrets(text: str, keep_lines: bool = False) -> str:
+    """Secrets become ``REDACTED``; with ``keep_lines`` a multi-line secret (a private key)
+    leaves its newlines behind, so the line numbers of a file or diff stay right."""
+    def replace(m: re.Match[str]) -> str:
+        return REDACTED + "\n" * m.group(0).count("\n") if keep_lines else REDACTED
     for pattern in SECRET_PATTERNS:
-        text = pattern.sub(REDACTED, text)
+        text = pattern.sub(replace, text)
     return text
 
 
@@ -77,14 +79,15 @@ def sanitize_code(text: str | None) -> str:
     """Tool output (diffs, files): line numbers must survive, so only line-neutral steps run.
 
     HTML comments (a hiding place for instructions) become a marker plus the same number of
-    newlines, secrets are redacted, invisible characters removed; nothing else changes.
+    newlines, secrets are redacted (a multi-line key keeps its newlines), invisible characters
+    removed; nothing else changes.
     """
     if not text:
         return ""
 
     def hide(m: re.Match[str]) -> str:
         return "<!-- [comment removed] -->" + "\n" * m.group(0).count("\n")
-    return remove_invisible(redact_secrets(_COMMENT.sub(hide, text)))
+    return remove_invisible(redact_secrets(_COMMENT.sub(hide, text), keep_lines=True))
 
 
 def sanitize(text: str | None) -> str:

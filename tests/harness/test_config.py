@@ -93,4 +93,27 @@ def test_plugin_instance_keeps_its_block():
 
 
 def test_example_config_parses():
-    load_config(ROOT / "dsh.example.toml", env={})
+    # The shipped example must load with an empty environment (every ${VAR} has a default) and
+    # mean what its comments say.
+    loaded = load_config(ROOT / "dsh.example.toml", env={})
+    cfg = loaded.config
+    assert loaded.home == ROOT / ".dsh"
+    assert cfg.default_model == "deepseek/deepseek-v4-flash" and cfg.disable_plugins == []
+    assert (cfg.storage.backend, cfg.storage.routes, cfg.sessions.store) == ("sqlite", {}, "jsonl")
+    deepseek = cfg.providers["deepseek"]
+    assert (deepseek.base_url, deepseek.api_key_env) == ("https://api.deepseek.com",
+                                                         "DEEPSEEK_API_KEY")
+    assert (cfg.web.enabled, cfg.web.host, cfg.web.port, cfg.web.auth_token) == (
+        False, "127.0.0.1", 8765, None)
+    block = cfg.plugins["github-reviewer"]
+    assert block.plugin is None and block.enabled is True
+    assert block.settings["accounts"][0] == {"name": "default", "personal_access_token": "",
+                                             "repositories": ""}
+
+
+def test_example_config_takes_credentials_from_the_environment():
+    env = {"GITHUB_TOKEN": "ghp_example", "GITHUB_REPOSITORIES": "octo/a, octo/b"}
+    block = load_config(ROOT / "dsh.example.toml", env=env).config.plugins["github-reviewer"]
+    assert block.settings["accounts"][0] == {"name": "default",
+                                             "personal_access_token": "ghp_example",
+                                             "repositories": "octo/a, octo/b"}

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from dsh_github_reviewer.config import AccountConfig, ReviewerConfig
-from dsh_harness import ConfigError, Harness, parse_config
+from dsh_harness import ConfigError, Harness, load_config, parse_config
 
 PAT = "ghp_" + "a" * 36
 
@@ -153,3 +153,14 @@ def check_error(line: str) -> str:
         check(f'[plugins.github-reviewer]\n[[plugins.github-reviewer.accounts]]\n'
               f'personal_access_token = "{PAT}"\n{line}\n')
     return str(exc.value)
+
+
+def test_example_config_block_is_a_valid_reviewer_config():
+    root = Path(__file__).resolve().parents[2]
+    env = {"GITHUB_TOKEN": PAT, "GITHUB_REPOSITORIES": "octo/a, octo/b"}
+    loaded = load_config(root / "dsh.example.toml", env=env)
+    cfg = ReviewerConfig.model_validate(loaded.config.plugins["github-reviewer"].settings)
+    (acct,) = cfg.accounts
+    assert acct.name == "default" and acct.repositories == ["octo/a", "octo/b"]
+    assert acct.personal_access_token is not None
+    assert acct.personal_access_token.get_secret_value() == PAT

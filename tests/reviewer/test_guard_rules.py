@@ -1,4 +1,8 @@
-"""Spec §5, table-driven: every allow and reject rule of the guard, with its message."""
+"""Spec §5, table-driven: every allow and reject rule of the guard, with its message.
+
+Rejection texts are part of the tool contract (the model reads them to correct its call), so
+they are compared whole, and allowed calls are compared as the whole outgoing arguments.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +31,18 @@ CHANGED = ChangedFiles(paths={"src/a.py", "new_name.py"}, previous={"old_name.py
                               "new_name.py": commentable_lines("@@ -1 +1 @@\n-a\n+b")})
 PR = {"owner": "octo", "repo": "app", "pullNumber": 7}
 TARGET_ERR = "tool call must target current PR Octo/App#7"
+PATH_ERR = ("path must be a relative file path inside the repository "
+            "(no leading /, no .., no NUL)")
+REF_ERR = (f"ref {{!r}} is not allowed; use the head SHA {HEAD}, the base SHA {BASE}, or this "
+           "PR's branches")
+BASE_ONLY_ERR = ("base-side reads are limited to the PR's changed files; secrets.env is not one "
+                 "of them")
+
+
+def rejection(check, *args) -> str:
+    with pytest.raises(Rejected) as exc:
+        check(*args)
+    return str(exc.value)
 
 
 @pytest.mark.parametrize(("args", "error"), [
@@ -44,8 +60,7 @@ TARGET_ERR = "tool call must target current PR Octo/App#7"
 ])
 def test_target(args, error):
     if error:
-        with pytest.raises(Rejected, match=error):
-            check_target(args, SCOPE)
+        assert rejection(check_target, args, SCOPE) == error
     else:
         assert check_target(args, SCOPE) == {"owner": "Octo", "repo": "App", "pullNumber": 7}
 
@@ -53,24 +68,48 @@ def test_target(args, error):
 @pytest.mark.parametrize("method", ["get", "get_diff", "get_files", "get_status",
                                     "get_check_runs"])
 def test_read_methods_allowed(method):
-    assert check_read({**PR, "method": method}, SCOPE)[0] == method
+    assert check_read({**PR, "method": method, "page": 2}, SCOPE) == (
+        method, {"owner": "Octo", "repo": "App", "pullNumber": 7,
+                 **({"page": 2} if method == "get_files" else {})})
 
 
 @pytest.mark.parametrize("method", ["get_comments", "get_reviews", "get_commits", "merge", None,
                                     "GET", 3])
 def test_read_methods_rejected(method):
-    with pytest.raises(Rejected, match="is not allowed for automated review"):
-        check_read({**PR, "method": method}, SCOPE)
+    assert rejection(check_read, {**PR, "method": method}, SCOPE) == (
+        f"pull_request_read method {method!r} is not allowed for automated review (allowed: "
+        "get, get_diff, get_files, get_status, get_check_runs)")
 
 
-def test_read_pagination_args():
-    assert check_read({**PR, "method": "get_files", "page": 2, "perPage": 50}, SCOPE)[1] == {
-        "owner": "Octo", "repo": "App", "pullNumber": 7, "page": 2, "perPage": 50}
-    with pytest.raises(Rejected, match="perPage must be >= 1 and <= 100"):
-        check_read({**PR, "method": "get_files", "perPage": 500}, SCOPE)
-    with pytest.raises(Rejected, match="page must be a JSON integer"):
-        check_read({**PR, "method": "get_files", "page": "2"}, SCOPE)
-    assert "page" not in check_read({**PR, "method": "get", "page": 2}, SCOPE)[1]
+@pytest.mark.parametrize(("paging", "expected"), [
+    ({"page": 1, "perPage": 1}, None),
+    ({"page": 2, "perPage": 50}, None),
+    ({"page": 10_000, "perPage": 100}, None),
+    ({}, None),
+    ({"page": None, "perPage": None}, None),       # null is "not given"
+    ({"page": 0}, "page must be >= 1"),
+    ({"page": -1}, "page must be >= 1"),
+    ({"perPage": 0}, "perPage must be >= 1 and <= 100"),
+    ({"perPage": 101}, "perPage must be >= 1 and <= 100"),
+    ({"perPage": 500}, "perPage must be >= 1 and <= 100"),
+    ({"page": "2"}, 'page must be a JSON integer (e.g. 42, not "42")'),
+    ({"perPage": 2.0}, 'perPage must be a JSON integer (e.g. 42, not "42")'),
+    ({"page": True}, 'page must be a JSON integer (e.g. 42, not "42")'),
+])
+def test_read_pagination_args(paging, expected):
+    args = {**PR, "method": "get_files", **paging}
+    if isinstance(expected, str):
+        assert rejection(check_read, args, SCOPE) == expected
+    else:
+        given = {k: v for k, v in paging.items() if v is not None}
+        assert check_read(args, SCOPE) == (
+            "get_files", {"owner": "Octo", "repo": "App", "pullNumber": 7, **given})
+
+
+def test_pagination_only_applies_to_get_files():
+    # Other methods ignore (and drop) paging arguments instead of validating them.
+    assert check_read({**PR, "method": "get", "page": 0, "perPage": "x"}, SCOPE) == (
+        "get", {"owner": "Octo", "repo": "App", "pullNumber": 7})
 
 
 FILE_CASES = [
@@ -91,39 +130,45 @@ FILE_CASES = [
      {"owner": "Octo", "repo": "App", "path": "old_name.py", "ref": "main"}),
     ({"owner": "octo", "repo": "app", "path": "src/a.py", "ref": "refs/heads/main"},
      {"owner": "Octo", "repo": "App", "path": "src/a.py", "ref": "refs/heads/main"}),
-    ({"owner": "evil", "repo": "app", "path": "x.py"}, "must read the PR's base repository"),
+    ({"owner": "evil", "repo": "app", "path": "x.py"},
+     "get_file_contents must read the PR's base repository Octo/App or head repository "
+     "fork-owner/app-fork"),
     ({"owner": "octo", "repo": "app", "path": "x.py", "sha": HEAD, "ref": "main"},
-     "either sha or ref, not both"),
+     "pass either sha or ref, not both"),
     ({"owner": "octo", "repo": "app", "path": "x.py", "sha": "c" * 40},
-     "sha must be the PR's base SHA"),
-    ({"owner": "octo", "repo": "app", "path": "x.py", "ref": "develop"}, "is not allowed"),
-    ({"owner": "octo", "repo": "app", "path": "x.py", "ref": "feature"}, "is not allowed"),
+     f"sha must be the PR's base SHA {BASE} or head SHA {HEAD}"),
+    ({"owner": "octo", "repo": "app", "path": "x.py", "ref": "develop"},
+     REF_ERR.format("develop")),
+    ({"owner": "octo", "repo": "app", "path": "x.py", "ref": "feature"},
+     REF_ERR.format("feature")),
     ({"owner": "fork-owner", "repo": "app-fork", "path": "x.py", "ref": "refs/pull/7/head"},
-     "is not allowed"),
+     REF_ERR.format("refs/pull/7/head")),
     ({"owner": "octo", "repo": "app", "path": "x.py", "ref": "refs/pull/8/head"},
-     "is not allowed"),
+     REF_ERR.format("refs/pull/8/head")),
     ({"owner": "octo", "repo": "app", "path": "secrets.env", "sha": BASE},
-     "limited to the PR's changed files"),
+     BASE_ONLY_ERR),
     ({"owner": "octo", "repo": "app", "path": "secrets.env", "ref": "main"},
-     "limited to the PR's changed files"),
+     BASE_ONLY_ERR),
     ({"owner": "octo", "repo": "app", "path": "secrets.env", "ref": BASE},
-     "limited to the PR's changed files"),
+     BASE_ONLY_ERR),
     ({"owner": "fork-owner", "repo": "app-fork", "path": "secrets.env", "sha": BASE},
-     "limited to the PR's changed files"),
-    ({"owner": "octo", "repo": "app", "path": "/etc/passwd"}, "relative file path"),
-    ({"owner": "octo", "repo": "app", "path": "a/../../b"}, "relative file path"),
-    ({"owner": "octo", "repo": "app", "path": "a\x00b"}, "relative file path"),
+     BASE_ONLY_ERR),
+    ({"owner": "octo", "repo": "app", "path": "/etc/passwd"}, PATH_ERR),
+    ({"owner": "octo", "repo": "app", "path": "a/../../b"}, PATH_ERR),
+    ({"owner": "octo", "repo": "app", "path": "a\x00b"}, PATH_ERR),
     ({"owner": "octo", "repo": "app", "path": ""}, "path must be a non-blank string"),
     ({"owner": "octo", "repo": "app"}, "path must be a non-blank string"),
     ({"owner": 1, "repo": "app", "path": "x"}, "owner must be a non-blank string"),
+    ({"owner": "octo", "repo": " ", "path": "x"}, "repo must be a non-blank string"),
+    ({"owner": "octo", "repo": "app", "path": "x", "sha": ""}, "sha must be a non-blank string"),
+    ({"owner": "octo", "repo": "app", "path": "x", "ref": 1}, "ref must be a non-blank string"),
 ]
 
 
 @pytest.mark.parametrize(("args", "expected"), FILE_CASES)
 def test_file_rules(args, expected):
     if isinstance(expected, str):
-        with pytest.raises(Rejected, match=expected.replace("(", r"\(")):
-            check_file(args, SCOPE, CHANGED)
+        assert rejection(check_file, args, SCOPE, CHANGED) == expected
     else:
         assert check_file(args, SCOPE, CHANGED) == expected
 
@@ -131,16 +176,32 @@ def test_file_rules(args, expected):
 def test_same_repo_head_branch_is_head_side_and_base_branch_is_base_side():
     args = {"owner": "octo", "repo": "app", "path": "anything.py", "ref": "feature"}
     assert check_file(args, SAME_REPO, CHANGED)["ref"] == "feature"
-    with pytest.raises(Rejected, match="limited to the PR's changed files"):
-        check_file({**args, "ref": "main"}, SAME_REPO, CHANGED)
+    assert rejection(check_file, {**args, "ref": "main"}, SAME_REPO, CHANGED) == (
+        "base-side reads are limited to the PR's changed files; anything.py is not one of them")
+
+
+def test_head_branch_wins_when_it_shares_the_base_branch_name():
+    # A ref naming the head branch reads the head side even where the base branch has the same
+    # name, so it is not limited to the changed files.
+    scope = Scope(owner="Octo", repo="App", number=7, base_sha=BASE, base_ref="main",
+                  head_sha=HEAD, head_ref="main", head_owner="Octo", head_repo="App")
+    args = {"owner": "octo", "repo": "app", "path": "anything.py", "ref": "refs/heads/main"}
+    assert check_file(args, scope, CHANGED) == {"owner": "Octo", "repo": "App",
+                                                "path": "anything.py", "ref": "refs/heads/main"}
 
 
 def test_base_side_fails_closed_without_changed_files():
-    with pytest.raises(Rejected, match="base-side reads are unavailable"):
-        check_file({"owner": "octo", "repo": "app", "path": "src/a.py", "sha": BASE}, SCOPE,
-                   None)
+    assert rejection(check_file, {"owner": "octo", "repo": "app", "path": "src/a.py",
+                                  "sha": BASE}, SCOPE, None) == (
+        "base-side reads are unavailable: the PR's changed files could not be loaded")
     head = check_file({"owner": "octo", "repo": "app", "path": "x"}, SCOPE, None)
     assert head["sha"] == HEAD
+
+
+SUBMIT_ERR = ("submit_pending requires event=COMMENT: this bot only comments; it cannot approve "
+              "or request changes")
+WRITE_METHOD_ERR = ("pull_request_review_write method {!r} is not allowed (allowed: create, "
+                    "then add_comment_to_pending_review, then submit_pending with event=COMMENT)")
 
 
 @pytest.mark.parametrize(("args", "expected"), [
@@ -150,75 +211,136 @@ def test_base_side_fails_closed_without_changed_files():
     ({**PR, "method": "create", "commitID": HEAD, "event": "APPROVE", "body": "x", "extra": 1},
      ("create", {"owner": "Octo", "repo": "App", "pullNumber": 7, "method": "create",
                  "commitID": HEAD})),
-    ({**PR, "method": "create", "commitID": BASE}, "commitID must be the PR's head SHA"),
+    ({**PR, "method": "create", "commitID": BASE}, f"commitID must be the PR's head SHA {HEAD}"),
     ({**PR, "method": "submit_pending", "event": "COMMENT", "body": "Summary", "x": 1},
      ("submit_pending", {"owner": "Octo", "repo": "App", "pullNumber": 7,
                          "method": "submit_pending", "event": "COMMENT", "body": "Summary"})),
-    ({**PR, "method": "submit_pending", "event": "APPROVE", "body": "ok"}, "event=COMMENT"),
+    ({**PR, "method": "submit_pending", "event": "APPROVE", "body": "ok"}, SUBMIT_ERR),
     ({**PR, "method": "submit_pending", "event": "REQUEST_CHANGES", "body": "no"},
-     "event=COMMENT"),
-    ({**PR, "method": "submit_pending", "body": "no event"}, "event=COMMENT"),
+     SUBMIT_ERR),
+    ({**PR, "method": "submit_pending", "body": "no event"}, SUBMIT_ERR),
     ({**PR, "method": "submit_pending", "event": "COMMENT", "body": "  "},
-     "body must summarize"),
+     "body must summarize the review (a short summary is fine when there are no "
+     "findings)"),
     ({**PR, "method": "submit_pending", "event": "COMMENT"}, "body must be a string"),
-    ({**PR, "method": "delete_pending"}, "is not allowed"),
-    ({**PR, "method": "approve"}, "is not allowed"),
-    ({**PR, "method": "merge"}, "is not allowed"),
+    ({**PR, "method": "submit_pending", "event": "COMMENT", "body": 5}, "body must be a string"),
+    ({**PR, "method": "delete_pending"}, WRITE_METHOD_ERR.format("delete_pending")),
+    ({**PR, "method": "approve"}, WRITE_METHOD_ERR.format("approve")),
+    ({**PR, "method": "merge"}, WRITE_METHOD_ERR.format("merge")),
+    ({**PR}, WRITE_METHOD_ERR.format(None)),
     ({**PR, "pullNumber": 9, "method": "create"}, TARGET_ERR),
 ])
 def test_review_write_rules(args, expected):
     if isinstance(expected, str):
-        with pytest.raises(Rejected, match=expected):
-            check_review_write(args, SCOPE)
+        assert rejection(check_review_write, args, SCOPE) == expected
     else:
         assert check_review_write(args, SCOPE) == expected
 
 
 LINE = {**PR, "path": "src/a.py", "body": "b", "subjectType": "LINE"}
+OUT = {"owner": "Octo", "repo": "App", "pullNumber": 7, "path": "src/a.py", "body": "b",
+       "subjectType": "LINE"}
+# CHANGED's src/a.py: RIGHT lines 10-13, LEFT lines 10-12 (hunk "@@ -10,3 +10,4 @@").
+NOT_IN_DIFF = ("line {n} ({s}) of {path} is not in the PR's diff, and GitHub would drop the "
+               "comment. Commentable {s} lines: {ranges}; nearest: {near}")
 
 
 @pytest.mark.parametrize(("args", "expected"), [
-    ({**LINE, "line": 11, "side": "RIGHT"}, {"line": 11, "side": "RIGHT"}),
-    ({**LINE, "line": 11, "side": "LEFT"}, {"line": 11, "side": "LEFT"}),
+    ({**LINE, "line": 11, "side": "RIGHT"}, {**OUT, "line": 11, "side": "RIGHT"}),
+    ({**LINE, "line": 11, "side": "LEFT"}, {**OUT, "line": 11, "side": "LEFT"}),
     ({**LINE, "line": 13, "side": "RIGHT", "startLine": 10, "startSide": "RIGHT"},
-     {"line": 13, "side": "RIGHT", "startLine": 10, "startSide": "RIGHT"}),
-    ({**LINE, "path": "./src/a.py", "line": 10, "side": "RIGHT"}, {"path": "src/a.py"}),
-    ({**LINE, "subjectType": "FILE"}, {"subjectType": "FILE"}),
+     {**OUT, "line": 13, "side": "RIGHT", "startLine": 10, "startSide": "RIGHT"}),
+    # startLine may equal line, and the range may start on the LEFT side
+    ({**LINE, "line": 12, "side": "RIGHT", "startLine": 12, "startSide": "RIGHT"},
+     {**OUT, "line": 12, "side": "RIGHT", "startLine": 12, "startSide": "RIGHT"}),
+    ({**LINE, "line": 12, "side": "RIGHT", "startLine": 10, "startSide": "LEFT"},
+     {**OUT, "line": 12, "side": "RIGHT", "startLine": 10, "startSide": "LEFT"}),
+    ({**LINE, "path": " ./src/a.py ", "line": 10, "side": "RIGHT", "body": "  text  "},
+     {**OUT, "line": 10, "side": "RIGHT", "body": "text"}),
+    ({**LINE, "subjectType": "FILE"}, {**OUT, "subjectType": "FILE"}),
+    # FILE comments drop line arguments instead of validating them
+    ({**LINE, "subjectType": "FILE", "line": 999, "side": "UP"}, {**OUT, "subjectType": "FILE"}),
+    # arguments the guard does not know never go out
+    ({**LINE, "line": 11, "side": "RIGHT", "inReplyTo": 5, "commitID": "x"},
+     {**OUT, "line": 11, "side": "RIGHT"}),
+])
+def test_comment_allowed_with_whole_outgoing_arguments(args, expected):
+    assert check_comment(args, SCOPE, CHANGED) == expected
+
+
+@pytest.mark.parametrize(("args", "expected"), [
     ({**LINE, "line": 40, "side": "RIGHT"},
-     r"line 40 \(RIGHT\) of src/a.py is not in the PR's diff.*nearest: 11, 12, 13"),
-    ({**LINE, "line": 13, "side": "LEFT"}, "Commentable LEFT lines: 10-12; nearest: 10, 11, 12"),
+     NOT_IN_DIFF.format(n=40, s="RIGHT", path="src/a.py", ranges="10-13", near="11, 12, 13")),
+    ({**LINE, "line": 13, "side": "LEFT"},
+     NOT_IN_DIFF.format(n=13, s="LEFT", path="src/a.py", ranges="10-12", near="10, 11, 12")),
     ({**LINE, "line": 13, "side": "RIGHT", "startLine": 2, "startSide": "RIGHT"},
-     "line 2 \\(RIGHT\\)"),
+     NOT_IN_DIFF.format(n=2, s="RIGHT", path="src/a.py", ranges="10-13", near="10, 11, 12")),
+    ({**LINE, "line": 12, "side": "RIGHT", "startLine": 1, "startSide": "LEFT"},
+     NOT_IN_DIFF.format(n=1, s="LEFT", path="src/a.py", ranges="10-12", near="10, 11, 12")),
     ({**LINE, "line": 11, "side": "RIGHT", "startLine": 12, "startSide": "RIGHT"},
      "startLine must be between 1 and line"),
-    ({**LINE, "line": 11, "side": "RIGHT", "startLine": 10}, "give both or neither"),
-    ({**LINE, "line": 11, "side": "RIGHT", "startSide": "RIGHT"}, "give both or neither"),
+    ({**LINE, "line": 11, "side": "RIGHT", "startLine": 0, "startSide": "RIGHT"},
+     "startLine must be between 1 and line"),
+    ({**LINE, "line": 11, "side": "RIGHT", "startLine": "10", "startSide": "RIGHT"},
+     'startLine must be a JSON integer (e.g. 42, not "42")'),
+    ({**LINE, "line": 11, "side": "RIGHT", "startLine": 10},
+     "startLine and startSide go together: give both or neither"),
+    ({**LINE, "line": 11, "side": "RIGHT", "startSide": "RIGHT"},
+     "startLine and startSide go together: give both or neither"),
     ({**LINE, "line": 11, "side": "RIGHT", "startLine": 10, "startSide": "UP"},
      "startSide must be LEFT or RIGHT"),
-    ({**LINE, "line": "11", "side": "RIGHT"}, "line must be a JSON integer"),
+    ({**LINE, "line": 11, "side": "RIGHT", "startLine": 10, "startSide": "left"},
+     "startSide must be LEFT or RIGHT"),
+    ({**LINE, "line": "11", "side": "RIGHT"}, 'line must be a JSON integer (e.g. 42, not "42")'),
     ({**LINE, "line": 0, "side": "RIGHT"}, "line must be >= 1"),
-    ({**LINE, "line": 11}, "side must be LEFT"),
-    ({**LINE, "line": 11, "side": "right"}, "side must be LEFT"),
-    ({**LINE, "side": "RIGHT"}, "line must be a JSON integer"),
+    ({**LINE, "line": -3, "side": "LEFT"}, "line must be >= 1"),
+    ({**LINE, "line": 11}, "side must be LEFT (old code) or RIGHT (new code)"),
+    ({**LINE, "line": 11, "side": "right"}, "side must be LEFT (old code) or RIGHT (new code)"),
+    ({**LINE, "side": "RIGHT"}, 'line must be a JSON integer (e.g. 42, not "42")'),
     ({**LINE, "subjectType": "FILE", "startLine": 1, "startSide": "RIGHT"},
-     "FILE comments take no startLine"),
+     "FILE comments take no startLine/startSide"),
+    ({**LINE, "subjectType": "FILE", "startLine": 1}, "FILE comments take no startLine/startSide"),
+    ({**LINE, "subjectType": "FILE", "startSide": "LEFT"},
+     "FILE comments take no startLine/startSide"),
     ({**LINE, "subjectType": "HUNK"}, "subjectType must be FILE or LINE"),
-    ({**LINE, "path": "/src/a.py", "line": 11, "side": "RIGHT"}, "relative file path"),
-    ({**LINE, "path": "src/../a.py", "line": 11, "side": "RIGHT"}, "relative file path"),
-    ({**LINE, "path": "README.md", "line": 1, "side": "RIGHT"}, "is not a file changed"),
-    ({**LINE, "path": "old_name.py", "line": 1, "side": "LEFT"}, "is not a file changed"),
+    ({**LINE, "subjectType": None}, "subjectType must be FILE or LINE"),
+    ({**LINE, "path": "/src/a.py", "line": 11, "side": "RIGHT"}, PATH_ERR),
+    ({**LINE, "path": "src/../a.py", "line": 11, "side": "RIGHT"}, PATH_ERR),
+    ({**LINE, "path": "./", "line": 11, "side": "RIGHT"}, PATH_ERR),
+    ({**LINE, "path": " ", "line": 11, "side": "RIGHT"}, "path must be a non-blank string"),
+    ({**LINE, "path": 3, "line": 11, "side": "RIGHT"}, "path must be a non-blank string"),
+    ({**LINE, "path": "README.md", "line": 1, "side": "RIGHT"},
+     "README.md is not a file changed by this PR; comment on a changed file"),
+    ({**LINE, "path": "old_name.py", "line": 1, "side": "LEFT"},
+     "old_name.py is not a file changed by this PR; comment on a changed file"),
     ({**LINE, "body": " ", "line": 11, "side": "RIGHT"}, "body must be a non-blank string"),
     ({**LINE, "pullNumber": 8, "line": 11, "side": "RIGHT"}, TARGET_ERR),
 ])
-def test_comment_rules(args, expected):
-    if isinstance(expected, str):
-        with pytest.raises(Rejected, match=expected):
-            check_comment(args, SCOPE, CHANGED)
-    else:
-        out = check_comment(args, SCOPE, CHANGED)
-        assert expected.items() <= out.items()
+def test_comment_rejections(args, expected):
+    assert rejection(check_comment, args, SCOPE, CHANGED) == expected
+
+
+def test_line_one_is_a_valid_line():
+    changed = ChangedFiles(paths={"top.py"},
+                           lines={"top.py": commentable_lines("@@ -1,2 +1,2 @@\n-a\n+b\n c")})
+    args = {**LINE, "path": "top.py", "line": 1, "side": "RIGHT"}
+    expected = {**OUT, "path": "top.py", "line": 1, "side": "RIGHT"}
+    assert check_comment(args, SCOPE, changed) == expected
+    ranged = {**args, "line": 2, "startLine": 1, "startSide": "LEFT"}
+    assert check_comment(ranged, SCOPE, changed) == {
+        **expected, "line": 2, "startLine": 1, "startSide": "LEFT"}
+
+
+def test_changed_file_without_diff_lines_takes_file_comments_only():
+    # A binary or renamed-only file is changed but has no hunk: no line is commentable.
+    changed = ChangedFiles(paths={"logo.png"})
+    args = {**LINE, "path": "logo.png", "line": 1, "side": "RIGHT"}
+    assert rejection(check_comment, args, SCOPE, changed) == NOT_IN_DIFF.format(
+        n=1, s="RIGHT", path="logo.png", ranges="none", near="none")
+    assert check_comment({**args, "subjectType": "FILE"}, SCOPE, changed) == {
+        **OUT, "path": "logo.png", "subjectType": "FILE"}
 
 
 def test_comments_fail_closed_without_changed_files():
-    with pytest.raises(Rejected, match="inline comments are unavailable"):
-        check_comment({**LINE, "line": 11, "side": "RIGHT"}, SCOPE, None)
+    assert rejection(check_comment, {**LINE, "line": 11, "side": "RIGHT"}, SCOPE, None) == (
+        "inline comments are unavailable: the PR's changed files could not be loaded")
