@@ -87,9 +87,13 @@ class Agent:
         return self.session.id
 
     def user_messages(self) -> list[str]:
-        """This conversation's user messages so far, oldest first: a plugin can leave out of
-        the next message what the model has already been told (facts, unchanged text)."""
-        return [e.content for e in self.session.events if isinstance(e, UserMessage)]
+        """The user messages the model still sees verbatim, oldest first (those of turns a
+        compaction summarized are left out): a plugin can leave out of the next message what
+        the model has already been told (facts, unchanged text)."""
+        through = max((e.through_turn for e in self.session.events
+                       if isinstance(e, Compaction)), default=0)
+        return [e.content for e in self.session.events
+                if isinstance(e, UserMessage) and e.turn > through]
 
     @property
     def busy(self) -> bool:

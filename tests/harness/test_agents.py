@@ -51,6 +51,7 @@ async def test_prefix_property_three_turns_and_restart(tmp_path, server):
     h2 = make_harness(tmp_path, server.base_url)  # a new process, as far as state goes
     agent2 = await h2.agents.resume("test:prefix")
     assert (await agent2.followup("turn four")).ok
+    assert agent2.user_messages() == ["turn one", "turn two", "turn three", "turn four"]
     await h2.close()
 
     reqs = server.requests

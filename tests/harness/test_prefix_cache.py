@@ -62,6 +62,9 @@ async def test_compaction_summarizes_old_turns_and_stays_prefix_stable(tmp_path)
         assert compactions, "the budget must have triggered a compaction"
         first = compactions[0]
         assert first.summary == "SUMMARY of the early turns" and first.tokens_before > 900
+        # user_messages(): what the model still sees verbatim, not the summarized turns.
+        last = compactions[-1].through_turn
+        assert agent.user_messages() == [f"question {i}" for i in range(last, 6)]
         assert first.usage.output > 0
 
         chat = [r for r in server.requests if r["messages"][0]["content"] != SUMMARY_SYSTEM]
