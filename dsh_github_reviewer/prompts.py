@@ -156,6 +156,9 @@ def review_message(pr: PrFacts, previous_head: str | None, requested_by: str | N
 
 _FOCUS = {
     "first": "This is the first review of this pull request. Its prepared diff is below.",
+    "again": "This is a re-review (last reviewed head: {previous}), but that review is not in "
+             "this conversation verbatim, so the PR's whole prepared diff is below. Do not "
+             "repeat findings already reported on the PR.",
     "push": "This is a re-review after new commits. Below is only what changed since the head "
             "you last reviewed ({previous}): the new commits and their diff, restricted to the "
             "PR's files. Review the new code, say which earlier findings it fixes, and do not "

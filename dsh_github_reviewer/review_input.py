@@ -38,7 +38,8 @@ REVIEW_FLOW = "Flow: review"
 
 @dataclass
 class ReviewInput:
-    """The per-turn material; ``kind`` is first | push | force_push | unchanged | unavailable."""
+    """The per-turn material; ``kind`` is first | again | push | force_push | unchanged |
+    unavailable."""
 
     kind: str
     diff: str = ""
@@ -116,8 +117,12 @@ async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile
     base = pr.base.repo
     assert base is not None
     owner, repo = base.owner.login, base.name
-    if not previous_head or not reviewed_in(history):
+    if not previous_head:
         return ReviewInput("first", diff=prepare(files, patterns, budget).render())
+    if not reviewed_in(history):
+        # A lost session, or the earlier review was compacted into a summary: the model
+        # no longer has the code it reviewed, so an interdiff alone would mean little.
+        return ReviewInput("again", diff=prepare(files, patterns, budget).render())
     if previous_head == pr.head.sha:
         return ReviewInput("unchanged")
     in_pr = {f.filename for f in files} | {f.previous_filename for f in files
@@ -150,8 +155,6 @@ async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile
 
 async def _feedback(client: GitHubClient, owner: str, repo: str, number: int,
                     history: Sequence[str]) -> str:
-    if not reviewed_in(history):
-        return ""  # the model has no earlier findings to weigh feedback against
     mine = bot_reviews(await client.list_reviews(owner, repo, number))
     if not mine:
         return ""

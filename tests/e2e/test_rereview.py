@@ -5,6 +5,7 @@ the bot's threads, and a byte-stable prompt across the turns."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -175,3 +176,17 @@ async def test_a_reply_on_a_bot_thread_reaches_the_next_review(shop):
     third = review_turns(shop.model)[2]
     assert "<feedback_on_your_threads>" not in user_of(third[0])
     assert_prefix_stable(shop.model)
+
+
+async def test_a_lost_session_gets_the_whole_diff_again(shop):
+    await shop.tick()
+    await shop.stop()
+    shutil.rmtree(shop.tmp / "home" / "sessions")
+    await shop.start()
+    st: SandboxState = shop.sb.state
+    st.commit(REPO, "feature-1", {"NOTES.md": "notes\n"})
+    await shop.tick()
+    user = user_of(review_turns(shop.model)[1][0])
+    assert "that review is not in this conversation verbatim" in user
+    assert "+++ b/shop/cart.py" in user and "<pull_request>" in user
+    assert len(shop.reviews()) == 2
