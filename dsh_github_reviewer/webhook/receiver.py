@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -89,7 +90,8 @@ class Receiver:
         name = request.headers.get("x-github-event", "").strip()
         status, outcome = await self.handle(request, delivery, name)
         level = logging.INFO if status < 400 else logging.WARNING
-        log.log(level, "webhook delivery %s (%s): %d %s", delivery or "-", name or "-", status,
+        # Headers of an unauthenticated request: shown only in a safe, short form.
+        log.log(level, "webhook delivery %s (%s): %d %s", _safe(delivery), _safe(name), status,
                 outcome)
         return JSONResponse({"status": outcome}, status_code=status)
 
@@ -174,6 +176,10 @@ class Receiver:
     async def _remember(self, delivery: str, name: str, outcome: str) -> None:
         await self.deliveries.remember(delivery, Delivery(received_at=self.clock(), event=name,
                                                           outcome=outcome))
+
+
+def _safe(header: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "?", header[:64]) or "-"
 
 
 async def _read_capped(request: Request, cap: int) -> bytes:

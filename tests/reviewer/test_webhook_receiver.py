@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 import uuid
 
@@ -126,7 +127,9 @@ async def test_a_signed_delivery_is_recorded_once(receiver, sandbox_deliveries):
     assert len(receiver.sink.calls) == 1
 
 
-async def test_bad_signatures_are_rejected_before_parsing(receiver, sandbox_deliveries, caplog):
+async def test_bad_signatures_are_rejected_before_parsing(receiver, sandbox_deliveries,
+                                                          caplog):
+    caplog.set_level(logging.INFO, logger="dsh_github_reviewer.webhook")
     body = sandbox_deliveries["issue_comment.created:octo/app"]
     for secret, headers in ((None, {}), ("wrong", {}),
                             (SECRET, {"X-Hub-Signature-256": "sha256=" + "0" * 64})):
@@ -135,7 +138,14 @@ async def test_bad_signatures_are_rejected_before_parsing(receiver, sandbox_deli
     # Not even parsed: a forged body that is not JSON is still a 401, not a 400.
     assert (await post(receiver, b"{not json", secret="wrong")).status_code == 401
     assert receiver.sink.calls == [] and len(receiver.deliveries) == 0
-    assert "/bot hi" not in caplog.text  # bodies are never logged
+    # A forged delivery id cannot write lines of its own into the log.
+    r = await post(receiver, body, secret="wrong", delivery="x\nINFO forged line")
+    assert r.status_code == 401 and "\nINFO forged" not in caplog.text
+    # Bodies are never logged, accepted or not.
+    caplog.clear()
+    assert (await post(receiver, body, event="issue_comment")).status_code == 200
+    assert "/bot hi" not in caplog.text and "maint" not in caplog.text
+    assert "webhook delivery" in caplog.text and "recorded" in caplog.text
 
 
 async def test_malformed_and_oversized_deliveries(receiver):
