@@ -4,7 +4,9 @@ GitHub and the scripted review team on the scripted model server (prefix-cache s
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -66,6 +68,11 @@ def first_requests(served) -> dict[str, object]:
     return out
 
 
+def verdict_line(body: str) -> str:
+    (line,) = [line for line in body.splitlines() if line.startswith("Verdict:")]
+    return line
+
+
 def sessions_in(runner_dir: Path) -> set[str]:
     return {p.name for p in (runner_dir / "temp/dsh-review/sessions").glob("*.jsonl")}
 
@@ -110,7 +117,6 @@ def test_two_runs_restore_the_team_and_hit_the_prefix_cache(sim):
     assert ("shop/payments.py", 5) in comments2
     assert ("shop/orders.py", 15) not in comments2, "eval() was already reported in run 1"
     # The session files of both runs are the harness's own JSONL logs, named by session id.
-    from urllib.parse import quote
     assert sessions_in(run2.runner_dir) == {quote(i, safe="") + ".jsonl" for i in ids}
 
 
@@ -123,10 +129,32 @@ def test_a_persona_that_never_answers_fails_the_check_closed(sim):
     assert "security: did not complete" in run1.output
     (review,) = sb.state.reviews_of(REPO, 1)
     assert "**security** reviewer did not complete" in review.body
-    lines = [line for line in review.body.splitlines() if line.startswith("Verdict:")]
-    assert lines == ["Verdict: cannot merge: security did not complete"], review.body
+    assert verdict_line(review.body) == "Verdict: cannot merge: security did not complete"
     assert model.team.calls["security"] == 2, "two attempts on the one candidate model"
     assert run1.saved_key is not None, "the sessions are saved even when the check fails"
+
+    # The next run (the model works again, a push in between) restores the sessions: the
+    # security persona's failed attempts stay in its log for people but are never replayed.
+    model.team.fail.clear()
+    push_fix(sb)
+    served1 = len(model.served)
+    run2 = job(sim, "pull_request", pull_request_event(sb, REPO, 1, "synchronize"))
+    assert run2.exit_code == 0, run2.output
+    assert run2.restored_key == run1.saved_key
+    firsts = first_requests(model.served[served1:])
+    security = firsts["security"].request["messages"]
+    assert [m["role"] for m in security] == ["system", "user"], "no failed attempt replayed"
+    quality = firsts["quality"].request["messages"]
+    assert [m["role"] for m in quality][:2] == ["system", "user"] and len(quality) > 3, \
+        "a persona that completed in run 1 resumes its conversation"
+    (review2,) = sb.state.reviews_of(REPO, 1)[1:]
+    # Security never reported before, so it reports eval() and verify=False now.
+    assert verdict_line(review2.body) == "Verdict: cannot merge: 2 finding(s) to fix"
+    log = (run2.runner_dir / "temp/dsh-review/sessions" /
+           (quote(PrKey("actions", "acme", "shop", 1, "security").session_id, safe="")
+            + ".jsonl")).read_text()
+    ends = [json.loads(line) for line in log.splitlines() if '"turn_end"' in line]
+    assert [e.get("committed", True) for e in ends] == [False, False, True]
 
 
 def test_fork_pr_without_secrets_posts_nothing(sim):
