@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from dsh_harness import Harness
+from dsh_harness import Agent, Harness
 
 from ..app import AccountRuntime, ReviewerApp
 from ..github.guard import GuardTurn
 from ..github.models import PullRequest
 from ..github.review_submit import Draft, find_posted, post_review
 from ..prompts import TrustedInstructions
+from ..review_input import prepare_review
 from ..runner import facts, pr_key, scope_for
 from ..sanitizer import sanitize
 from ..session_key import PrKey
@@ -30,6 +32,8 @@ from .messages import Report, coordinator_message, persona_message
 from .personas import COORDINATOR
 
 log = logging.getLogger(__name__)
+
+MessageFor = Callable[[Agent, GuardTurn], Awaitable[str]]
 
 
 @dataclass
@@ -101,8 +105,10 @@ class TeamReview:
     # -- one session's attempt ------------------------------------------------------------------
 
     async def run_turn(self, acct: AccountRuntime, key: PrKey, pr: PullRequest, model: str | None,
-                       flow: str, trigger: str, message: str, timeout_s: float,
+                       flow: str, trigger: str, message: str | MessageFor, timeout_s: float,
                        finalize=None) -> tuple[AttemptResult, GuardTurn | None]:
+        """One attempt of one session's turn, on a fresh agent; ``message`` may be built from
+        the opened agent and the guard turn (the prepared diff needs the conversation)."""
         sid = key.session_id
         if model:
             self.app.session_models[sid] = model
@@ -125,8 +131,9 @@ class TeamReview:
                                  finalize_body=finalize)
                 acct.guard.begin(sid, turn)
                 try:
+                    text = message if isinstance(message, str) else await message(agent, turn)
                     outcome = await agent.followup(
-                        message, deadline=deadline,
+                        text, deadline=deadline,
                         meta={"flow": flow, "trigger": trigger, "persona": key.persona})
                 finally:
                     await acct.guard.end(sid)
@@ -143,7 +150,17 @@ class TeamReview:
     async def _persona(self, acct: AccountRuntime, key: PrKey, pr: PullRequest, trigger: str,
                        previous_head: str | None, requested_by: str | None) -> Outcome:
         team = acct.config.review.team
-        message = persona_message(facts(pr), previous_head, requested_by)
+
+        async def message(agent: Agent, turn: GuardTurn) -> str:
+            # Like the single reviewer: the prepared diff, or only what changed since this
+            # persona's last completed review, plus people's feedback on the bot's threads.
+            assert acct.client is not None
+            history = agent.user_messages()
+            prepared = await prepare_review(acct.client, pr, acct.config.review, previous_head,
+                                            history)
+            if prepared.files is not None:
+                turn.use_files(prepared.files)
+            return persona_message(facts(pr), previous_head, requested_by, prepared, history)
 
         async def attempt(model: str | None) -> AttemptResult:
             result, _ = await self.run_turn(acct, key, pr, model, "persona", trigger, message,

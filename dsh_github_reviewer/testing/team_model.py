@@ -18,7 +18,14 @@ from typing import Any
 
 from dsh_harness.testing import ModelRequest, Reply
 
-from .reviewer_model import RULES, _calls, _chat, findings_in_diff, reviewer_policy
+from .reviewer_model import (
+    _TARGET,
+    RULES,
+    _calls,
+    _chat,
+    findings_in_diff,
+    reviewer_policy,
+)
 
 PERSONA_RULES: dict[str, list[str]] = {
     "security": [RULES[0][1], RULES[1][1], RULES[2][1], RULES[5][1]],
@@ -32,7 +39,6 @@ _COORDINATOR = "You are the coordinator of dsh-github-reviewer's review team"
 _FINDING = re.compile(r"^- `([^`]+):(\d+)` (RIGHT|LEFT): (.+)$", re.M)
 _REPORT = re.compile(r'<persona_report persona="([^"]+)" status="completed">\n(.*?)\n'
                      r"</persona_report>", re.S)
-_FIELD = re.compile(r"^(repository|number|head): (.+)$", re.M)
 
 
 class ScriptedFailure(LookupError):
@@ -66,9 +72,9 @@ class TeamModel:
 
 
 def _pr(user: str) -> dict[str, Any]:
-    fields = {k: v.strip() for k, v in _FIELD.findall(user)}
-    owner, repo = fields.get("repository", "/").split("/", 1)
-    return {"owner": owner, "repo": repo, "pullNumber": int(fields.get("number", "0"))}
+    m = _TARGET.search(user)
+    owner, repo, number = m.groups()[:3] if m else ("", "", "0")
+    return {"owner": owner, "repo": repo, "pullNumber": int(number)}
 
 
 def _earlier_text(req: ModelRequest) -> str:

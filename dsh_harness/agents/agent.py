@@ -29,7 +29,7 @@ from ..sessions.events import (
     Usage,
     UserMessage,
 )
-from ..sessions.history import model_messages
+from ..sessions.history import failed_attempts, model_messages
 from ..sessions.log import Session, SessionWriteError
 from . import compaction
 from .pipeline import execute
@@ -87,13 +87,14 @@ class Agent:
         return self.session.id
 
     def user_messages(self) -> list[str]:
-        """The user messages the model still sees verbatim, oldest first (those of turns a
-        compaction summarized are left out): a plugin can leave out of the next message what
-        the model has already been told (facts, unchanged text)."""
+        """The user messages the model still sees verbatim, oldest first: those of turns a
+        compaction summarized and of failed attempts (never replayed) are left out, so a plugin
+        can leave out of the next message what the model has already been told."""
         through = max((e.through_turn for e in self.session.events
                        if isinstance(e, Compaction)), default=0)
+        failed = failed_attempts(self.session.events)
         return [e.content for e in self.session.events
-                if isinstance(e, UserMessage) and e.turn > through]
+                if isinstance(e, UserMessage) and e.turn > through and e.turn not in failed]
 
     @property
     def busy(self) -> bool:

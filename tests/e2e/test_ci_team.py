@@ -144,6 +144,8 @@ def test_a_persona_that_never_answers_fails_the_check_closed(sim):
     firsts = first_requests(model.served[served1:])
     security = firsts["security"].request["messages"]
     assert [m["role"] for m in security] == ["system", "user"], "no failed attempt replayed"
+    assert "This is the first review of this pull request" in security[1]["content"], \
+        "the failed attempts told the model nothing: it gets the whole prepared diff"
     quality = firsts["quality"].request["messages"]
     assert [m["role"] for m in quality][:2] == ["system", "user"] and len(quality) > 3, \
         "a persona that completed in run 1 resumes its conversation"

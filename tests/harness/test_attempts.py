@@ -132,6 +132,8 @@ async def test_failing_mid_stream_then_retried(tmp_path, server, capsys):
     failed = await agent.followup("second")
     assert failed.reason == "error" and "gave up after 4 attempts" in failed.error
     assert [s.fault for s in server.served[2:]] == ["stream_cut"] * 4
+    # What the model was told leaves the failed attempt out (a plugin builds on this).
+    assert agent.user_messages() == ["first"]
     again = await agent.followup("second")
     assert again.ok and again.text == "two"
     check_retry(server, first_of_attempt=2, retry=6, committed=1)
