@@ -144,8 +144,10 @@ def test_a_persona_that_never_answers_fails_the_check_closed(sim):
     firsts = first_requests(model.served[served1:])
     security = firsts["security"].request["messages"]
     assert [m["role"] for m in security] == ["system", "user"], "no failed attempt replayed"
-    assert "This is the first review of this pull request" in security[1]["content"], \
-        "the failed attempts told the model nothing: it gets the whole prepared diff"
+    # The failed attempts told the model nothing: it gets the whole prepared diff, including
+    # shop/cart.py, which the push did not touch (an interdiff would leave it out).
+    assert "+++ b/shop/cart.py" in security[1]["content"]
+    assert "+++ b/shop/cart.py" not in firsts["quality"].request["messages"][-1]["content"]
     quality = firsts["quality"].request["messages"]
     assert [m["role"] for m in quality][:2] == ["system", "user"] and len(quality) > 3, \
         "a persona that completed in run 1 resumes its conversation"
