@@ -11,7 +11,7 @@ that read it. The guard still lets the model read any changed file.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
@@ -74,7 +74,7 @@ class PreparedDiff:
     sections: list[str] = field(default_factory=list)  # shown files, in the PR's order
     shown: list[str] = field(default_factory=list)
     excluded: list[str] = field(default_factory=list)  # by review.exclude / built-in list
-    binary: list[str] = field(default_factory=list)  # no text patch: binary or too large
+    binary: list[str] = field(default_factory=list)  # no text patch: "name (size)"
     left_out: list[tuple[str, int]] = field(default_factory=list)  # over budget: (path, bytes)
     budget_bytes: int = 0
 
@@ -92,7 +92,7 @@ class PreparedDiff:
                 "pull_request_read method=get_files.]")
         if self.binary:
             out.append(f"[no text diff (binary or too large for GitHub to diff): "
-                       f"{_names([sanitize_line(p, 200) for p in self.binary])}. "
+                       f"{_names([sanitize_line(p, 220) for p in self.binary])}. "
                        "get_file_contents reads them.]")
         if self.excluded:
             out.append(f"[not shown (lockfiles/generated, review.exclude): "
@@ -106,18 +106,27 @@ class PreparedDiff:
         return f"<diff>\n{body}</diff>" + (f"\n{notes}" if notes else "")
 
 
-def prepare(files: Sequence[PullFile], patterns: Sequence[str], max_bytes: int) -> PreparedDiff:
-    """Filter, summarize and budget ``files`` (a PR's or an interdiff's diff entries)."""
+def is_binary(f: PullFile) -> bool:
+    """No text patch: a binary file or one too large for GitHub to diff (a pure rename has no
+    patch either, but nothing to summarize)."""
+    return not f.patch and not (f.status == "renamed" and not f.changes) \
+        and f.status != "removed"
+
+
+def prepare(files: Sequence[PullFile], patterns: Sequence[str], max_bytes: int,
+            sizes: Mapping[str, int] | None = None) -> PreparedDiff:
+    """Filter, summarize and budget ``files`` (a PR's or an interdiff's diff entries);
+    ``sizes`` are the byte sizes of binary files at the head, where known."""
     out = PreparedDiff(budget_bytes=max_bytes)
     candidates: list[tuple[int, PullFile, str]] = []
     for i, f in enumerate(files):
         if excluded(f.filename, patterns):
             out.excluded.append(f.filename)
-        elif not f.patch:
-            if f.status == "renamed" and not f.changes:
-                candidates.append((i, f, render_file(f)))  # a pure rename: tiny, show it
-            else:
-                out.binary.append(f.filename)
+        elif is_binary(f):
+            size = (sizes or {}).get(f.filename)
+            out.binary.append(f.filename + (f" ({_size(size)})" if size is not None else ""))
+        elif not f.patch and f.status == "removed":
+            out.binary.append(f"{f.filename} (removed)")
         else:
             candidates.append((i, f, render_file(f)))
     total = sum(len(text.encode()) for _, _, text in candidates)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .config import ReviewSettings
-from .diff_prep import exclude_patterns, prepare
+from .diff_prep import exclude_patterns, excluded, is_binary, prepare
 from .feedback import bot_reviews, render, thread_news, thread_states
 from .github.client import GitHubClient
 from .github.errors import GitHubError, NotFound, RateLimited
@@ -48,6 +48,32 @@ class ReviewInput:
     feedback: str = ""
     note: str = ""
     files: list[PullFile] | None = None  # the PR's files, reused by the guard
+
+
+SIZES_PER_QUERY = 50
+
+
+async def blob_sizes(client: GitHubClient, owner: str, repo: str, sha: str,
+                     paths: Sequence[str]) -> dict[str, int]:
+    """Byte sizes of files at ``sha`` in one GraphQL query (no content is downloaded); empty
+    and logged when unavailable — the summary then names the files without sizes."""
+    paths = list(paths)[:SIZES_PER_QUERY]
+    if not paths:
+        return {}
+    names = ", ".join(f"$e{i}: String!" for i in range(len(paths)))
+    fields = " ".join(f"f{i}: object(expression: $e{i}) {{ ... on Blob {{ byteSize }} }}"
+                      for i in range(len(paths)))
+    query = (f"query($owner: String!, $name: String!, {names}) {{ repository(owner: $owner, "
+             f"name: $name) {{ {fields} }} }}")
+    variables: dict[str, str] = {"owner": owner, "name": repo}
+    variables.update({f"e{i}": f"{sha}:{p}" for i, p in enumerate(paths)})
+    try:
+        data = (await client.graphql(query, variables))["repository"]
+        return {p: int(data[f"f{i}"]["byteSize"]) for i, p in enumerate(paths)
+                if isinstance(data.get(f"f{i}"), dict) and "byteSize" in data[f"f{i}"]}
+    except (GitHubError, KeyError, TypeError, ValueError) as exc:
+        log.warning("%s/%s: binary file sizes unavailable: %s", owner, repo, exc)
+        return {}
 
 
 def reviewed_in(history: Sequence[str]) -> bool:
@@ -117,12 +143,19 @@ async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile
     base = pr.base.repo
     assert base is not None
     owner, repo = base.owner.login, base.name
+
+    async def render(chosen: list[PullFile]) -> str:
+        binary = [f.filename for f in chosen
+                  if is_binary(f) and not excluded(f.filename, patterns)]
+        sizes = await blob_sizes(client, owner, repo, pr.head.sha, binary)
+        return prepare(chosen, patterns, budget, sizes).render()
+
     if not previous_head:
-        return ReviewInput("first", diff=prepare(files, patterns, budget).render())
+        return ReviewInput("first", diff=await render(files))
     if not reviewed_in(history):
         # A lost session, or the earlier review was compacted into a summary: the model
         # no longer has the code it reviewed, so an interdiff alone would mean little.
-        return ReviewInput("again", diff=prepare(files, patterns, budget).render())
+        return ReviewInput("again", diff=await render(files))
     if previous_head == pr.head.sha:
         return ReviewInput("unchanged")
     in_pr = {f.filename for f in files} | {f.previous_filename for f in files
@@ -130,7 +163,7 @@ async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile
     try:
         cmp = await client.compare(owner, repo, previous_head, pr.head.sha)
     except NotFound:
-        return ReviewInput("force_push", diff=prepare(files, patterns, budget).render(), note=(
+        return ReviewInput("force_push", diff=await render(files), note=(
             f"The previously reviewed head {previous_head} is no longer available on GitHub, "
             "so no interdiff exists; below is the PR's whole prepared diff."))
     commits, more = _commit_lines(cmp)
@@ -141,11 +174,11 @@ async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile
         outside = len(cmp.files) - len(changed)
         note = (f"{outside} file(s) changed by the new commits are not part of this PR (for "
                 "example a merge of the base branch) and are not shown." if outside else "")
-        return ReviewInput("push", diff=prepare(changed, patterns, budget).render(),
+        return ReviewInput("push", diff=await render(changed),
                            commits=commits, more_commits=more, note=note)
     differs = await _between_heads(client, owner, repo, previous_head, pr.head.sha, cmp)
     chosen = [f for f in files if f.filename in differs or f.previous_filename in differs]
-    return ReviewInput("force_push", diff=prepare(chosen, patterns, budget).render(),
+    return ReviewInput("force_push", diff=await render(chosen),
                        commits=commits, more_commits=more, note=(
         f"The previously reviewed head {previous_head} is not an ancestor of the new head "
         "(force-push or rebase), so there is no interdiff. Below are the PR's current diffs "

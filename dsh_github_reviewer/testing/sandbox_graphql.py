@@ -22,10 +22,14 @@ OPERATIONS = {
     "first_review": re.compile(r"reviews\(first: 1, author: \$author\)\{nodes\{id,state,url\}\}"),
     "add_thread": re.compile(r"addPullRequestReviewThread\(input: \$input\)\{thread\{id\}\}"),
     "submit": re.compile(r"submitPullRequestReview\(input: \$input\)\{pullRequestReview\{id\}\}"),
+    "blob_sizes": re.compile(r"f0: object\(expression: \$e0\)"),
     "review_threads": re.compile(r"pullRequest\(number: \$number\) \{ reviewThreads\("
                                  r"first: (\d+), after: \$after\)"),
     "delete": re.compile(r"deletePullRequestReview\(input: \$input\)\{pullRequestReview\{id\}\}"),
 }
+
+
+_ALIAS = re.compile(r"(f\d+): object\(expression: \$(e\d+)\) \{ \.\.\. on Blob \{ byteSize \} \}")
 
 
 class GraphQLError(Exception):
@@ -58,6 +62,8 @@ def execute(state: SandboxState, base_url: str, login: str, body: dict[str, Any]
     op = next((name for name, rx in OPERATIONS.items() if rx.search(query)), None)
     if op == "review_threads":
         variables = {**variables, "_first": int(OPERATIONS[op].search(query).group(1))}
+    if op == "blob_sizes":
+        variables = {**variables, "_aliases": _ALIAS.findall(query)}
     if op is None:
         return {"errors": [{"message": "sandbox: unsupported GraphQL operation"}]}
     try:
@@ -88,6 +94,8 @@ def _run(state: SandboxState, base_url: str, login: str, op: str,
         return {"repository": {"pullRequest": {"reviews": {"nodes": nodes}}}}
     if op == "review_threads":
         return _review_threads(state, v)
+    if op == "blob_sizes":
+        return _blob_sizes(state, v)
     inp = v.get("input") or {}
     if op == "add_review":
         full, number = _pr_from_node(state, inp.get("pullRequestId", ""))
@@ -158,3 +166,16 @@ def _review_threads(state: SandboxState, v: dict[str, Any]) -> dict[str, Any]:
     return {"repository": {"pullRequest": {"reviewThreads": {
         "pageInfo": {"hasNextPage": end < len(roots), "endCursor": str(end) if chunk else None},
         "nodes": nodes}}}}
+
+
+def _blob_sizes(state: SandboxState, v: dict[str, Any]) -> dict[str, Any]:
+    """``object(expression: "<sha>:<path>") { ... on Blob { byteSize } }`` per alias."""
+    full = f"{v['owner']}/{v['name']}"
+    state.repo(full)
+    out: dict[str, Any] = {}
+    for alias, var in v["_aliases"]:
+        sha, _, path = str(v.get(var, "")).partition(":")
+        commit = state.commits.get(sha)
+        text = commit.tree.get(path) if commit else None
+        out[alias] = {"byteSize": len(text.encode())} if text is not None else None
+    return {"repository": out}

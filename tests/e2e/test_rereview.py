@@ -71,7 +71,9 @@ async def test_first_review_gets_a_prepared_diff_without_lockfiles(tmp_path, san
     assert "left-pad" not in json.dumps([s.request for s in model.served])
     assert "hunter2" not in json.dumps([s.request for s in model.served])
     assert "package-lock.json" in user and "vendor/lib/util.py" in user
-    assert "no text diff (binary" in user and "assets/logo.png" in user
+    size = len("\x89PNG\x00\x01binary".encode())  # from GraphQL Blob.byteSize
+    assert f"[no text diff (binary or too large for GitHub to diff): assets/logo.png ({size} B)." \
+        in user
     # The model needs no get_diff: the diff is in the turn.
     assert "pull_request_read:get_diff" not in tool_calls(turn)
     (review,) = dep.reviews()
@@ -190,3 +192,15 @@ async def test_a_lost_session_gets_the_whole_diff_again(shop):
     assert "that review is not in this conversation verbatim" in user
     assert "+++ b/shop/cart.py" in user and "<pull_request>" in user
     assert len(shop.reviews()) == 2
+
+
+async def test_review_command_on_an_unchanged_head_sends_no_diff(shop):
+    await shop.tick()
+    shop.sb.state.add_issue_comment(REPO, 1, "maintainer", "/review")
+    await shop.tick()
+    assert len(shop.reviews()) == 2
+    user = user_of(review_turns(shop.model)[1][0])
+    assert "Requested with /review by maintainer" in user
+    assert "The head is unchanged since your last review" in user
+    assert "<diff>" not in user and "<pull_request>" not in user
+    assert_prefix_stable(shop.model)

@@ -42,11 +42,11 @@ def test_config_extends_or_clears_the_builtin_list():
 def test_excluded_and_binary_files_are_named_not_shown():
     files = [pf("app.py"), pf("package-lock.json", 500), pf("logo.png", 0, patch=None),
              pf("old.py", 0, status="renamed", patch=None, previous_filename="older.py")]
-    out = prepare(files, BUILTIN_EXCLUDE, 100_000)
+    out = prepare(files, BUILTIN_EXCLUDE, 100_000, sizes={"logo.png": 20_480})
     text = out.render()
     assert "+app.py line 0" in text and "package-lock.json line" not in text
     assert "[not shown (lockfiles/generated, review.exclude): package-lock.json." in text
-    assert "[no text diff (binary or too large for GitHub to diff): logo.png." in text
+    assert "[no text diff (binary or too large for GitHub to diff): logo.png (20.0 KB)." in text
     assert "rename from older.py\nrename to old.py" in text  # a pure rename is still shown
     assert out.shown == ["app.py", "old.py"]
 
