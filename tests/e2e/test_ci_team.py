@@ -186,3 +186,14 @@ def test_review_command_runs_the_team_once(sim):
     assert run.exit_code == 0, run.output
     (review,) = st.reviews_of(REPO, 1)
     assert f"trigger:actions:cmd:{cmd.id}" in review.body
+    assert run.saved_key is not None
+
+    # /bot is answered by the coordinator from the team's review in its restored session.
+    ask = st.add_issue_comment(REPO, 1, "maintainer", "/bot what did the team find?")
+    for _ in range(2):  # a re-run of the job answers once
+        run = job(sim, "issue_comment", issue_comment_event(sb, REPO, 1, ask))
+        assert run.exit_code == 0, run.output
+    answers = [c for c in st.issue_comments_of(REPO, 1) if c.user == "shop-review-bot"]
+    assert len(answers) == 1 and f"reply-to:{ask.id}" in answers[0].body
+    assert "[security]" in answers[0].body and "shop/orders.py" in answers[0].body
+    assert len(st.reviews_of(REPO, 1)) == 1
