@@ -24,7 +24,7 @@ from ..github.review_submit import Draft, find_posted, post_review
 from ..prompts import TrustedInstructions
 from ..review_input import prepare_review
 from ..runner import facts, pr_key, scope_for
-from ..sanitizer import sanitize
+from ..sanitizer import redact_secrets, sanitize
 from ..session_key import PrKey
 from . import verdict
 from .attempts import AttemptResult, Outcome, run_attempts
@@ -227,6 +227,7 @@ class TeamReview:
         except Exception as exc:
             log.exception("%s#%d: posting the fallback review failed", base.full_name, pr.number)
             return TeamResult(False, None, verdict.failed_verdict(failed), failed, reports,
-                              {COORDINATOR: outcome}, error=f"{type(exc).__name__}: {exc}")
+                              {COORDINATOR: outcome},
+                              error=f"{type(exc).__name__}: {redact_secrets(str(exc))}")
         return TeamResult(True, review.id, verdict.verdict_of(body), failed, reports,
                           {COORDINATOR: outcome}, posted_now=now)
