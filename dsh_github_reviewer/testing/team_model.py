@@ -1,6 +1,7 @@
 """A scripted review team for the ScriptedModelServer: personas, a coordinator, and faults.
 
-Personas behave like small reviewing LLMs with read tools: read the diff, apply the rules of
+Personas behave like small reviewing LLMs with read tools: take the prepared diff of their user
+turn (or read it with the tool when there is none), apply the rules of
 their concern, and answer with a report in the format their system prompt asks for (findings
 already reported earlier in their own conversation are not repeated). The coordinator reads the
 reports in its user turn, comments on each finding at its line and submits one COMMENT review
@@ -23,6 +24,7 @@ from .reviewer_model import (
     RULES,
     _calls,
     _chat,
+    _prepared_diff,
     findings_in_diff,
     reviewer_policy,
 )
@@ -88,9 +90,11 @@ def persona_reply(name: str, req: ModelRequest) -> Reply:
     if user.startswith("Flow: chat"):
         return Reply(content="Personas do not chat.")
     turn = req.since_last_user()
-    if not _calls(turn):
-        return Reply(tool_calls=[("pull_request_read", {**_pr(user), "method": "get_diff"})])
-    diff = next((m["content"] for m in turn if m["role"] == "tool"), "")
+    diff = _prepared_diff(user)  # the prepared diff or interdiff of the user turn, if any
+    if diff is None:
+        if not _calls(turn):
+            return Reply(tool_calls=[("pull_request_read", {**_pr(user), "method": "get_diff"})])
+        diff = next((m["content"] for m in turn if m["role"] == "tool"), "")
     lines = []
     for f in findings_in_diff(diff):
         if f.message in PERSONA_RULES.get(name, []):
