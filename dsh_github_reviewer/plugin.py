@@ -9,7 +9,7 @@ from pathlib import Path
 from dsh_harness import hookimpl
 
 from . import cli as cli_commands
-from . import cursor
+from . import cursor, web_facts, web_pages, web_view
 from .app import PLUGIN_NAME, ReviewerApp, SetupError
 from .config import ReviewerConfig
 from .poller import AccountPoller
@@ -119,13 +119,14 @@ def dsh_register_commands(cli):
 @hookimpl
 def dsh_register_web_routes(router):
     router.add_template_dir(Path(__file__).with_name("templates"))
+    web_pages.register(router)
 
-    async def status_page(request):
-        data = await cli_commands.status_data(router.harness)
-        return await router.render(request, "reviewer_status.html", accounts=data)
 
-    async def status_api(request):
-        return router.json(await cli_commands.status_data(router.harness))
+@hookimpl
+def dsh_web_session_facts(harness, session, facts, events):
+    web_facts.update(session, facts, events)
 
-    router.add_page("/github-reviewer", status_page, "Reviewer status")
-    router.add_route("/api/github-reviewer/status", status_api)
+
+@hookimpl
+def dsh_web_session_view(harness, session, events, facts):
+    return web_view.build(session, events, facts)

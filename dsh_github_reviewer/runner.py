@@ -92,8 +92,13 @@ class Runner:
                 message = await message_for(pr, agent, turn)
                 acct.guard.begin(key.session_id, turn)
                 try:
+                    # The PR as this turn saw it, for the web UI's PR pages (not sent to the
+                    # model: turn meta never reaches the prompt).
+                    about = {"title": pr.title, "author": pr.user.login, "state": pr.state,
+                             "head": pr.head.sha}
                     outcome = await agent.followup(message, deadline=deadline,
-                                                   meta={"flow": flow, "trigger": trigger})
+                                                   meta={"flow": flow, "trigger": trigger,
+                                                         "pr": about})
                 finally:
                     await acct.guard.end(key.session_id)
                     # A bot watches many PRs for months: keep no idle conversation in memory.

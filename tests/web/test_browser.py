@@ -38,23 +38,110 @@ def test_index_lists_sessions_with_pinned_titles_and_groups(page, served):
     assert page.dialogs == [] and page.foreign == []
 
 
-def test_session_page_shows_inline_comments_cost_and_hostile_text_as_text(page, served):
+def test_pr_page_shows_the_review_as_posted_then_the_conversation(page, served):
     page.goto(served.base_url + "/sessions/" + quote(PR1, safe=""))
-    text = page.inner_text("main")
-    assert "SQL built by string concatenation" in text      # an inline comment it posted
-    assert "add_comment_to_pending_review" in text
-    assert "$0.0" in text and "cache read" in text           # usage and cost
+    state = served.sb.state
+    posted = [r for r in state.reviews_of("acme/shop", 1) if r.state != "PENDING"]
+    assert posted, "the loop posted a review on the sandbox"
+    comments = state.comments_of_review(posted[-1].id)
+    assert comments, "with inline comments"
+    review = page.locator("section.review")
+    assert "Review as posted" in review.locator("h2").inner_text()
+    # The summary as posted (GitHub's body is the summary plus the hidden trigger marker).
+    summary = posted[-1].body.split("<!--")[0].strip()
+    assert summary and summary.splitlines()[0] in review.locator(".review-body").inner_text()
+    findings = review.locator("article.finding")
+    assert findings.count() == len(comments)
+    for c in comments:
+        card = findings.filter(has=page.locator(f"header:has-text('line {c.line}')")).filter(
+            has=page.locator("code.path", has_text=c.path))
+        assert card.count() == 1, (c.path, c.line)
+        assert c.body.splitlines()[0].replace("`", "") in card.locator(".markdown").inner_text()
+        target = card.locator("table.diff tr.target td.code")
+        assert target.count() >= 1, "a diff excerpt ending at the commented line"
+        assert int(card.locator("table.diff tr.target td.ln >> nth=1").inner_text()) == c.line
+        href = card.locator("a.gh").get_attribute("href")
+        assert href.startswith(served.sb.web_url if hasattr(served.sb, "web_url") else "http")
+        assert "/pull/1/files#diff-" in href and href.endswith(f"R{c.line}")
+    # /bot question and its answer, as a conversation.
+    qa = page.locator("section.chat .qa")
+    assert qa.count() == 1
+    assert "<svg onload=alert('bot')>" in qa.locator(".q").inner_text()
+    assert "maintainer asked" in qa.locator(".q .who").inner_text().lower()
+    assert qa.locator(".a .markdown").inner_text().strip()
+    # Raw turns folded below, with tool calls, tokens and cost.
+    raw = page.locator("details.raw")
+    assert not raw.evaluate("d => d.open")
+    page.click("details.raw > summary")
+    text = raw.inner_text()
+    assert "add_comment_to_pending_review" in text and "cache read" in text and "$0.0" in text
     assert "turn 1 completed" in text and "turn 2 completed" in text
+    assert page.locator("figure.chart svg rect.bar").count() == 2, "a cost bar per turn"
     # Hostile PR title/body, file content and comment text are shown as text...
-    assert "<script>alert('title')</script>" in text
-    assert "<svg onload=alert('bot')>" in text
+    main = page.inner_text("main")
+    assert "<script>alert('title')</script>" in main
     page.click("details.result >> nth=0")
     # ...and nothing executed or loaded from elsewhere.
     assert page.dialogs == [] and page.foreign == []
     assert page.locator("main script").count() == 0
     assert page.locator("main iframe, main img, main :not(figure.chart) > svg").count() == 0
     assert page.locator("a[href^='javascript:']").count() == 0
-    shot(page, "session")
+    assert page.locator("time[data-local]").count() > 3, "times shown in the viewer's zone"
+    shot(page, "pr-page")
+
+
+def test_pr_index_lists_prs_with_review_outcome_totals_and_charts(page, served):
+    page.goto(served.base_url + "/prs")
+    rows = page.locator("table.prs tbody tr")
+    assert rows.count() == 2
+    pr1 = rows.filter(has_text="acme/shop#1")
+    text = pr1.inner_text()
+    assert "<script>alert('title')</script>" in text, "the PR's real title, as text"
+    assert "posted" in text and "finding" in text
+    cells = pr1.locator("td").all_inner_texts()
+    assert cells[1] and cells[1] != "-", "the author"
+    assert cells[2] == "open"
+    assert cells[4] == "2" and cells[5].startswith("$") and cells[6].endswith("%")
+    pr2 = rows.filter(has_text="acme/shop#2").inner_text()
+    assert "not posted" in pr2
+    assert page.locator("table.totals-table").first.locator("tbody tr").count() == 1
+    assert page.locator("figure.chart svg").count() == 1, "one repository, one chart"
+    page.fill("input[name=q]", "<script>")
+    page.press("input[name=q]", "Enter")
+    page.wait_for_url("**/prs?q=*")
+    assert page.locator("table.prs tbody tr").count() == 1
+    page.goto(served.base_url + "/prs")
+    page.keyboard.press("j")
+    assert page.evaluate("document.activeElement.classList.contains('title')")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/sessions/**")
+    page.goto(served.base_url + "/prs")
+    shot(page, "prs")
+    assert page.dialogs == [] and page.foreign == []
+
+
+@pytest.mark.parametrize("path", ["/", "/prs", "/github-reviewer", "/settings",
+                                  "/sessions/" + quote(PR1, safe="")])
+def test_phone_width_has_no_horizontal_overflow(browser, served, path):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2,
+                                  is_mobile=True, has_touch=True, locale="en-US",
+                                  timezone_id="Asia/Shanghai")
+    page = context.new_page()
+    page.goto(served.base_url + "/login")
+    page.fill("input[name=token]", WEB_TOKEN)
+    page.click("button[type=submit]")
+    page.wait_for_url(served.base_url + "/")
+    page.goto(served.base_url + path)
+    if page.locator("details.raw > summary").count():
+        page.click("details.raw > summary")
+    times = page.locator("time[data-local]")
+    if times.count():
+        assert "GMT+8" in times.first.inner_text(), "local time with its zone"
+    wide = page.evaluate("document.documentElement.scrollWidth")
+    assert wide <= 390, f"{path} is {wide} px wide on a 390 px phone"
+    name = "phone-" + (path.strip("/").split("/")[0] or "index")
+    shot(page, name)
+    context.close()
 
 
 def test_status_page_shows_a_backed_off_pr(page, served):
@@ -65,6 +152,8 @@ def test_status_page_shows_a_backed_off_pr(page, served):
     assert cells[4] == "1" and cells[5], "failure count and backoff-until are shown"
     assert "without submitting" in cells[6]
     assert "reviewed" in page.locator("tr.reviewed").first.inner_text()
+    link = row.locator("a.title")
+    assert link.get_attribute("href") == "/sessions/" + quote(PR2, safe="")
     shot(page, "status")
     assert page.dialogs == []
 
