@@ -1,0 +1,177 @@
+"""The reviewer's PR pages over logs shaped like the guard writes them (fast, ASGI transport);
+the real loop's PR page is checked in Chromium by test_browser.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx2
+import pytest
+
+import dsh_github_reviewer.plugin as reviewer_plugin
+from dsh_github_reviewer.session_key import PrKey
+from dsh_github_reviewer.web_view import excerpt, parse_diff
+from dsh_harness import Harness, parse_config
+from dsh_harness.sessions.events import (
+    AssistantMessage,
+    TitleSet,
+    ToolCall,
+    ToolResult,
+    TurnEnd,
+    TurnStart,
+    UserMessage,
+)
+from dsh_harness.testing import ScriptedModelServer
+from dsh_harness.web.app import build_app
+
+from ..harness.agent_kit import config_text
+from .test_security import XSS, TagAudit
+
+SID = PrKey("demo", "acme", "shop", 7).session_id
+DIFF = """<diff>
+diff --git a/app/db.py b/app/db.py
+--- a/app/db.py
++++ b/app/db.py
+@@ -10,4 +10,6 @@ def find(db, name):
+     cur = db.cursor()
+-    q = "SELECT 1"
++    q = "SELECT * FROM t WHERE name = '" + name + "'"
++    cur.execute(q)
+     return cur.fetchall()
+ # end
+</diff>"""
+
+
+def make(tmp_path: Path, server, env: dict | None = None) -> Harness:
+    text = config_text(server.base_url) + ('[providers.other]\nbase_url = "http://127.0.0.1:9"\n'
+                                           'api_key_env = "DSH_TEST_SECRET"\n')
+    return Harness(parse_config(text, "t.toml", tmp_path), load_entry_points=False,
+                   env=env or {}, plugins=[("github-reviewer", reviewer_plugin)])
+
+
+async def pr_session(h: Harness, sid: str = SID, title: str = "Fix the query",
+                     comment: str = "SQL built by **concatenation**", summary: str = "Found 1",
+                     question: str = "why?", answer: str = "Because.") -> None:
+    s = await h.sessions.create(sid, {"owner": "acme", "repo": "shop", "number": 7,
+                                      "url": "https://github.example/acme/shop/pull/7"})
+    await s.record(TitleSet, title="Review acme/shop PR 7", pinned=True)
+    pr = {"title": title, "author": "alice", "state": "open", "head": "a" * 40}
+    await s.record(TurnStart, turn=1, meta={"flow": "review", "trigger": "t1", "pr": pr})
+    await s.record(UserMessage, turn=1, content="Flow: review.\n\n" + DIFF)
+
+    async def call(name, args, result, error=False):
+        c = ToolCall(id=f"c{len(s.events)}", name=name, arguments=json.dumps(args))
+        await s.record(AssistantMessage, turn=1, content=None, tool_calls=[c])
+        await s.record(ToolResult, turn=1, call_id=c.id, name=name, content=result,
+                       is_error=error)
+
+    await call("pull_request_review_write", {"method": "create", "commitID": "b" * 40},
+               "Pending review started.")
+    await call("add_comment_to_pending_review", {"path": "app/db.py", "line": 12,
+                                                 "side": "RIGHT", "subjectType": "LINE",
+                                                 "body": comment}, "Added (1 pending).")
+    await call("add_comment_to_pending_review", {"path": "nope.py", "line": 1,
+                                                 "side": "RIGHT", "subjectType": "LINE",
+                                                 "body": "refused"}, "not in the diff",
+               error=True)
+    await call("pull_request_review_write", {"method": "submit_pending", "event": "COMMENT",
+                                             "body": summary}, "Submitted with 1 comment(s).")
+    await s.record(AssistantMessage, turn=1, content="Review submitted.")
+    await s.record(TurnEnd, turn=1, reason="completed")
+    await s.record(TurnStart, turn=2, meta={"flow": "chat", "trigger": "c1", "pr": pr})
+    await s.record(UserMessage, turn=2, content=(
+        "Flow: chat. bob asked with /bot on acme/shop#7 (head SHA x).\nAnswer...\n\n"
+        f"<question>\n{question}\n</question>"))
+    await s.record(AssistantMessage, turn=2, content=answer)
+    await s.record(TurnEnd, turn=2, reason="completed")
+    await s.record(TurnStart, turn=3, meta={"flow": "review", "trigger": "t2", "pr": pr})
+    await s.record(AssistantMessage, turn=3, content="I decline.")
+    await s.record(TurnEnd, turn=3, reason="completed")
+    await h.sessions.release(sid)
+
+
+def client(h: Harness) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(transport=httpx2.ASGITransport(app=build_app(h)),
+                              base_url="http://127.0.0.1")
+
+
+@pytest.fixture
+def server():
+    with ScriptedModelServer() as s:
+        yield s
+
+
+async def test_pr_facts_count_only_what_the_guard_accepted(tmp_path, server):
+    h = make(tmp_path, server)
+    await pr_session(h)
+    async with client(h) as c:
+        row = (await c.get("/api/sessions")).json()["sessions"][0]
+        pr = row["facts"]["pr"]
+        assert (pr["title"], pr["author"], pr["state"]) == ("Fix the query", "alice", "open")
+        assert pr["last_review"]["findings"] == 1, "the refused comment does not count"
+        assert pr["last_review"]["head"] == "b" * 40 and pr["reviews"] == 1
+        assert pr["questions"] == 1
+        assert pr["last_outcome"] == "not posted (finished without submitting)"
+        prs = (await c.get("/api/github-reviewer/prs")).json()
+        assert prs["prs"][0]["title"] == "Fix the query" and prs["prs"][0]["turns"] == 3
+        assert prs["repositories"]["acme/shop"]["prs"] == 1
+        assert prs["accounts"]["demo"]["reviews"] == 1
+        page = (await c.get("/sessions/" + SID.replace(":", "%3A"))).text
+        assert "Review as posted" in page and "<strong>concatenation</strong>" in page
+        assert 'class="add target"' in page, "the commented line is marked in the excerpt"
+        assert "https://github.example/acme/shop/pull/7/files#diff-" in page
+        assert "refused" not in page.split('<details class="raw"')[0]
+        assert "not posted: finished without submitting a review" in page
+        assert "Because." in page and "bob asked" in page
+        assert (await c.get("/prs?q=alice")).text.count('class="title"') == 1
+        assert (await c.get("/prs?q=nobody")).text.count('class="title"') == 0
+    await h.close()
+
+
+def test_diff_excerpt_ends_at_the_commented_line_on_either_side():
+    diff = parse_diff(DIFF)
+    right = excerpt(diff, "app/db.py", 12, "RIGHT", None)
+    assert right[-1]["new"] == 12 and right[-1]["target"]
+    assert any(d["text"].startswith("-") for d in right), "removed lines in the range stay"
+    left = excerpt(diff, "app/db.py", 11, "LEFT", None)
+    assert left[-1]["old"] == 11 and left[-1]["text"].startswith("-")
+    ranged = excerpt(diff, "app/db.py", 13, "RIGHT", 12)
+    assert [d["new"] for d in ranged if d["target"]] == [12, 13]
+    assert excerpt(diff, "other.py", 1, "RIGHT", None) == []
+    assert excerpt(diff, "app/db.py", 99, "RIGHT", None) == []
+
+
+async def test_xss_corpus_over_pr_titles_bodies_comments_and_questions(tmp_path, server):
+    h = make(tmp_path, server)
+    for i, text in enumerate(XSS):
+        await pr_session(h, PrKey("demo", "acme", "shop", i + 1).session_id, title=text,
+                         comment=f"comment {text}", summary=f"summary {text}",
+                         question=f"question {text}", answer=f"answer {text}")
+    async with client(h) as c:
+        urls = ["/prs", "/prs?q=script", "/"] + [
+            "/sessions/" + PrKey("demo", "acme", "shop", i + 1).session_id.replace(":", "%3A")
+            for i in range(len(XSS))]
+        for url in urls:
+            r = await c.get(url)
+            assert r.status_code == 200, url
+            audit = TagAudit()
+            audit.feed(r.text)
+            # The charts are the only SVG, drawn by the server.
+            problems = [p for p in audit.problems if p != "<svg>"]
+            assert problems == [] and set(audit.scripts) <= {"/static/app.js"}, (url, problems)
+            assert r.text.count("<svg") == r.text.count('<figure class="chart"><svg'), url
+    await h.close()
+
+
+async def test_a_secret_in_a_posted_comment_is_redacted_on_the_pr_page(tmp_path, server):
+    secret = "ghp_&<>\"'" + "s" * 30
+    h = make(tmp_path, server, env={"DSH_TEST_SECRET": secret})
+    await pr_session(h, comment=f"leaked {secret}", summary=f"sum {secret}",
+                     question=f"q {secret}", title=f"t {secret}")
+    async with client(h) as c:
+        for url in ["/prs", "/api/github-reviewer/prs", "/sessions/" + SID.replace(":", "%3A"),
+                    "/api/sessions"]:
+            text = (await c.get(url)).text
+            assert "s" * 30 not in text, url
+    await h.close()
