@@ -176,7 +176,8 @@ def _prepared_message(pr: PrFacts, previous_head: str | None, requested_by: str 
     who = (f" Requested with /review by {sanitize_line(requested_by, 80)}."
            if requested_by else "")
     parts = [f"Flow: review.{who}\n"
-             + _FOCUS[prepared.kind].format(previous=previous_head or "?") + "\n"
+             + _FOCUS[prepared.kind].format(
+                 previous=prepared.previous_head or previous_head or "?") + "\n"
              f"Review only {pr.owner}/{pr.repo}#{pr.number} at head SHA {pr.head_sha} against "
              f"base SHA {pr.base_sha} ({pr.changed_files} files, +{pr.additions}/"
              f"-{pr.deletions})."]

@@ -25,7 +25,7 @@ from .diff_prep import exclude_patterns, excluded, is_binary, prepare
 from .feedback import bot_reviews, render, thread_news, thread_states
 from .github.client import GitHubClient
 from .github.errors import GitHubError, NotFound, RateLimited
-from .github.models import Comparison, PullFile, PullRequest
+from .github.models import Comparison, PullFile, PullRequest, Review
 from .sanitizer import redact_secrets, sanitize
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,7 @@ class ReviewInput:
     feedback: str = ""
     note: str = ""
     files: list[PullFile] | None = None  # the PR's files, reused by the guard
+    previous_head: str | None = None  # the last reviewed head this material starts from
 
 
 SIZES_PER_QUERY = 50
@@ -117,9 +118,15 @@ async def prepare_review(client: GitHubClient, pr: PullRequest, settings: Review
     patterns = exclude_patterns(settings.exclude, settings.exclude_builtin)
     budget = settings.max_diff_kb * 1024
     try:
+        # The runner's trigger check listed the reviews just before: a free 304 here.
+        mine = bot_reviews(await client.list_reviews(owner, repo, number))
+        if previous_head is None and mine and reviewed_in(history):
+            # The conversation holds a review but the caller lost its head (a reset record):
+            # the bot's last review on GitHub says which head it was.
+            previous_head = next((r.commit_id for r in reversed(mine) if r.commit_id), None)
         files = await client.list_pull_files(owner, repo, number, max_pages=FILES_PAGE_CAP)
         result = await _diff_part(client, pr, files, previous_head, history, patterns, budget)
-        result.files = files
+        result.files, result.previous_head = files, previous_head
     except RateLimited:
         raise  # the turn fails and the account backs off; the tools would fail too
     except GitHubError as exc:
@@ -128,7 +135,7 @@ async def prepare_review(client: GitHubClient, pr: PullRequest, settings: Review
             f"The prepared diff could not be loaded ({redact_secrets(str(exc))[:200]}); read "
             "the changes with pull_request_read method=get_diff or get_files."))
     try:
-        result.feedback = await _feedback(client, owner, repo, number, history)
+        result.feedback = await _feedback(client, owner, repo, number, mine, history)
     except RateLimited:
         raise
     except GitHubError as exc:
@@ -187,8 +194,7 @@ async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile
 
 
 async def _feedback(client: GitHubClient, owner: str, repo: str, number: int,
-                    history: Sequence[str]) -> str:
-    mine = bot_reviews(await client.list_reviews(owner, repo, number))
+                    mine: list[Review], history: Sequence[str]) -> str:
     if not mine:
         return ""
     comments = await client.list_review_comments(owner, repo, number)

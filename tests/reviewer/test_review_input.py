@@ -1,0 +1,65 @@
+"""The review turn's material against the sandbox GitHub (issue 12): the lost head derived from
+the bot's last review, a vanished head, a merge of the base branch, a failed preparation."""
+
+from __future__ import annotations
+
+from dsh_github_reviewer.config import ReviewSettings
+from dsh_github_reviewer.github.review_submit import marker
+from dsh_github_reviewer.review_input import prepare_review
+
+from .conftest import small_repo
+
+HISTORY = ["Flow: review.\nThis is the first review of this pull request."]
+
+
+def bot_review(st, commit: str) -> None:
+    review = st.start_review("octo/app", 1, "dsh-bot", commit)
+    st.submit_review(review, "COMMENT", "summary\n\n" + marker(f"auto:{commit}"))
+
+
+async def test_a_lost_previous_head_comes_from_the_bots_last_review(sandbox, client):
+    st = small_repo(sandbox)
+    first = st.pull("octo/app", 1).head_sha
+    bot_review(st, first)
+    st.commit("octo/app", "feature-1", {"lib.py": "x = 1\n"}, message="Add lib")
+    pr = await client.get_pull("octo", "app", 1)
+    got = await prepare_review(client, pr, ReviewSettings(), None, HISTORY)
+    assert (got.kind, got.previous_head) == ("push", first)
+    assert "+++ b/lib.py" in got.diff and "app.py" not in got.diff
+    assert got.commits and got.commits[0].endswith("Add lib")
+    # Without an earlier review in the conversation it is a first review, head or not.
+    fresh = await prepare_review(client, pr, ReviewSettings(), None, [])
+    assert fresh.kind == "first" and "+++ b/app.py" in fresh.diff
+
+
+async def test_a_vanished_previous_head_gives_the_whole_diff_with_a_note(sandbox, client):
+    small_repo(sandbox)
+    pr = await client.get_pull("octo", "app", 1)
+    got = await prepare_review(client, pr, ReviewSettings(), "f" * 40, HISTORY)
+    assert got.kind == "force_push" and "is no longer available on GitHub" in got.note
+    assert "+++ b/app.py" in got.diff
+
+
+async def test_a_merge_of_the_base_branch_shows_only_the_prs_files(sandbox, client):
+    st = small_repo(sandbox)
+    first = st.pull("octo/app", 1).head_sha
+    st.commit("octo/app", "main", {"other.py": "from someone else\n"})
+    merged = dict(st.commits[st.repo("octo/app").branches["main"]].tree)
+    merged["app.py"] = "def f(x):\n    return x + 10\n"
+    st.commit("octo/app", "feature-1", merged, message="Merge main")
+    # GitHub diffs a PR against the merge base; the sandbox has no merge commits, so move the
+    # PR's base to the merged main to get the same file list.
+    st.pull("octo/app", 1).base_sha = st.repo("octo/app").branches["main"]
+    pr = await client.get_pull("octo", "app", 1)
+    got = await prepare_review(client, pr, ReviewSettings(), first, HISTORY)
+    assert got.kind == "push" and "+++ b/app.py" in got.diff and "other.py" not in got.diff
+    assert "1 file(s) changed by the new commits are not part of this PR" in got.note
+
+
+async def test_a_failed_preparation_tells_the_model_to_use_the_tools(sandbox, client):
+    small_repo(sandbox)
+    pr = await client.get_pull("octo", "app", 1)
+    sandbox.inject_error(500, times=3, path_contains="/files")
+    got = await prepare_review(client, pr, ReviewSettings(), None, [])
+    assert got.kind == "unavailable" and got.diff == ""
+    assert "pull_request_read method=get_diff" in got.note and "HTTP 500" in got.note
