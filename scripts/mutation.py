@@ -38,7 +38,7 @@ COVERING_TESTS: dict[str, list[str]] = {
 }
 # mutmut's exit-code classes (mutmut.stats.status_by_exit_code), folded into three.
 DETECTED = {"killed", "timeout", "caught by type check", "segfault"}
-UNCOUNTED = {"skipped"}  # "# pragma: no mutate"
+UNCOUNTED = {"skipped"}  # "# pragma: no mutate" lines: shown beside the count, not scored
 
 
 @dataclass
@@ -46,6 +46,7 @@ class Result:
     module: str
     total: int = 0
     detected: int = 0
+    skipped: int = 0
     survivors: list[str] = field(default_factory=list)
     other: dict[str, int] = field(default_factory=dict)
 
@@ -103,6 +104,7 @@ def collect(workdir: Path, module: str) -> Result:
     for name, code in sorted(codes.items()):
         status = by_code[code]
         if status in UNCOUNTED:
+            result.skipped += 1
             continue
         result.total += 1
         if status in DETECTED:
@@ -157,7 +159,8 @@ def table(results: list[Result]) -> str:
     rows = ["| module | mutants | score | survivors |", "|---|---|---|---|"]
     for r in results:
         names = ", ".join(short(n) for n in r.survivors)
-        rows.append(f"| `{r.module}` | {r.total} | {r.score:.1f} % | {len(r.survivors)}"
+        skipped = f" (+{r.skipped} skipped)" if r.skipped else ""
+        rows.append(f"| `{r.module}` | {r.total}{skipped} | {r.score:.1f} % | {len(r.survivors)}"
                     f"{': ' + names if names else ''} |")
     return "\n".join(rows)
 

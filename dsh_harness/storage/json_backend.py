@@ -52,11 +52,13 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 class JsonStoredDomain(StoredDomain):
     def __init__(self, path: Path, spec: DomainSpec):
+        """Reads the file (blocking: construct it in a thread); a handle is always loaded."""
         self.path, self.spec = path, spec
-        self._version: int | None = None
+        self._version: int | None
         # table -> key -> canonical JSON text; undeclared tables are kept so no data is lost.
-        self._tables: dict[str, dict[str, str]] = {}
-        self._seen: _Signature | None = None
+        self._tables: dict[str, dict[str, str]]
+        self._seen: _Signature | None
+        self._load()
 
     def _load(self) -> None:
         sig = _signature(self.path)
@@ -126,10 +128,11 @@ class JsonStoredDomain(StoredDomain):
         for table in self.spec.tables:
             tables.setdefault(table, {})
         for table, key, text in ops:
+            rows = tables.setdefault(table, {})
             if text is None:
-                tables.setdefault(table, {}).pop(key, None)
+                rows.pop(key, None)  # deleting a missing key is no error
             else:
-                tables.setdefault(table, {})[key] = text
+                rows[key] = text
         await asyncio.to_thread(self._commit, version, tables)
 
     async def replace_all(self, version: int, data: dict[str, dict[str, str]]) -> None:
@@ -148,9 +151,8 @@ class JsonBackend(StorageBackend):
 
     async def open(self, spec: DomainSpec) -> JsonStoredDomain:
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        stored = JsonStoredDomain(self.directory / f"{spec.name}.json", spec)
-        await asyncio.to_thread(stored._load)
-        return stored
+        return await asyncio.to_thread(JsonStoredDomain, self.directory / f"{spec.name}.json",
+                                       spec)
 
     async def list_domains(self) -> list[str]:
         if not self.directory.is_dir():

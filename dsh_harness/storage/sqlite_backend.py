@@ -18,6 +18,9 @@ from .base import DomainSpec, StorageBackend, StoredDomain, WriteOp
 LAYOUT_VERSION = 1
 DB_NAME = "dsh.sqlite3"
 BUSY_TIMEOUT_MS = 10_000
+# "# pragma: no mutate" marks lines of SQL text for scripts/mutation: SQL keywords and names are
+# case-insensitive, so mutmut's upper/lower-case mutants of them change nothing. (mutmut reads
+# the pragma on the line where a statement starts or inside brackets, not after a closing one.)
 
 
 def table_name(domain: str, table: str) -> str:
@@ -39,19 +42,21 @@ async def connect(path: Path) -> aiosqlite.Connection:
         raise StorageError(f"cannot open {path}: {exc}") from None
     try:
         await db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        await db.execute("PRAGMA journal_mode=WAL")
-        await db.execute("PRAGMA synchronous=FULL")
-        async with db.execute("PRAGMA user_version") as cur:
+        # The layout is checked before anything is set: a database of another layout (a newer
+        # dsh's) is refused without switching its journal mode.
+        async with db.execute("PRAGMA user_version") as cur:  # pragma: no mutate
             (layout,) = await cur.fetchone()  # type: ignore[misc]
-        if layout == 0:
-            await db.execute("BEGIN IMMEDIATE")
-            await db.execute("CREATE TABLE IF NOT EXISTS dsh_domains "
-                             "(name TEXT PRIMARY KEY, version INTEGER NOT NULL)")
-            await db.execute(f"PRAGMA user_version={LAYOUT_VERSION}")
-            await db.execute("COMMIT")
-        elif layout != LAYOUT_VERSION:
+        if layout not in (0, LAYOUT_VERSION):
             raise StorageError(f"{path}: storage layout {layout} is not supported "
                                f"(this dsh reads layout {LAYOUT_VERSION})")
+        await db.execute("PRAGMA journal_mode=WAL")  # pragma: no mutate
+        await db.execute("PRAGMA synchronous=FULL")  # pragma: no mutate
+        if layout == 0:
+            await db.execute("BEGIN IMMEDIATE")  # pragma: no mutate
+            await db.execute("CREATE TABLE IF NOT EXISTS dsh_domains "  # pragma: no mutate
+                             "(name TEXT PRIMARY KEY, version INTEGER NOT NULL)")
+            await db.execute(f"PRAGMA user_version={LAYOUT_VERSION}")
+            await db.execute("COMMIT")  # pragma: no mutate
     except aiosqlite.DatabaseError as exc:
         await db.close()
         raise StorageError(f"{path} is not a usable SQLite database ({exc}); "
@@ -72,8 +77,8 @@ class SqliteStoredDomain(StoredDomain):
                                   " (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
     async def stored_version(self) -> int | None:
-        async with self.db.execute("SELECT version FROM dsh_domains WHERE name=?",
-                                   (self.spec.name,)) as cur:
+        sql = "SELECT version FROM dsh_domains WHERE name=?"  # pragma: no mutate
+        async with self.db.execute(sql, (self.spec.name,)) as cur:
             row = await cur.fetchone()
         return None if row is None else int(row[0])
 
@@ -89,14 +94,14 @@ class SqliteStoredDomain(StoredDomain):
             return [(k, v) async for k, v in cur]
 
     async def _transaction(self, version: int, ops: list[WriteOp], clear: bool) -> None:
-        await self.db.execute("BEGIN IMMEDIATE")
+        await self.db.execute("BEGIN IMMEDIATE")  # pragma: no mutate
         try:
             if clear:
                 for table in self.spec.tables:
                     await self.db.execute(f"DELETE FROM {table_name(self.spec.name, table)}")
             await self.db.execute(
-                "INSERT INTO dsh_domains(name, version) VALUES(?, ?) "
-                "ON CONFLICT(name) DO UPDATE SET version=excluded.version",
+                "INSERT INTO dsh_domains(name, version) VALUES(?, ?) "  # pragma: no mutate
+                "ON CONFLICT(name) DO UPDATE SET version=excluded.version",  # pragma: no mutate
                 (self.spec.name, version))
             by_table: dict[str, list[WriteOp]] = {}
             for op in ops:
@@ -108,10 +113,11 @@ class SqliteStoredDomain(StoredDomain):
                 if upserts:
                     await self.db.executemany(
                         f"INSERT INTO {name}(key, value) VALUES(?, ?) "
-                        "ON CONFLICT(key) DO UPDATE SET value=excluded.value", upserts)
+                        "ON CONFLICT(key) DO UPDATE SET value=excluded.value",  # pragma: no mutate
+                        upserts)
                 if deletes:
                     await self.db.executemany(f"DELETE FROM {name} WHERE key=?", deletes)
-            await self.db.execute("COMMIT")
+            await self.db.execute("COMMIT")  # pragma: no mutate
         except BaseException:
             await self.db.execute("ROLLBACK")
             raise
@@ -149,7 +155,8 @@ class SqliteBackend(StorageBackend):
             return []
         db = await connect(self.path)
         try:
-            async with db.execute("SELECT name FROM dsh_domains ORDER BY name") as cur:
+            sql = "SELECT name FROM dsh_domains ORDER BY name"  # pragma: no mutate
+            async with db.execute(sql) as cur:
                 return [r[0] async for r in cur]
         finally:
             await db.close()
