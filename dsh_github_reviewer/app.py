@@ -10,16 +10,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx2
 
 from dsh_harness import AgentWorld, DshError, Harness
 
-from .config import AccountConfig, ReviewerConfig
+from .config import AccountConfig, McpSettings, ReviewerConfig
 from .cursor import DOMAIN, CursorStore, Instructions
 from .github.auth import AppAuth, PatAuth, load_private_key
 from .github.client import GitHubClient
+from .github.errors import AuthError
 from .github.guard import Guard
 from .github.mcp_host import McpRuntime
 from .prompts import TrustedInstructions, system_prompt
@@ -105,11 +107,49 @@ class ReviewerApp:
         if missing:
             names = ", ".join(f"{a.instance}.accounts[{a.config.name}]" for a in missing)
             raise SetupError(
-                f"no GitHub credentials for {names}: set GITHUB_TOKEN (a ghp_/github_pat_ "
+                f"no GitHub credentials for {names}: set GITHUB_TOKEN (a ghp_/github_pat_/gho_ "
                 "token used by dsh.toml's personal_access_token), or configure a GitHub App "
                 "(app_id, installation_id, private_key_path). The model key comes from "
                 "DEEPSEEK_API_KEY. To see the bot work without either, run: "
                 "dsh github-reviewer demo")
+
+    def key_path(self, acct: AccountRuntime) -> Path:
+        """The App key file, relative paths taken from the config file's directory."""
+        assert acct.config.private_key_path is not None
+        return self.harness.loaded.resolve(acct.config.private_key_path)
+
+    def mcp_settings(self, acct: AccountRuntime) -> McpSettings:
+        cwd = acct.config.mcp.cwd
+        if cwd is None:
+            return acct.config.mcp
+        return acct.config.mcp.model_copy(update={"cwd": self.harness.loaded.resolve(cwd)})
+
+    def problems(self) -> list[str]:
+        """What would stop ``dsh run`` (``dsh_validate``): checked without network or writes."""
+        out: list[str] = []
+        try:
+            self.check_credentials()
+        except SetupError as exc:
+            out.append(str(exc))
+        for acct in self.accounts.values():
+            where = f"plugins.{acct.instance}.accounts[{acct.config.name}]"
+            if acct.config.app_mode:
+                try:
+                    load_private_key(self.key_path(acct))
+                except AuthError as exc:
+                    out.append(f"{where}.private_key_path: {exc}")
+            cwd = self.mcp_settings(acct).cwd
+            if cwd is not None and not cwd.is_dir():
+                out.append(f"{where}.mcp.cwd: {cwd} is not a directory")
+            refs = [c.ref for c in acct.config.review.models] or [None]
+            try:
+                llm_problems = [self.harness.llm.problem(ref) for ref in refs]
+            except DshError:
+                continue  # the harness reports a providers block it cannot build
+            if all(llm_problems):
+                out.append(f"{where}.review.models: {llm_problems[0]}. To see the bot work "
+                           "offline first, run: dsh github-reviewer demo")
+        return out
 
     async def connect(self) -> None:
         """Open clients for every account (App keys are read and parsed here)."""
@@ -119,13 +159,17 @@ class ReviewerApp:
             acct.http = httpx2.AsyncClient(timeout=HTTP_TIMEOUT_S)
             cfg = acct.config
             if cfg.app_mode:
-                key = load_private_key(cfg.private_key_path)  # type: ignore[arg-type]
+                try:
+                    key = load_private_key(self.key_path(acct))
+                except AuthError as exc:
+                    raise SetupError(f"plugins.{acct.instance}.accounts[{cfg.name}]"
+                                     f".private_key_path: {exc}") from None
                 acct.auth = AppAuth(cfg.app_id, cfg.installation_id, key,  # type: ignore[arg-type]
                                     cfg.api_url, acct.http)
             else:
                 acct.auth = PatAuth(cfg.personal_access_token.get_secret_value())  # type: ignore[union-attr]
             acct.client = GitHubClient(cfg.api_url, acct.auth, acct.http)
-            acct.mcp = McpRuntime(cfg.mcp, cfg.web_url, cfg.review.tool_timeout_s)
+            acct.mcp = McpRuntime(self.mcp_settings(acct), cfg.web_url, cfg.review.tool_timeout_s)
             acct.cursor = CursorStore(domain, acct.key)
 
     async def close(self) -> None:

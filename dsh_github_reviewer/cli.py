@@ -7,22 +7,26 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from dsh_harness import Harness
+from dsh_harness import DshError, Harness
 
-from .app import ReviewerApp
+from .app import PLUGIN_NAME, ReviewerApp
 from .cursor import DOMAIN, CursorStore
 
 
 def register(cli: Any) -> None:
     parser = cli.add_command("github-reviewer", "the GitHub reviewer: status and offline demo")
     sub = parser.add_subparsers(dest="reviewer_command", metavar="SUBCOMMAND", required=True)
-    status = sub.add_parser("status", help="cursor state per account and PR")
+    text = "cursor state per account and PR, as the running bot stored it"
+    status = sub.add_parser("status", help=text, description=text)
     status.add_argument("--json", action="store_true")
     status.set_defaults(handler=cmd_status)
-    demo = sub.add_parser("demo", help="an offline review against a sandbox GitHub and a "
-                                       "scripted model: review, push, re-review, /bot")
+    text = ("an offline review against a sandbox GitHub and a scripted model: review, push, "
+            "re-review, /bot (needs no config; binds 127.0.0.N:80, so root or "
+            "CAP_NET_BIND_SERVICE)")
+    demo = sub.add_parser("demo", help=text, description=text)
     demo.add_argument("--json", action="store_true")
-    demo.set_defaults(handler=cmd_demo)
+    # The demo brings its own sandbox and config: it runs from any directory.
+    demo.set_defaults(handler=cmd_demo, needs_config=False)
     ci = sub.add_parser("ci", help="inside a GitHub Actions job: review the event's PR once "
                                    "with the review team, then exit (see action.yml)")
     ci.add_argument("--account", default=None,
@@ -67,6 +71,9 @@ async def status_data(harness: Harness) -> list[dict[str, Any]]:
 
 
 async def cmd_status(harness: Harness, args: argparse.Namespace) -> int:
+    if PLUGIN_NAME not in harness.instances.values():
+        raise DshError(f"{harness.loaded.source}: no enabled instance of {PLUGIN_NAME} (add a "
+                       "[plugins.github-reviewer] block, see dsh.example.toml)")
     data = await status_data(harness)
     if args.json:
         print(json.dumps(data, indent=2, ensure_ascii=False))

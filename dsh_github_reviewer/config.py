@@ -25,7 +25,8 @@ from .webhook.settings import WebhookSettings, optional_secret
 
 REPO_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]*)/[A-Za-z0-9._-]+$")
 LOGIN_GLOB_RE = re.compile(r"^[A-Za-z0-9*?\[\]_.-]+$")
-PAT_PREFIXES = ("ghp_", "github_pat_")
+# Classic, fine-grained, and the OAuth token `gh auth token` prints.
+PAT_PREFIXES = ("ghp_", "github_pat_", "gho_")
 DEFAULT_ASSOCIATIONS = ["OWNER", "MEMBER", "COLLABORATOR"]
 DEFAULT_MCP_ARGS = ["stdio", "--toolsets=pull_requests,repos"]
 
@@ -59,9 +60,20 @@ RepoName = Annotated[str, AfterValidator(_repo)]
 LoginGlob = Annotated[str, AfterValidator(_login_glob)]
 
 
+def _trimmed(value: str) -> str:
+    # A padded name would only fail at the first review, when the provider does not list it.
+    value = value.strip()
+    if not value:
+        raise ValueError("must not be empty")
+    return value
+
+
+Trimmed = Annotated[str, AfterValidator(_trimmed)]
+
+
 class ModelCandidate(Strict):
-    provider: str = Field(min_length=1)
-    model: str = Field(min_length=1)
+    provider: Trimmed
+    model: Trimmed
 
     @property
     def ref(self) -> str:
@@ -198,8 +210,8 @@ class AccountConfig(Strict):
             return None  # "${GITHUB_TOKEN:-}" with the variable unset
         token = v.get_secret_value().strip()
         if not token.startswith(PAT_PREFIXES):
-            raise ValueError("must be a classic (ghp_...) or fine-grained (github_pat_...) "
-                             "personal access token")
+            raise ValueError("must be a classic (ghp_...), fine-grained (github_pat_...) or "
+                             "OAuth (gho_..., from `gh auth token`) GitHub token")
         return SecretStr(token)
 
     @field_validator("api_url")

@@ -1,6 +1,7 @@
 """``dsh github-reviewer demo``: the whole loop offline, in under a minute.
 
-A sandbox GitHub (on 127.0.0.N:80, because the real github-mcp-server binary dials port 80)
+A sandbox GitHub (on 127.0.0.N:80, because the real github-mcp-server binary dials port 80;
+binding it needs root or CAP_NET_BIND_SERVICE, and without either the demo says so and exits 1)
 holds a small repository and a PR with real findings; a scripted reviewer model serves the
 OpenAI-compatible API with DeepSeek-style prefix caching. The real poller, runner, guarded
 tools and github-mcp-server then do: first review → a new push → re-review in the same session
@@ -17,8 +18,10 @@ from typing import Any
 
 from dsh_harness import Harness
 
+from .app import SetupError
+from .github.mcp_host import McpError, bundled_binary
 from .session_key import PrKey
-from .testing import SandboxGitHub
+from .testing import LoopbackPortDenied, SandboxGitHub
 from .testing.deployment import Deployment
 from .testing.scenario import REPO, build_shop, model_server, push_fix
 
@@ -52,8 +55,16 @@ async def session_turns(harness: Harness, session_id: str) -> list[dict[str, Any
 
 
 async def run_demo(as_json: bool = False) -> int:
-    with tempfile.TemporaryDirectory(prefix="dsh-demo-") as tmp, \
-            SandboxGitHub.on_loopback_80() as sb, model_server() as model:
+    try:
+        bundled_binary()  # without it every read fails and the "review" finds nothing
+    except McpError as exc:
+        raise SetupError(f"the demo needs the github-mcp-server binary: {exc}") from None
+    try:
+        sandbox = SandboxGitHub.on_loopback_80()
+    except LoopbackPortDenied as exc:
+        raise SetupError(f"the demo cannot start its sandbox GitHub: {exc}") from None
+    with tempfile.TemporaryDirectory(prefix="dsh-demo-") as tmp, sandbox as sb, \
+            model_server() as model:
         build_shop(sb)
         dep = await Deployment(Path(tmp), sb, model).start()
         steps = []

@@ -70,17 +70,20 @@ def dsh_session_link(harness, session):
 
 
 @hookimpl
+def dsh_validate(harness):
+    try:
+        app = ReviewerApp.of(harness)
+    except SetupError as exc:  # e.g. one account name in two instances
+        return [str(exc)]
+    return app.problems()
+
+
+@hookimpl
 async def dsh_startup(harness):
+    # harness.startup() ran dsh_validate (credentials, keys, models) before this hook.
     app = ReviewerApp.of(harness)
     if not app.accounts:
         return
-    app.check_credentials()
-    for acct in app.accounts.values():
-        refs = [c.ref for c in acct.config.review.models] or [None]
-        problems = [harness.llm.problem(ref) for ref in refs]
-        if all(problems):
-            raise SetupError(f"{problems[0]}. To see the bot work offline first, run: "
-                             "dsh github-reviewer demo")
     await app.connect()
     for acct in app.accounts.values():
         if not acct.config.repositories:

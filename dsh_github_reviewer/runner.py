@@ -88,7 +88,8 @@ class Runner:
                 agent = await self._agent(acct, key, pr, instructions)
                 assert acct.auth is not None and acct.client is not None and acct.mcp
                 turn = GuardTurn(scope=scope_for(pr, flow, trigger), client=acct.client,
-                                 runtime=acct.mcp, token=await acct.auth.token())
+                                 runtime=acct.mcp,
+                                 token=await acct.auth.token(valid_for_s=deadline - loop.time()))
                 message = await message_for(pr, agent, turn)
                 acct.guard.begin(key.session_id, turn)
                 try:

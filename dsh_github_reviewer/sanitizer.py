@@ -19,8 +19,13 @@ _TAG = re.compile(r"<([A-Za-z][A-Za-z0-9-]*)(\s[^<>]*?)?(/?)>")
 _HIDDEN_ATTR = re.compile(
     r"""\s+(?:alt|title|aria-label|placeholder|data-[A-Za-z0-9_.:-]*)"""
     r"""(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'>]+))?""", re.I)
-_IMAGE_ALT = re.compile(r"!\[[^\]]*\]\(")
+# Every image form: inline ![alt](url), full/collapsed reference ![alt][ref] / ![alt][], and
+# shortcut ![alt] — the alt text is hidden prose in all of them.
+_IMAGE_ALT = re.compile(r"!\[[^\]]+\]")
 _LINK_TITLE = re.compile(r"""(\]\(\s*(?:<[^>]*>|[^\s()]+))\s+(?:"[^"]*"|'[^']*'|\([^()]*\))\s*\)""")
+# A reference definition's title: [ref]: url "title"
+_DEF_TITLE = re.compile(
+    r"""^(\s{0,3}\[[^\]]+\]:\s*(?:<[^>]*>|\S+))\s+(?:"[^"]*"|'[^']*'|\([^()]*\))[ \t]*$""", re.M)
 SECRET_PATTERNS = [
     re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),
     re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
@@ -68,8 +73,9 @@ def _once(text: str) -> str:
     text = _ENTITY.sub(_decode_entity, text)
     text = _COMMENT.sub("", text)
     text = _TAG.sub(_strip_attrs, text)
-    text = _IMAGE_ALT.sub("![](", text)
+    text = _IMAGE_ALT.sub("![]", text)
     text = _LINK_TITLE.sub(r"\1)", text)
+    text = _DEF_TITLE.sub(r"\1", text)
     text = redact_secrets(text)
     text = remove_invisible(text)
     return text.strip()

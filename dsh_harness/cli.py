@@ -15,7 +15,7 @@ from typing import Any
 
 from .config import load_config
 from .errors import DshError
-from .harness import Harness
+from .harness import HARNESS_VERSION, Harness
 
 log = logging.getLogger("dsh")
 
@@ -32,6 +32,12 @@ class CommandRegistry:
             raise DshError(f"command {name!r} is registered twice")
         self.names.add(name)
         return self._subparsers.add_parser(name, help=help, description=help)
+
+
+def add_subcommand(subparsers: argparse._SubParsersAction, name: str,
+                   help: str) -> argparse.ArgumentParser:
+    """A nested subcommand whose ``--help`` page repeats its one-line description."""
+    return subparsers.add_parser(name, help=help, description=help)
 
 
 def _print_json(data: Any) -> None:
@@ -56,7 +62,7 @@ def cmd_plugins(harness: Harness, args: argparse.Namespace) -> int:
 
 
 def cmd_config_check(harness: Harness, args: argparse.Namespace) -> int:
-    _ = harness.storage  # resolves backends and routes, reporting unknown names
+    harness.validate()  # the same validation dsh run does before it starts anything
     instances = [f"{iid} ({plugin})" for iid, plugin in harness.instances.items()]
     print(f"{harness.loaded.source}: OK")
     print(f"  home: {harness.home}")
@@ -103,9 +109,12 @@ async def cmd_storage_dump(harness: Harness, args: argparse.Namespace) -> int:
 
 
 async def cmd_storage_copy(harness: Harness, args: argparse.Namespace) -> int:
-    count = await harness.storage.copy(args.domain, args.source, args.target)
-    print(f"copied {count} records of {args.domain} from {args.source} to {args.target}; "
-          "verified record by record")
+    report = await harness.storage.copy(args.domain, args.source, args.target,
+                                        force=args.force)
+    if report.backup is not None:
+        print(f"backed up the replaced {args.target} records to {report.backup}")
+    print(f"copied {report.records} records of {args.domain} from {args.source} to "
+          f"{args.target}; verified record by record")
     if harness.storage.backend_for(args.domain) != args.target:
         print(f"note: {args.domain} is still routed to {harness.storage.backend_for(args.domain)}"
               f"; set storage.backend or storage.routes.{args.domain} = \"{args.target}\" to use"
@@ -114,6 +123,9 @@ async def cmd_storage_copy(harness: Harness, args: argparse.Namespace) -> int:
 
 
 async def cmd_run(harness: Harness, args: argparse.Namespace) -> int:
+    if not harness.instances and not harness.config.web.enabled:
+        raise DshError(f"{harness.loaded.source}: nothing to run: no plugin instance is enabled "
+                       "(add a [plugins.<id>] block) and [web] is not enabled")
     harness.run_once = args.once
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -166,8 +178,15 @@ def _event_line(e: Any) -> str:
     return text if len(text) <= 300 else text[:300] + "..."
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, CommandRegistry]:
+def version_text(harness: Harness | None) -> str:
+    plugins = sorted({(d.name, d.version) for d in harness.discovered}) if harness else []
+    return f"dsh {HARNESS_VERSION}" + "".join(f", {n} {v}" for n, v in plugins)
+
+
+def build_parser(harness: Harness | None = None
+                 ) -> tuple[argparse.ArgumentParser, CommandRegistry]:
     parser = argparse.ArgumentParser(prog="dsh", description="The dsh agent harness.")
+    parser.add_argument("--version", action="version", version=version_text(harness))
     parser.add_argument("--config", type=Path, default=None,
                         help="deployment config (default: ./dsh.toml)")
     parser.add_argument("-v", "--verbose", action="count", default=0,
@@ -177,35 +196,37 @@ def build_parser() -> tuple[argparse.ArgumentParser, CommandRegistry]:
 
     p = registry.add_command("plugins", "list plugins, their origin and hooks")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_plugins)
+    p.set_defaults(handler=cmd_plugins, needs_config=False)
 
     p = registry.add_command("config", "inspect the deployment config")
     csub = p.add_subparsers(dest="config_command", metavar="SUBCOMMAND", required=True)
-    c = csub.add_parser("check", help="validate dsh.toml and every enabled plugin's block")
+    c = add_subcommand(csub, "check", "validate dsh.toml and every enabled plugin's block")
     c.set_defaults(handler=cmd_config_check)
 
     p = registry.add_command("storage", "inspect storage domains and move them between backends")
     ssub = p.add_subparsers(dest="storage_command", metavar="SUBCOMMAND", required=True)
-    s = ssub.add_parser("ls", help="declared domains, their backend and record counts")
+    s = add_subcommand(ssub, "ls", "declared domains, their backend and record counts")
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=cmd_storage_ls)
-    s = ssub.add_parser("dump", help="print every record of a domain")
+    s = add_subcommand(ssub, "dump", "print every record of a domain")
     s.add_argument("domain")
     s.add_argument("--backend", help="read this backend instead of the routed one")
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=cmd_storage_dump)
-    s = ssub.add_parser("copy", help="copy a domain between backends and verify it")
+    s = add_subcommand(ssub, "copy", "copy a domain between backends and verify it")
     s.add_argument("domain")
     s.add_argument("--from", dest="source", required=True)
     s.add_argument("--to", dest="target", required=True)
+    s.add_argument("--force", action="store_true",
+                   help="replace a destination that already holds records (after a backup)")
     s.set_defaults(handler=cmd_storage_copy)
 
     p = registry.add_command("sessions", "list and read session logs (never resumes them)")
     ssub = p.add_subparsers(dest="sessions_command", metavar="SUBCOMMAND", required=True)
-    s = ssub.add_parser("list", help="every session with title, turns, tokens and cost")
+    s = add_subcommand(ssub, "list", "every session with title, turns, tokens and cost")
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=cmd_sessions_list)
-    s = ssub.add_parser("show", help="the events of one session")
+    s = add_subcommand(ssub, "show", "the events of one session")
     s.add_argument("session_id")
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=cmd_sessions_show)
@@ -249,14 +270,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     serving = next((a for a in rest if not a.startswith("-")), "") in ("run", "web")
     _setup_logging(known.verbose or (1 if serving else 0))
 
-    parser, registry = build_parser()
     harness: Harness | None = None
     setup_error: DshError | None = None
     try:
         harness = Harness(load_config(known.config))
-        harness.plugins.call("dsh_register_commands", cli=registry)
     except DshError as exc:
         setup_error = exc
+    parser, registry = build_parser(harness)
+    try:
+        if harness is not None:
+            # Every installed plugin's commands, enabled or not: the demo needs no config.
+            harness.register_commands(registry)
+    except DshError as exc:
+        setup_error = setup_error or exc
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
         if setup_error:
@@ -266,13 +292,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     if setup_error or harness is None:
         print(f"dsh: {setup_error}", file=sys.stderr)
         return 1
+    if getattr(args, "needs_config", True) and not harness.loaded.found:
+        # Acting on a deployment without its config would idle, or create .dsh/ here.
+        print(f"dsh: {harness.loaded.missing_message(_command_name(args))}", file=sys.stderr)
+        return 1
     try:
         return asyncio.run(_invoke(args.handler, harness, args))
     except DshError as exc:
         print(f"dsh: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # a port, a permission, a full disk: the operator's to fix
+        log.debug("OSError", exc_info=True)
+        print(f"dsh: {exc} (run with -vv for the traceback)", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _command_name(args: argparse.Namespace) -> str:
+    words = [args.command, *(v for k, v in vars(args).items()
+                             if k.endswith("_command") and k != "command" and v)]
+    return "dsh " + " ".join(str(w) for w in words if w)
 
 
 if __name__ == "__main__":

@@ -59,15 +59,22 @@ def _deepseek_models() -> dict[str, ModelSpec]:
     }
 
 
+DEEPSEEK_KEY_ENV = "DEEPSEEK_API_KEY"
+
+
 class ProviderConfig(StrictModel):
     kind: str = "openai"
     base_url: str = "https://api.deepseek.com"
-    api_key_env: str | None = "DEEPSEEK_API_KEY"
+    # Unset = no key variable, except for the provider named ``deepseek`` (DEEPSEEK_API_KEY):
+    # another provider must never send the DeepSeek key to its own base URL.
+    api_key_env: str | None = None
     api_key: SecretStr | None = None
     timeout_s: float = Field(default=300.0, gt=0)
     max_retries: int = Field(default=4, ge=0, le=20)
     # First backoff step; doubles per attempt (with jitter) unless the server sends Retry-After.
     retry_base_s: float = Field(default=1.0, ge=0)
+    # Upper bound on one wait a server's Retry-After may ask for (a turn has a deadline).
+    retry_after_max_s: float = Field(default=60.0, ge=0)
     # Which reasoning_content to send back: "all" keeps requests prefix-stable across turns.
     reasoning_replay: Literal["all", "current_turn", "none"] = "all"
     models: dict[str, ModelSpec] = Field(default_factory=_deepseek_models)
@@ -81,7 +88,7 @@ class ProviderConfig(StrictModel):
 
 
 def _default_providers() -> dict[str, ProviderConfig]:
-    return {"deepseek": ProviderConfig()}
+    return {"deepseek": ProviderConfig(api_key_env=DEEPSEEK_KEY_ENV)}
 
 
 class CompactionConfig(StrictModel):
@@ -133,6 +140,15 @@ class DeploymentConfig(StrictModel):
             raise ValueError("must be <provider>/<model>, e.g. deepseek/deepseek-v4-flash")
         return v
 
+    @field_validator("providers")
+    @classmethod
+    def _deepseek_key_env(cls, v: dict[str, ProviderConfig]) -> dict[str, ProviderConfig]:
+        out = dict(v)
+        deepseek = out.get("deepseek")
+        if deepseek is not None and "api_key_env" not in deepseek.model_fields_set:
+            out["deepseek"] = deepseek.model_copy(update={"api_key_env": DEEPSEEK_KEY_ENV})
+        return out
+
     @field_validator("plugins")
     @classmethod
     def _instance_ids(cls, v: dict[str, PluginInstanceConfig]) -> dict[str, PluginInstanceConfig]:
@@ -150,11 +166,25 @@ class LoadedConfig(BaseModel):
     source: str
     base_dir: Path
     config: DeploymentConfig
+    # False when no config file was found and the defaults stand in (commands that act on a
+    # deployment refuse to run then, naming ``looked_for``).
+    found: bool = True
+    looked_for: Path | None = None
+
+    def resolve(self, path: Path) -> Path:
+        """``path`` with ``~`` expanded, relative to the config file's directory."""
+        path = path.expanduser()
+        return path if path.is_absolute() else (self.base_dir / path).resolve()
+
+    def missing_message(self, command: str) -> str:
+        where = (self.looked_for or DEFAULT_CONFIG_PATH).expanduser()
+        where = where if where.is_absolute() else Path.cwd() / where
+        return (f"{command} needs a config file and none was found at {where} "
+                "(pass --config PATH, or copy dsh.example.toml to dsh.toml)")
 
     @property
     def home(self) -> Path:
-        home = self.config.home.expanduser()
-        return home if home.is_absolute() else (self.base_dir / home).resolve()
+        return self.resolve(self.config.home)
 
 
 def interpolate(value: Any, env: Mapping[str, str], path: tuple[int | str, ...] = ()) -> Any:
@@ -206,7 +236,8 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
     except FileNotFoundError:
         if explicit:
             raise ConfigError(f"{path}: config file not found") from None
-        return LoadedConfig(source="(defaults)", base_dir=Path.cwd(), config=DeploymentConfig())
+        return LoadedConfig(source="(defaults)", base_dir=Path.cwd(), config=DeploymentConfig(),
+                            found=False, looked_for=path)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read config: {exc}") from None
     return parse_config(text, str(path), path.resolve().parent, env)

@@ -12,7 +12,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 
 from .agents import AgentService
 from .config import LoadedConfig, PluginInstanceConfig
-from .errors import ConfigError, PluginError, StorageError
+from .errors import ConfigError, DshError, PluginError, StorageError
 from .llm import LLMService
 from .plugins import (
     BUILTIN,
@@ -21,6 +21,7 @@ from .plugins import (
     PluginHost,
     PluginInfo,
     builtin_plugins,
+    call_detached,
     discover_entry_points,
     hook_names,
 )
@@ -168,6 +169,16 @@ class Harness:
             infos.append(info)
         return infos
 
+    def register_commands(self, cli: Any) -> None:
+        """``dsh_register_commands`` of every plugin: registered ones, then installed ones
+        without an enabled instance (their commands work without a config, e.g. a demo)."""
+        self.plugins.call("dsh_register_commands", cli=cli)
+        idle = [(found.name, found.module) for found in self.discovered
+                if not self.plugins.is_registered(found.name)
+                and found.name not in self.plugins.blocked]
+        if idle:
+            call_detached(idle, "dsh_register_commands", cli=cli)
+
     def secret_values(self) -> list[str]:
         """Every configured secret (provider keys, web token, SecretStr fields of plugin
         configs): what the web UI and logs must never show."""
@@ -249,10 +260,47 @@ class Harness:
             self._agents = AgentService(self)
         return self._agents
 
+    # -- validation ---------------------------------------------------------------------------
+
+    def problems(self) -> list[str]:
+        """Everything ``dsh run`` would reject, as ``field path: message`` lines: the harness's
+        own checks, then every enabled plugin's ``dsh_validate``."""
+        cfg, found = self.config, []
+        provider = cfg.default_model.split("/", 1)[0]
+        if provider not in cfg.providers:
+            found.append(f"default_model: provider {provider!r} is not defined under [providers] "
+                         f"(defined: {', '.join(sorted(cfg.providers)) or 'none'}; defining "
+                         "any provider replaces the built-in deepseek one)")
+        # Building each service resolves the names the config uses (backends, store, kinds).
+        for touch in (lambda: self.storage, lambda: self.sessions, lambda: self.llm):
+            try:
+                touch()
+            except DshError as exc:
+                found.append(str(exc).removeprefix(f"{self.loaded.source}: "))
+        if cfg.web.enabled:
+            from .web.auth import required_token  # the web stack loads only when it is used
+
+            token = cfg.web.auth_token.get_secret_value() if cfg.web.auth_token else None
+            try:
+                required_token(cfg.web.host, token)
+            except DshError as exc:
+                found.append(str(exc))
+        for result in self.plugins.call("dsh_validate", harness=self):
+            found.extend(str(line) for line in result or [])
+        return found
+
+    def validate(self) -> None:
+        """Raise one ``ConfigError`` listing every problem (``dsh config check``, ``dsh run``)."""
+        problems = self.problems()
+        if problems:
+            raise ConfigError(join_errors(self.loaded.source, problems))
+
     # -- lifecycle --------------------------------------------------------------------------
 
     async def startup(self) -> None:
-        """Run every plugin's ``dsh_startup``; on failure, shut down what started."""
+        """Validate, then run every plugin's ``dsh_startup``; on failure, shut down what
+        started."""
+        self.validate()
         self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
             await self.plugins.acall("dsh_startup", harness=self)

@@ -113,6 +113,19 @@ def dsh_session_link(harness: Any, session: Any) -> Any:
 
 
 @hookspec
+def dsh_validate(harness: Any) -> Any:
+    """Report what would stop this plugin's work, before anything starts.
+
+    Fires in ``dsh config check`` and at the start of ``dsh run`` (one validation for both), for
+    enabled plugins, after the config file and every plugin block passed their models. Check
+    what a model cannot: credentials present, key files readable, models' providers usable,
+    names unique across instances. Must not touch the network or write state. Return a list of
+    ``"<field path>: <message>"`` strings (never a secret value) or ``None``; the lists of all
+    implementations are joined, and any entry makes the check fail and ``dsh run`` exit 1.
+    """
+
+
+@hookspec
 def dsh_startup(harness: Any) -> Any:
     """Start background work.
 
@@ -136,10 +149,13 @@ def dsh_shutdown(harness: Any) -> Any:
 def dsh_register_commands(cli: Any) -> None:
     """Add subcommands to the ``dsh`` command line.
 
-    Fires while the CLI is built, only for enabled plugins. ``cli.add_command(name, help)``
-    returns an ``argparse.ArgumentParser``; set its handler with
+    Fires while the CLI is built, for every installed plugin that is not blocked — also one
+    without an enabled instance, so its commands exist from any directory. ``cli.add_command(
+    name, help)`` returns an ``argparse.ArgumentParser``; set its handler with
     ``parser.set_defaults(handler=fn)`` where ``fn(harness, args)`` may be a coroutine and
-    returns an exit code. Every implementation runs (side effect).
+    returns an exit code. A handler runs only when a config file was found, unless the parser
+    also sets ``needs_config=False`` (e.g. an offline demo). Every implementation runs (side
+    effect).
     """
 
 

@@ -108,6 +108,19 @@ def discover_entry_points() -> list[Discovered]:
     return found
 
 
+def call_detached(plugins: Iterable[tuple[str, object]], hook: str, **kwargs: Any) -> list[Any]:
+    """Call a sync hook of plugins that are installed but not registered with the harness
+    (no enabled instance), in a scratch manager, so e.g. their CLI commands exist anyway."""
+    scratch = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    scratch.add_hookspecs(hookspecs)
+    for name, plugin in plugins:
+        try:
+            scratch.register(plugin, name=name)
+        except pluggy.PluginValidationError as exc:
+            raise PluginError(f"plugin {name!r} does not fit the hook contract: {exc}") from None
+    return getattr(scratch.hook, hook)(**kwargs)
+
+
 def hook_names(plugin: object) -> list[str]:
     """The hooks ``plugin`` implements, as pluggy would see them."""
     scratch = pluggy.PluginManager(hookspecs.PROJECT_NAME)

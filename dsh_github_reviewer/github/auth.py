@@ -1,7 +1,8 @@
 """Credentials (spec §7): a static PAT, or a GitHub App installation token.
 
 App mode signs an RS256 JWT (iat now-60 s, exp now+540 s, iss app id), exchanges it for an
-installation token, caches that until 5 minutes before it expires, coalesces concurrent
+installation token, caches that until 5 minutes (or the asking turn's whole deadline, if longer)
+before it expires, coalesces concurrent
 refreshes into one request, and keeps serving a still-valid cached token if a refresh fails.
 """
 
@@ -39,7 +40,7 @@ class PatAuth:
     def __init__(self, token: str):
         self._token = token
 
-    async def token(self) -> str:
+    async def token(self, valid_for_s: float = 0.0) -> str:
         return self._token
 
     def __repr__(self) -> str:
@@ -83,9 +84,12 @@ class AppAuth:
                   "iss": str(self.app_id)}
         return jwt.encode(claims, self._key, algorithm="RS256")
 
-    async def token(self) -> str:
+    async def token(self, valid_for_s: float = 0.0) -> str:
+        """An installation token valid for at least ``valid_for_s`` more seconds (a turn hands
+        its whole deadline: the MCP process reads its token once and cannot refresh it)."""
+        margin = max(REFRESH_MARGIN_S, valid_for_s)
         now = self._clock()
-        if self._token and now < self._expires_at - REFRESH_MARGIN_S:
+        if self._token and now < self._expires_at - margin:
             return self._token
         if self._refresh is None or self._refresh.done():
             self._refresh = asyncio.create_task(self._fetch())
@@ -98,6 +102,10 @@ class AppAuth:
                 return self._token
             raise
         self._token, self._expires_at = token, expires_at
+        if expires_at - self._clock() < valid_for_s:
+            log.warning("GitHub App installation tokens live %.0f s, less than the %.0f s "
+                        "asked for (review.turn_timeout_s): a turn may outlive its token",
+                        expires_at - self._clock(), valid_for_s)
         return token
 
     async def _fetch(self) -> tuple[str, float]:

@@ -18,20 +18,24 @@ import os
 import shutil
 import sys
 import threading
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from typing import TYPE_CHECKING, Any
 
 from ..config import McpSettings
 from ..sanitizer import redact_secrets
 
+if TYPE_CHECKING:
+    from mcp import StdioServerParameters
+
+# The MCP SDK is imported where a server starts: it costs every CLI command about a second.
+
 log = logging.getLogger(__name__)
 
 BINARY_NAME = "github-mcp-server"
+STDERR_TAIL_LINES = 5
 
 
 class McpError(Exception):
@@ -73,23 +77,36 @@ def result_text(result: Any) -> str:
     return "\n".join(parts)
 
 
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside the task groups the MCP SDK wraps errors in."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 class _StderrPump:
-    """Feeds the server's stderr to debug logs, secrets redacted."""
+    """Feeds the server's stderr to debug logs, secrets redacted; keeps the last lines so a
+    failed start can say why."""
 
     def __init__(self) -> None:
         read_fd, write_fd = os.pipe()
         self.writer = os.fdopen(write_fd, "w")
         self._reader = os.fdopen(read_fd, "r", errors="replace")
+        self.tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._thread = threading.Thread(target=self._pump, daemon=True, name="mcp-stderr")
         self._thread.start()
 
     def _pump(self) -> None:
         with self._reader:
             for line in self._reader:
-                log.debug("github-mcp-server: %s", redact_secrets(line.rstrip()))
+                line = redact_secrets(line.rstrip())
+                self.tail.append(line)
+                log.debug("github-mcp-server: %s", line)
 
-    def close(self) -> None:
+    def close(self, wait_s: float = 0.0) -> None:
         self.writer.close()
+        if wait_s:
+            self._thread.join(wait_s)
 
 
 class McpConnection:
@@ -101,6 +118,8 @@ class McpConnection:
             asyncio.Queue())
         self._ready: asyncio.Future[list[ToolInfo]] = asyncio.get_running_loop().create_future()
         self._task: asyncio.Task[None] | None = None
+        self._pump: _StderrPump | None = None
+        self.listed: list[ToolInfo] = []
         self.calls_made: list[tuple[str, dict[str, Any]]] = []
 
     async def start(self, list_tools: bool = False) -> list[ToolInfo]:
@@ -110,14 +129,22 @@ class McpConnection:
                 return await asyncio.shield(self._ready)
         except TimeoutError:
             await self.close()
-            raise McpError(f"github-mcp-server did not complete its handshake within "
-                           f"{self.timeout_s:g} s") from None
+            error = McpError(f"github-mcp-server ({self.params.command}) did not complete its "
+                             f"handshake within {self.timeout_s:g} s{self._stderr_note()}")
         except BaseException:
             await self.close()
             raise
+        raise error
+
+    def _stderr_note(self) -> str:
+        tail = " | ".join(self._pump.tail) if self._pump else ""
+        return f"; its stderr: {tail}" if tail else ""
 
     async def _serve(self, list_tools: bool) -> None:
-        pump = _StderrPump()
+        from mcp import ClientSession
+        from mcp.client.stdio import stdio_client
+
+        pump = self._pump = _StderrPump()
         try:
             async with stdio_client(self.params, errlog=pump.writer) as (read, write), \
                     ClientSession(read, write) as session:
@@ -138,9 +165,12 @@ class McpConnection:
                             fut.set_exception(McpError(f"{name}: {type(exc).__name__}: {exc}"))
         except Exception as exc:
             if not self._ready.done():
+                await asyncio.to_thread(pump.close, 1.0)  # let the last stderr lines in
+                cause = _leaf(exc)
                 self._ready.set_exception(McpError(
-                    f"github-mcp-server failed to start: {type(exc).__name__}: "
-                    f"{redact_secrets(str(exc))}"))
+                    f"github-mcp-server failed to start ({self.params.command}): "
+                    f"{type(cause).__name__}: {redact_secrets(str(cause))}"
+                    f"{self._stderr_note()}"))
             log.debug("MCP connection ended with %s", type(exc).__name__)
         finally:
             pump.close()
@@ -189,6 +219,8 @@ class McpRuntime:
         self.discoveries = 0
 
     def params(self, token: str) -> StdioServerParameters:
+        from mcp import StdioServerParameters
+
         env: dict[str, str] = dict(self.settings.env)
         env["GITHUB_PERSONAL_ACCESS_TOKEN"] = token
         if self.web_url:
@@ -211,14 +243,22 @@ class McpRuntime:
 
     async def _discover(self, token: str) -> dict[str, ToolInfo]:
         self.discoveries += 1
-        conn = McpConnection(self.params(token), self.timeout_s)
+        conn = await self._start(token, list_tools=True)
         try:
-            listed = await conn.start(list_tools=True)
+            return {t.name: t for t in conn.listed}
         finally:
             await conn.close()
-        return {t.name: t for t in listed}
 
     async def connect(self, token: str) -> McpConnection:
-        conn = McpConnection(self.params(token), self.timeout_s)
-        await conn.start()
+        return await self._start(token, list_tools=False)
+
+    async def _start(self, token: str, list_tools: bool) -> McpConnection:
+        try:
+            conn = McpConnection(self.params(token), self.timeout_s)
+            conn.listed = await conn.start(list_tools=list_tools)
+        except McpError as exc:
+            # A start failure must reach the operator: otherwise all they see is "the model
+            # finished without submitting a review".
+            log.warning("%s", exc)
+            raise
         return conn

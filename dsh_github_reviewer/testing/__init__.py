@@ -1,6 +1,6 @@
 """Test doubles for the reviewer: the sandbox GitHub (and, later, a scripted reviewer model)."""
 
-from .sandbox import SandboxGitHub, free_loopback_address
+from .sandbox import LoopbackPortDenied, SandboxGitHub, free_loopback_address
 from .sandbox_state import SandboxState
 
-__all__ = ["SandboxGitHub", "SandboxState", "free_loopback_address"]
+__all__ = ["LoopbackPortDenied", "SandboxGitHub", "SandboxState", "free_loopback_address"]

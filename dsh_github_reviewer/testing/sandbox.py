@@ -14,10 +14,12 @@ import hashlib
 import json
 import secrets
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 
 import jwt
 from starlette.applications import Starlette
@@ -65,13 +67,30 @@ class App:
     tokens: dict[str, float] = field(default_factory=dict)  # token -> expires (epoch s)
 
 
+class LoopbackPortDenied(RuntimeError):
+    """This process may not bind a privileged port (not root, no CAP_NET_BIND_SERVICE)."""
+
+
+def port_denied_message(port: int) -> str:
+    return (f"binding 127.0.0.N:{port} needs root or CAP_NET_BIND_SERVICE (the bundled "
+            f"github-mcp-server always dials port {port} of GITHUB_HOST, so the sandbox GitHub "
+            "must listen there): run as root, or grant the capability to this Python once with "
+            f"`sudo setcap cap_net_bind_service=+ep {Path(sys.executable).resolve()}`")
+
+
 def free_loopback_address(port: int = 80) -> str:
-    """A 127.0.0.N whose ``port`` is free (tests running side by side each take their own)."""
+    """A 127.0.0.N whose ``port`` is free (tests running side by side each take their own).
+
+    Raises ``LoopbackPortDenied`` when the port is privileged and this process may not bind it
+    (the test suite skips those tests with that reason; the demo prints it).
+    """
     for n in range(2 + secrets.randbelow(200), 255):
         host = f"127.0.0.{n}"
         with socket.socket() as s:
             try:
                 s.bind((host, port))
+            except PermissionError:
+                raise LoopbackPortDenied(port_denied_message(port)) from None
             except OSError:
                 continue
             return host

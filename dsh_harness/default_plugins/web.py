@@ -6,7 +6,12 @@ import asyncio
 import signal
 import sys
 
+from pydantic import ValidationError
+
+from ..config import WebConfig
+from ..errors import ConfigError
 from ..hookspecs import hookimpl
+from ..validation import error_lines
 from ..web.auth import generate_token
 from ..web.server import WebServer
 
@@ -47,7 +52,11 @@ async def cmd_web(harness, args) -> int:
     web = harness.config.web
     updates = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     if updates:
-        harness.config = harness.config.model_copy(update={"web": web.model_copy(update=updates)})
+        try:  # validated like the config file (model_copy alone would accept port 99999)
+            web = WebConfig.model_validate({**web.model_dump(), **updates})
+        except ValidationError as exc:
+            raise ConfigError("; ".join(f"--{line}" for line in error_lines(exc))) from None
+        harness.config = harness.config.model_copy(update={"web": web})
     server = WebServer(harness)
     await server.start()
     print(f"dsh web UI on http://{harness.config.web.host}:{server.port} (Ctrl-C to stop)",

@@ -13,6 +13,8 @@ import logging
 import os
 import random
 from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import openai
@@ -32,13 +34,23 @@ class StreamCut(Exception):
 
 
 def retry_after_s(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (delta-seconds or an HTTP date), if any."""
     if not headers:
         return None
     value = headers.get("retry-after")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
+    if value is None:
         return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def _extra(obj: Any, name: str) -> Any:
@@ -70,7 +82,8 @@ class OpenAICompatibleProvider(LLMProvider):
         var = self.config.api_key_env
         if var and self._env.get(var):
             return self._env[var]
-        hint = f"set {var} in the environment" if var else "set api_key_env"
+        hint = (f"set {var} in the environment" if var
+                else f"set providers.{self.name}.api_key_env to the variable holding it")
         raise LLMError(f"provider {self.name!r} has no API key: {hint} "
                        f"(or providers.{self.name}.api_key in dsh.toml)")
 
@@ -108,6 +121,12 @@ class OpenAICompatibleProvider(LLMProvider):
                 if wait is None:
                     wait = min(MAX_BACKOFF_S, self.config.retry_base_s * 2 ** attempt)
                     wait *= random.uniform(0.5, 1.0)
+                elif wait > self.config.retry_after_max_s:
+                    # A server asking for an hour must not park a turn that has a deadline.
+                    log.warning("provider %s: Retry-After %.0fs capped to %.0fs "
+                                "(providers.%s.retry_after_max_s)", self.name, wait,
+                                self.config.retry_after_max_s, self.name)
+                    wait = self.config.retry_after_max_s
                 attempt += 1
                 log.warning("provider %s: %s; retry %d in %.1fs", self.name,
                             self._describe(exc), attempt, wait)

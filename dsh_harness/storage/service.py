@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import StorageError
 from .base import Domain, DomainSpec, StorageBackend
 
 BackendFactory = Callable[[Path], StorageBackend]
+
+
+@dataclass(frozen=True)
+class CopyReport:
+    records: int
+    backup: Path | None  # where the destination's replaced records were saved, if it had any
 
 
 class StorageService:
@@ -58,8 +68,14 @@ class StorageService:
         """Open ``name`` on a specific backend, outside the routing (for copy and dump)."""
         return await Domain.open(self.spec(name), self.backend(backend))
 
-    async def copy(self, name: str, source: str, target: str) -> int:
-        """Copy a domain between backends and verify it record by record; returns the count."""
+    async def copy(self, name: str, source: str, target: str, *,
+                   force: bool = False) -> CopyReport:
+        """Copy a domain between backends and verify it record by record.
+
+        A destination that already holds records is replaced only with ``force``, and then
+        its records are first written to a backup file (an empty source must never silently
+        wipe a live destination).
+        """
         if source == target:
             raise StorageError("storage copy: --from and --to name the same backend")
         src = await self.open_on(name, source)
@@ -68,7 +84,17 @@ class StorageService:
         finally:
             await src.close()
         dst = await self.open_on(name, target)
+        backup: Path | None = None
         try:
+            existing = await dst.export()
+            held = sum(len(rows) for rows in existing.values())
+            if held and not force:
+                raise StorageError(
+                    f"storage copy: {target} already holds {held} records of {name!r} (the "
+                    f"source {source} holds {sum(len(r) for r in data.values())}); pass --force "
+                    "to replace them (a backup of them is written first)")
+            if held:
+                backup = self._write_backup(name, target, dst.spec.version, existing)
             await dst.replace_all(data)
             copied = await dst.export()
         finally:
@@ -83,7 +109,24 @@ class StorageService:
                     f"storage copy of {name!r} to {target} did not verify in table {table!r}: "
                     f"{len(missing)} missing, {len(differ)} different, {len(extra)} extra "
                     f"(first: {(missing or differ or extra)[0]!r})")
-        return sum(len(rows) for rows in data.values())
+        return CopyReport(sum(len(rows) for rows in data.values()), backup)
+
+    def _write_backup(self, name: str, backend: str, version: int,
+                      tables: dict[str, dict[str, str]]) -> Path:
+        """``storage/backups/<domain>.<backend>.<UTC time>.json``, the shape of
+        ``dsh storage dump --json``; durable before the destination is touched."""
+        directory = self.directory / "backups"
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+        path = directory / f"{name}.{backend}.{stamp}.json"
+        body = {"domain": name, "version": version, "backend": backend,
+                "tables": {t: {k: json.loads(v) for k, v in rows.items()}
+                           for t, rows in tables.items()}}
+        with open(path, "x", encoding="utf-8") as fh:
+            json.dump(body, fh, ensure_ascii=False, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return path
 
     async def close(self) -> None:
         for domain in self._domains.values():

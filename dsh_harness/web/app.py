@@ -258,11 +258,13 @@ class WebApp:
         cfg = self.harness.config
         providers = {}
         for name, p in cfg.providers.items():
-            has_key = bool(p.api_key) or bool(p.api_key_env and self.harness.env.get(
-                p.api_key_env))
+            # An inline key wins over the variable, so the page names where the key is from.
+            inline = p.api_key is not None
+            has_key = inline or bool(p.api_key_env and self.harness.env.get(p.api_key_env))
             providers[name] = {"kind": p.kind, "base_url": p.base_url,
-                               "api_key_env": p.api_key_env,
-                               "api_key": "set" if has_key else "unset",
+                               "api_key_env": None if inline else p.api_key_env,
+                               "api_key": "set (inline)" if inline
+                               else "set" if has_key else "unset",
                                "reasoning_replay": p.reasoning_replay,
                                "models": {m: s.model_dump() for m, s in p.models.items()}}
         plugins = [{"name": p.name, "origin": p.origin, "version": p.version,

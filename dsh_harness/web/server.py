@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
 
+from ..errors import DshError
 from .app import build_app
 
 log = logging.getLogger(__name__)
@@ -21,6 +23,27 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound here so a busy port is one clear error (uvicorn would
+    ``sys.exit`` inside its task: a traceback for ``dsh web``, a hang for ``dsh run``)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except (socket.gaierror, OverflowError) as exc:
+        raise DshError(f"web UI cannot listen on {host}:{port}: {exc}") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise DshError(f"web UI cannot listen on {host}:{port}: "
+                       f"{exc.strerror or exc} (web.host / web.port, or --host / --port)"
+                       ) from None
+    return sock
 
 
 class WebServer:
@@ -35,7 +58,8 @@ class WebServer:
         config = uvicorn.Config(app, host=web.host, port=web.port, log_level="warning",
                                 lifespan="off", access_log=False)
         self.server = _Server(config)
-        self.task = asyncio.create_task(self.server.serve(), name="dsh-web")
+        sock = bind(web.host, web.port)
+        self.task = asyncio.create_task(self.server.serve(sockets=[sock]), name="dsh-web")
         while not self.server.started:
             if self.task.done():
                 self.task.result()  # re-raise why it could not start

@@ -101,7 +101,7 @@ async def test_sigkill_during_bot_answer_then_restart(tmp_path, sandbox80, slow_
 def test_run_without_credentials_names_the_variables(tmp_path):
     root = Path(__file__).resolve().parents[2]
     config = tmp_path / "dsh.toml"
-    config.write_text((root / "dsh.toml").read_text())   # the project's own config
+    config.write_text((root / "dsh.example.toml").read_text())   # what scripts/run copies
     env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "DEEPSEEK_API_KEY")}
     env["HOME"] = str(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "dsh_harness.cli", "--config",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -79,6 +80,31 @@ async def test_retry_after_429_gives_one_turn_without_duplicates(tmp_path, serve
     assert [r.attempt for r in retries] == [1, 2]
     assert retries[0].wait_s == pytest.approx(0.05)
     await h.close()
+
+
+async def test_retry_after_is_capped(tmp_path, server):
+    # A server asking for an hour: the wait is cut to retry_after_max_s, so the turn goes on
+    # (without the cap this test would sleep for an hour and time out).
+    server.inject(Fault.rate_limit(3600))
+    server.push(Reply(content="after the capped wait"))
+    h = make_harness(tmp_path, server.base_url, extra="retry_after_max_s = 0.05\n")
+    agent = await h.agents.create("test:cap")
+    outcome = await asyncio.wait_for(agent.followup("hello"), 60)
+    assert outcome.ok and outcome.text == "after the capped wait"
+    (notice,) = [e for e in agent.session.events if isinstance(e, RetryNotice)]
+    assert notice.wait_s == pytest.approx(0.05)
+    await h.close()
+
+
+def test_retry_after_http_date_is_read():
+    from email.utils import format_datetime
+
+    from dsh_harness.llm.openai_provider import retry_after_s
+
+    when = datetime.now(UTC) + timedelta(seconds=120)
+    assert 100 < retry_after_s({"retry-after": format_datetime(when, usegmt=True)}) <= 120
+    assert retry_after_s({"retry-after": "7"}) == 7
+    assert retry_after_s({"retry-after": "soon"}) is None
 
 
 async def test_stream_cut_is_retried_and_leaves_no_partial_message(tmp_path, server):

@@ -201,9 +201,12 @@ def test_cli_reports_config_errors(capsys, tmp_path):
     assert f"{bad}: storage.bakend: Extra inputs are not permitted" in capsys.readouterr().err
 
 
-def test_cli_config_check_passes_on_the_shipped_example(capsys):
+def test_cli_config_check_passes_on_the_shipped_example(capsys, monkeypatch):
     from dsh_harness import cli
 
+    # The example reads its credentials from the environment, as dsh run would.
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_" + "x" * 36)
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-test-example")
     root = Path(__file__).resolve().parents[2]
     assert cli.main(["--config", str(root / "dsh.example.toml"), "config", "check"]) == 0
     out = capsys.readouterr().out

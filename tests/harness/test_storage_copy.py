@@ -41,9 +41,9 @@ async def test_round_trip_10k_records_json_sqlite_json(tmp_path):
     await h.close()
 
     h = make_harness(tmp_path)
-    assert await h.storage.copy("bulk", "json", "sqlite") == 10_001
+    assert (await h.storage.copy("bulk", "json", "sqlite")).records == 10_001
     (tmp_path / "home/storage/bulk.json").unlink()
-    assert await h.storage.copy("bulk", "sqlite", "json") == 10_001
+    assert (await h.storage.copy("bulk", "sqlite", "json")).records == 10_001
     back = await h.storage.open_on("bulk", "json")
     assert await back.export() == original
     await back.close()
@@ -57,7 +57,11 @@ async def test_copy_replaces_stale_target_records(tmp_path):
     dst = await h.storage.open_on("bulk", "sqlite")
     await dst.put("recs", "stale", Rec(n=9, text="gone after copy"))
     await dst.close()
-    await h.storage.copy("bulk", "json", "sqlite")
+    with pytest.raises(StorageError, match=r"sqlite already holds 1 records of 'bulk'.*--force"):
+        await h.storage.copy("bulk", "json", "sqlite")
+    report = await h.storage.copy("bulk", "json", "sqlite", force=True)
+    saved = json.loads(report.backup.read_text())
+    assert saved["tables"]["recs"] == {"stale": {"n": 9, "text": "gone after copy", "nested": {}}}
     dst = await h.storage.open_on("bulk", "sqlite")
     assert list(await dst.all("recs")) == ["a"]
     await dst.close()

@@ -65,6 +65,22 @@ async def test_installation_token_cached_until_refresh_margin(sandbox, http, key
     assert (await client.request("GET", "user")).data["login"] == "dsh-reviewer[bot]"
 
 
+async def test_a_turn_gets_a_token_valid_for_its_whole_deadline(sandbox, http, keypair):
+    private, public = keypair
+    app = sandbox.register_app(123, 457, public, token_ttl_s=3600)
+    clock = Clock(sandbox)
+    auth = AppAuth(123, 457, private, sandbox.api_url, http, clock)
+    t1 = await auth.token()
+    clock.offset = 3600 - 600           # 10 minutes left: enough for a REST call...
+    assert await auth.token() == t1 and app.token_requests == 1
+    t2 = await auth.token(valid_for_s=900)   # ...not for a 15-minute turn's MCP process
+    assert t2 != t1 and app.token_requests == 2
+    assert await auth.token(valid_for_s=900) == t2 and app.token_requests == 2
+    client = GitHubClient(sandbox.api_url, auth, http)
+    clock.offset = 3600 - 600 + 899     # the turn's last second: its token still works
+    assert (await client.request("GET", "user")).data["login"] == "dsh-reviewer[bot]"
+
+
 async def test_concurrent_refreshes_coalesce(sandbox, http, keypair):
     private, public = keypair
     app = sandbox.register_app(1, 2, public)

@@ -213,7 +213,9 @@ def test_no_page_or_api_response_contains_a_configured_token(served):
             assert secret not in r.text, f"{url} leaks a configured secret"
     settings = httpx2.get(served.base_url + "/api/settings", headers=headers).json()
     assert settings["web"]["auth_token"] == "set"
-    assert settings["providers"]["scripted"]["api_key"] == "set"
+    # The scripted provider's key is inline: no environment variable is named for it.
+    assert settings["providers"]["scripted"]["api_key"] == "set (inline)"
+    assert settings["providers"]["scripted"]["api_key_env"] is None
 
 
 def test_requests_without_the_token_get_401(served):

@@ -1,0 +1,265 @@
+"""Issue 16: what a new user and an on-call operator run into, through the real ``dsh`` CLI in a
+subprocess, from directories of the test's choosing, with real files. One test (or a few) per
+numbered item of the issue; the wheel install is in ``test_wheel_install.py``."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from tests.cli_kit import PAT, dsh, one_line_error, reviewer_toml, write_pem
+
+pytestmark = pytest.mark.slow
+KEYS = {"GITHUB_TOKEN": PAT, "DEEPSEEK_API_KEY": "sk-test-operator"}
+
+
+# -- 1: installed plugins' commands need no config; the ones that do name the file -------------
+
+def test_plugin_commands_exist_without_a_config(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = dsh("github-reviewer", "--help", cwd=empty)
+    assert proc.returncode == 0, proc.stderr
+    assert "status" in proc.stdout and "demo" in proc.stdout
+    err = one_line_error(dsh("github-reviewer", "status", cwd=empty))
+    assert f"none was found at {empty / 'dsh.toml'}" in err and "--config" in err
+    assert not (empty / ".dsh").exists()
+
+
+def test_status_names_a_config_that_does_not_enable_the_plugin(tmp_path):
+    (tmp_path / "dsh.toml").write_text('home = "state"\n')
+    err = one_line_error(dsh("github-reviewer", "status", cwd=tmp_path))
+    assert "dsh.toml: no enabled instance of dsh-github-reviewer" in err
+
+
+# -- 2: dsh run without a config says so and exits non-zero ------------------------------------
+
+def test_run_without_a_config_exits_1_and_creates_nothing(tmp_path):
+    err = one_line_error(dsh("run", cwd=tmp_path, env=KEYS, timeout=30))
+    assert f"dsh run needs a config file and none was found at {tmp_path / 'dsh.toml'}" in err
+    assert list(tmp_path.iterdir()) == []
+    err = one_line_error(dsh("--config", "elsewhere.toml", "run", cwd=tmp_path, timeout=30))
+    assert "elsewhere.toml: config file not found" in err
+
+
+def test_run_with_nothing_enabled_exits_1(tmp_path):
+    (tmp_path / "dsh.toml").write_text('home = "state"\n')
+    err = one_line_error(dsh("run", cwd=tmp_path, timeout=30))
+    assert "nothing to run: no plugin instance is enabled" in err
+
+
+# -- 4: relative paths are relative to the config file, not to the current directory -----------
+
+def test_relative_key_and_mcp_cwd_resolve_against_the_config_file(tmp_path):
+    conf = tmp_path / "etc" / "dsh"
+    write_pem(conf / "keys" / "app.pem")
+    (conf / "mcp-work").mkdir()
+    account = ('app_id = 1\ninstallation_id = 2\nprivate_key_path = "keys/app.pem"\n'
+               'mcp = { cwd = "mcp-work" }\n')
+    (conf / "dsh.toml").write_text(reviewer_toml(account=account))
+    elsewhere = tmp_path / "somewhere-else"
+    elsewhere.mkdir()
+    proc = dsh("--config", str(conf / "dsh.toml"), "config", "check", cwd=elsewhere, env=KEYS)
+    assert proc.returncode == 0, proc.stderr
+    (conf / "mcp-work").rmdir()
+    err = one_line_error(dsh("--config", str(conf / "dsh.toml"), "config", "check",
+                             cwd=elsewhere, env=KEYS))
+    assert f"mcp.cwd: {conf / 'mcp-work'} is not a directory" in err
+
+
+# -- 5: expected failures are one clear line and a non-zero exit --------------------------------
+
+def test_app_key_error_is_one_line_for_check_and_run(tmp_path):
+    (tmp_path / "not-a-key.pem").write_text("hello\n")
+    account = 'app_id = 1\ninstallation_id = 2\nprivate_key_path = "not-a-key.pem"\n'
+    (tmp_path / "dsh.toml").write_text(reviewer_toml(account=account))
+    for command in (["config", "check"], ["run", "--once"]):
+        err = one_line_error(dsh(*command, cwd=tmp_path, env=KEYS))
+        assert "accounts[main].private_key_path: GitHub App private key" in err
+        assert "is not an unencrypted PEM private key" in err
+
+
+def test_web_port_out_of_range_and_busy_port(tmp_path):
+    (tmp_path / "dsh.toml").write_text('home = "state"\n[web]\nenabled = true\n')
+    err = one_line_error(dsh("web", "--port", "99999", cwd=tmp_path))
+    assert "--port: Input should be less than or equal to 65535" in err
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        err = one_line_error(dsh("web", "--port", str(port), cwd=tmp_path, timeout=30))
+        assert f"web UI cannot listen on 127.0.0.1:{port}" in err
+        # dsh run with [web] enabled on the busy port: exits, instead of hanging unpolled.
+        (tmp_path / "dsh.toml").write_text(
+            f'home = "state"\n[web]\nenabled = true\nport = {port}\n')
+        err = one_line_error(dsh("run", cwd=tmp_path, timeout=30))
+        assert f"web UI cannot listen on 127.0.0.1:{port}" in err
+
+
+# -- 6: config check rejects what run rejects (one validation) ---------------------------------
+
+SECOND_INSTANCE = ('\n[plugins.second]\nplugin = "dsh-github-reviewer"\n\n'
+                   '[[plugins.second.accounts]]\nname = "main"\n'
+                   'personal_access_token = "${GITHUB_TOKEN}"\n')
+CASES = {
+    "same account in two instances": (reviewer_toml(extra_blocks=SECOND_INSTANCE),
+                                      "account 'main' is also configured by another instance"),
+    "unknown default_model provider": (reviewer_toml(top='default_model = "nope/m"'),
+                                       "default_model: provider 'nope' is not defined"),
+    "bad sessions.store": (reviewer_toml(top='[sessions]\nstore = "mongo"'),
+                           "sessions.store: unknown session store 'mongo'"),
+    "public web host without token": (
+        reviewer_toml(top='[web]\nenabled = true\nhost = "0.0.0.0"'),
+        "web.host '0.0.0.0' is not a loopback address: set web.auth_token"),
+    "missing App key file": (
+        reviewer_toml(account='app_id = 1\ninstallation_id = 2\nprivate_key_path = "gone.pem"'),
+        "private_key_path: cannot read GitHub App private key"),
+    "missing credentials": (reviewer_toml(account='personal_access_token = "${NO_SUCH_VAR:-}"'),
+                            "no GitHub credentials for github-reviewer.accounts[main]"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_check_rejects_what_run_rejects(tmp_path, case):
+    toml, message = CASES[case]
+    (tmp_path / "dsh.toml").write_text(toml)
+    check = one_line_error(dsh("config", "check", cwd=tmp_path, env=KEYS))
+    run = one_line_error(dsh("run", "--once", cwd=tmp_path, env=KEYS))
+    assert message in check and message in run
+    assert check == run, "check and run share one validation"
+
+
+# -- 7: storage copy never silently replaces a live destination ---------------------------------
+
+def test_storage_copy_refuses_to_replace_then_backs_up(tmp_path, sandbox80_shop):
+    config = sandbox80_shop  # a real reviewer deployment that reviewed a PR (sqlite backend)
+    cwd = config.parent
+    listing = json.loads(dsh("--config", str(config), "storage", "ls", "--json", cwd=cwd).stdout)
+    held = sum(listing[0]["tables"].values())
+    assert held > 0
+    # An empty json source would have wiped the live sqlite records.
+    err = one_line_error(dsh("--config", str(config), "storage", "copy", "dsh_github_reviewer",
+                             "--from", "json", "--to", "sqlite", cwd=cwd))
+    assert f"sqlite already holds {held} records" in err and "--force" in err
+    after = json.loads(dsh("--config", str(config), "storage", "ls", "--json", cwd=cwd).stdout)
+    assert after == listing
+    # Into an empty destination: no --force needed, no backup.
+    proc = dsh("--config", str(config), "storage", "copy", "dsh_github_reviewer",
+               "--from", "sqlite", "--to", "json", cwd=cwd)
+    assert proc.returncode == 0 and "backed up" not in proc.stdout
+    # --force replaces, after writing what it replaces to a backup file.
+    proc = dsh("--config", str(config), "storage", "copy", "dsh_github_reviewer",
+               "--from", "sqlite", "--to", "json", "--force", cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    backup = Path(proc.stdout.split("backed up the replaced json records to ")[1].split("\n")[0])
+    saved = json.loads(backup.read_text())
+    assert saved["domain"] == "dsh_github_reviewer" and saved["backend"] == "json"
+    assert sum(len(rows) for rows in saved["tables"].values()) == held
+
+
+@pytest.fixture
+def sandbox80_shop(tmp_path):
+    import asyncio
+
+    from dsh_github_reviewer.testing import SandboxGitHub
+    from dsh_github_reviewer.testing.deployment import Deployment
+    from dsh_github_reviewer.testing.scenario import build_shop, model_server
+
+    with SandboxGitHub.on_loopback_80() as sb, model_server() as model:
+        build_shop(sb)
+
+        async def review_once() -> Path:
+            dep = await Deployment(tmp_path, sb, model, backend="sqlite").start()
+            await dep.tick()
+            await dep.stop()
+            return dep.write_config()
+        yield asyncio.run(review_once())
+
+
+# -- 8: without root, the demo says what it needs and the port-80 tests skip -------------------
+
+NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+
+
+def _as_nobody(args: list[str], cwd: Path) -> tuple[int, str]:
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in KEYS}
+    env |= {"HOME": str(cwd), "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.run([*NOBODY, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=120)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+@pytest.fixture
+def nobody_dir():
+    import os
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root (to drop to nobody) and setpriv")
+    # pytest's tmp_path lies under a root-only directory; nobody needs a reachable one.
+    path = Path(tempfile.mkdtemp(prefix="dsh-nobody-"))
+    path.chmod(0o777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_demo_without_root_explains_what_it_needs(nobody_dir):
+    import sys
+
+    code, out = _as_nobody([sys.executable, "-m", "dsh_harness.cli", "github-reviewer", "demo"],
+                           nobody_dir)
+    assert code == 1 and "Traceback" not in out, out
+    assert "needs root or CAP_NET_BIND_SERVICE" in out and "setcap cap_net_bind_service" in out
+
+
+def test_port_80_tests_skip_without_root(nobody_dir):
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    code, out = _as_nobody([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+                            "--rootdir", str(root), "-c", str(root / "pyproject.toml"),
+                            "--basetemp", str(nobody_dir / "bt"),
+                            str(root / "tests/reviewer/test_mcp_binary.py")], nobody_dir)
+    assert code == 0, out
+    assert " skipped" in out and " passed" not in out and "error" not in out.lower(), out
+    assert "needs root or CAP_NET_BIND_SERVICE" in out
+
+
+# -- 10: the smaller items ----------------------------------------------------------------------
+
+def test_version_and_help_pages_describe_every_subcommand(tmp_path):
+    proc = dsh("--version", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.startswith("dsh 0.")
+    assert "dsh-github-reviewer" in proc.stdout
+    for command, text in [(["storage", "copy"], "copy a domain between backends"),
+                          (["sessions", "show"], "the events of one session"),
+                          (["config", "check"], "validate dsh.toml"),
+                          (["github-reviewer", "status"], "cursor state per account"),
+                          (["github-reviewer", "demo"], "needs no config")]:
+        proc = dsh(*command, "--help", cwd=tmp_path)
+        assert proc.returncode == 0 and text in proc.stdout, (command, proc.stdout)
+
+
+def test_gh_auth_token_is_accepted(tmp_path):
+    (tmp_path / "dsh.toml").write_text(reviewer_toml(
+        account='personal_access_token = "gho_' + "x" * 36 + '"'))
+    proc = dsh("config", "check", cwd=tmp_path, env=KEYS)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_only_the_deepseek_provider_reads_deepseek_api_key(tmp_path):
+    top = ('default_model = "other/some-model"\n[providers.other]\n'
+           'base_url = "https://llm.example.com/v1"')
+    (tmp_path / "dsh.toml").write_text(reviewer_toml(top=top))
+    err = one_line_error(dsh("config", "check", cwd=tmp_path, env=KEYS))
+    assert "provider 'other' has no API key: set providers.other.api_key_env" in err
+    top = '[providers.deepseek]\nbase_url = "https://api.deepseek.com"'
+    (tmp_path / "dsh.toml").write_text(reviewer_toml(top=top))
+    assert dsh("config", "check", cwd=tmp_path, env=KEYS).returncode == 0
