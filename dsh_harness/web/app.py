@@ -128,14 +128,14 @@ class WebApp:
             page = max(1, int(request.query_params.get("page", "1")))
         except ValueError:
             page = 1
-        shown = [e for e in entries
-                 if (not q or e.matches(q))
-                 and (not group or " / ".join(e.group).startswith(group))]
+        shown = entries if not (q or group) else [
+            e for e in entries
+            if (not q or e.matches(q)) and (not group or " / ".join(e.group).startswith(group))]
         pages = max(1, math.ceil(len(shown) / PAGE_SIZE))
         page = min(page, pages)
         return {"entries": shown[(page - 1) * PAGE_SIZE: page * PAGE_SIZE], "total": len(shown),
                 "all": len(entries), "page": page, "pages": pages, "q": q, "group": group,
-                "groups": SessionCatalog.groups(entries)}
+                "groups": self.catalog.groups_of(entries)}
 
     async def index(self, request: Request) -> Response:
         data = await self._listing(request)

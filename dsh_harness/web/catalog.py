@@ -101,6 +101,7 @@ class SessionCatalog:
         self._lock = asyncio.Lock()
         self._logs: OrderedDict[str, LiveLog] = OrderedDict()
         self._loading: dict[str, asyncio.Lock] = {}
+        self._groups: tuple[list, list] | None = None
         self._persist_key = self._key()
 
     @property
@@ -127,15 +128,25 @@ class SessionCatalog:
             await self.refresh()
         elif (time.monotonic() - self._scanned_at > self.scan_ttl_s
               and (self._scan_task is None or self._scan_task.done())):
-            self._scan_task = asyncio.create_task(self.refresh(), name="dsh-web-scan")
+            self._scan_task = asyncio.create_task(self._background_refresh(),
+                                                  name="dsh-web-scan")
         return self._sorted
+
+    async def _background_refresh(self) -> None:
+        try:
+            await self.refresh()
+        except Exception:  # the next request tries again; the index in memory stays served
+            log.exception("web index refresh failed")
 
     async def refresh(self) -> list[CatalogEntry]:
         """Scan now: only logs whose stamp changed are read, from where they were left."""
         async with self._lock:
             if self._scanned_at is None and not self._entries:
-                await asyncio.to_thread(self._load_index)
-            stamps = await self.store.list_stamped()
+                # Both wait mostly on the disk: the index file and the directory's stamps.
+                _, stamps = await asyncio.gather(asyncio.to_thread(self._load_index),
+                                                 self.store.list_stamped())
+            else:
+                stamps = await self.store.list_stamped()
             changed = [(sid, st) for sid, st in stamps
                        if st is None or (e := self._entries.get(sid)) is None or e.stamp != st]
             updated = await self._read_changed(changed)
@@ -316,6 +327,12 @@ class SessionCatalog:
         if directory is not None:
             text = text.replace(str(directory) + "/", "")
         return text.replace(str(self.harness.home), "<home>")
+
+    def groups_of(self, entries: list[CatalogEntry]) -> list[tuple[str, int, int]]:
+        """The group tree, computed again only when the index list changed."""
+        if self._groups is None or self._groups[0] is not entries:
+            self._groups = (entries, self.groups(entries))
+        return self._groups[1]
 
     @staticmethod
     def groups(entries: list[CatalogEntry]) -> list[tuple[str, int, int]]:
