@@ -2,6 +2,12 @@
 
 Plugins import only names listed in ``__all__`` (and the testing kit, ``dsh_harness.testing``,
 in their tests); everything else is internal and may change.
+
+Turns and attempts: ``Agent.followup`` returns a ``TurnOutcome``; one that is not ``ok`` was a
+failed attempt, kept in the session log but never replayed to the model. Retrying is calling
+``followup`` again with the same text: the new attempt starts from the same committed prefix
+(a full prefix-cache hit), whether the agent stayed live or was evicted and resumed. A failed
+session-log write ends the turn at once with reason ``error``.
 """
 
 from .agents import (

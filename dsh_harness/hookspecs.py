@@ -37,7 +37,9 @@ def dsh_register_session_stores(register: Any) -> None:
 
     Fires once, when the harness builds its session service. ``register(name, factory)``;
     ``factory(home: Path)`` returns a ``SessionStore``. Built-in: ``jsonl``. Return nothing;
-    every implementation runs (side effect).
+    every implementation runs (side effect). A store may implement the optional ``mark`` and
+    ``load_after`` so a session resumed after an eviction reads only what was appended since
+    (without them every resume loads the whole log).
     """
 
 

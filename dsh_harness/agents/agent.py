@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,8 +30,9 @@ from ..sessions.events import (
     Usage,
     UserMessage,
 )
-from ..sessions.history import failed_attempts, model_messages
+from ..sessions.history import failed_attempts
 from ..sessions.log import Session, SessionWriteError
+from ..sessions.transcript import encode
 from . import compaction
 from .pipeline import execute
 from .world import AgentWorld, BudgetExhausted, Tool, ToolContext
@@ -74,6 +76,11 @@ class Agent:
         self.service, self.session, self.world = service, session, world
         self.provider, self.provider_name, self.model = provider, provider_name, model
         self.tools: list[Tool] = world.visible_tools(service.global_tools)
+        # Constant for the agent's life: built and encoded once, not per request.
+        self._replay = service.harness.config.providers[provider_name].reasoning_replay
+        self._schemas = [t.schema() for t in self.tools]
+        self._tools_json = encode(self._schemas)
+        self._system_json = encode({"role": "system", "content": world.system_prompt})
         self._queue: list[_Queued] = []
         self._runner: asyncio.Task[None] | None = None
         self._current: asyncio.Task[TurnOutcome] | None = None
@@ -240,10 +247,24 @@ class Agent:
         raise LLMError(f"the model did not finish within {world.max_steps} steps")
 
     def request(self, turn: int) -> LLMRequest:
-        replay = self.service.harness.config.providers[self.provider_name].reasoning_replay
+        """The next model request: the session's transcript (kept up to date as events are
+        recorded, so this is O(1) in the history) with the agent's cached encodings.
+        ``turn`` is the running turn, the one the transcript treats as current."""
+        transcript = self.session.transcript(self._replay)
         return LLMRequest(model=self.model, system=self.world.system_prompt,
-                          messages=model_messages(self.session.events, replay, turn),
-                          tools=[t.schema() for t in self.tools])
+                          messages=transcript.messages(), tools=self._schemas,
+                          encoded_system=self._system_json,
+                          encoded_messages=transcript.encoded(),
+                          encoded_tools=self._tools_json)
+
+    def prompt_tokens(self) -> int:
+        """``compaction.estimate_tokens`` of the next request's messages and tools, from the
+        running byte count (the same number, without serializing the prompt)."""
+        transcript = self.session.transcript(self._replay)
+        n = len(transcript) + 1  # the system message
+        size = (len(b'{"messages":[') + len(self._system_json) + transcript.encoded_size()
+                + (n - 1) + len(b'],"tools":') + len(self._tools_json) + 1)
+        return math.ceil(size / 4)
 
     def _on_retry(self, turn: int):
         async def note(attempt: int, error: str, wait: float) -> None:
@@ -255,9 +276,7 @@ class Agent:
         harness = self.service.harness
         spec = harness.llm.spec(self.provider_name, self.model)
         limit = compaction.budget(harness.config.compaction, spec)
-        request = self.request(turn)
-        size = compaction.estimate_tokens({"messages": request.wire_messages(),
-                                           "tools": request.tools})
+        size = self.prompt_tokens()
         if size <= limit:
             return
         through = compaction.eligible_through_turn(

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DshError
@@ -26,12 +28,20 @@ class AgentError(DshError):
     pass
 
 
+class _OpeningLock:
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
+
+
 class AgentService:
     def __init__(self, harness: Harness):
         self.harness = harness
         self.global_tools: list[Tool] = []
         self._live: dict[str, Agent] = {}
-        self._opening: dict[str, asyncio.Lock] = {}
+        self._opening: dict[str, _OpeningLock] = {}
 
     def register_global_tool(self, tool: Tool) -> None:
         if any(t.name == tool.name for t in self.global_tools):
@@ -82,8 +92,21 @@ class AgentService:
         await self.evict(session_id)
         return False
 
-    def _lock(self, session_id: str) -> asyncio.Lock:
-        return self._opening.setdefault(session_id, asyncio.Lock())
+    @asynccontextmanager
+    async def _lock(self, session_id: str) -> AsyncIterator[None]:
+        """Serialize opening one session; the lock lives only while someone holds or waits
+        for it, so a bot that opens thousands of sessions keeps no lock per session."""
+        entry = self._opening.get(session_id)
+        if entry is None:
+            entry = self._opening[session_id] = _OpeningLock()
+        entry.users += 1
+        try:
+            async with entry.lock:
+                yield
+        finally:
+            entry.users -= 1
+            if entry.users == 0:
+                del self._opening[session_id]
 
     async def world_for(self, session_id: str) -> AgentWorld:
         world = await self.harness.plugins.afirst("dsh_agent_world", harness=self.harness,
@@ -118,7 +141,7 @@ class AgentService:
             return False
         del self._live[session_id]
         try:
-            await self.harness.sessions.release(session_id)
+            await self.harness.sessions.release(session_id, agent.session)
         except OSError as exc:  # e.g. fsync on a full disk: the agent is gone all the same
             log.warning("session %s: releasing the log failed: %s", session_id, exc)
         return True

@@ -1,6 +1,8 @@
 """OpenAI-compatible chat completions (DeepSeek by default) through the ``openai`` SDK.
 
-Streaming with a final usage chunk; tool-call deltas reassembled by index; DeepSeek's
+Requests go through the SDK's raw request path with a body we build from cached per-message
+JSON (the SDK's ``create`` re-walks the whole history per request). Streaming with a final
+usage chunk; tool-call deltas reassembled by index; DeepSeek's
 ``reasoning_content`` kept. Retries (exponential backoff with jitter, ``Retry-After`` honoured)
 cover 429, 5xx, timeouts, connection errors and streams cut before their end. A failed attempt
 returns nothing, so no partial answer can reach the session log.
@@ -18,9 +20,11 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from ..config import ProviderConfig
 from ..sessions.events import ToolCall
+from ..sessions.transcript import encode
 from .types import LLMError, LLMProvider, LLMRequest, LLMResponse, RawUsage, RetryCallback
 
 log = logging.getLogger(__name__)
@@ -68,6 +72,21 @@ def raw_usage(usage: Any) -> RawUsage:
     return RawUsage(prompt_tokens=usage.prompt_tokens or 0,
                     completion_tokens=usage.completion_tokens or 0,
                     cache_hit_tokens=int(hit or 0))
+
+
+def chat_body(request: LLMRequest) -> bytes:
+    """The streaming chat-completions body, byte for byte what ``chat.completions.create``
+    sent for the same request (same keys, same order, compact JSON), built from the request's
+    cached message encodings."""
+    head = b'{"model":' + encode(request.model) + b',"stream":true,"messages":['
+    tail = b'],"stream_options":{"include_usage":true}'
+    if request.tools:
+        tail += b',"tools":' + request.tools_encoded()
+    parts = request.wire_encoded()  # never empty: the system message comes first
+    # One join copies the (history-sized) body once; the ends are glued to the small pieces.
+    parts[0] = head + parts[0]
+    parts[-1] = parts[-1] + tail + b"}"
+    return b",".join(parts)
 
 
 class OpenAICompatibleProvider(LLMProvider):
@@ -146,10 +165,6 @@ class OpenAICompatibleProvider(LLMProvider):
         return f"{type(exc).__name__}: {exc}"
 
     async def _attempt(self, request: LLMRequest) -> LLMResponse:
-        kwargs: dict[str, Any] = {"model": request.model, "messages": request.wire_messages(),
-                                  "stream": True, "stream_options": {"include_usage": True}}
-        if request.tools:
-            kwargs["tools"] = request.tools
         content: list[str] = []
         reasoning: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
@@ -157,7 +172,11 @@ class OpenAICompatibleProvider(LLMProvider):
         usage = None
         model = request.model
         try:
-            stream = await self.client.chat.completions.create(**kwargs)
+            # The SDK's raw request path: transport, headers and typed chunks from the SDK,
+            # the body from us (``create`` would walk the whole history on every request).
+            stream = await self.client.post(
+                "/chat/completions", cast_to=ChatCompletion, content=chat_body(request),
+                stream=True, stream_cls=openai.AsyncStream[ChatCompletionChunk])
             async for chunk in stream:
                 model = chunk.model or model
                 if chunk.usage is not None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import DshError
 from ..sessions.events import ToolCall
+from ..sessions.transcript import encode
 
 # on_retry(attempt, error text, wait seconds): lets the agent log a retry notice.
 RetryCallback = Callable[[int, str, float], Awaitable[None]]
@@ -29,13 +30,37 @@ class RawUsage:
 
 @dataclass
 class LLMRequest:
+    """One model request. ``encoded_*`` are optional caches a long-lived caller (the agent)
+    keeps so a request costs a join of bytes, not a serialization of the whole history: the
+    compact JSON (``encode``) of the system message, of each item of ``messages`` (same order)
+    and of ``tools``. Providers must treat them as equal to encoding the plain fields."""
+
     model: str
     system: str
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] = field(default_factory=list)
+    encoded_system: bytes | None = None
+    encoded_messages: list[bytes] | None = None
+    encoded_tools: bytes | None = None
 
     def wire_messages(self) -> list[dict[str, Any]]:
-        return [{"role": "system", "content": self.system}, *self.messages]
+        return [self.system_message(), *self.messages]
+
+    def system_message(self) -> dict[str, Any]:
+        return {"role": "system", "content": self.system}
+
+    def wire_encoded(self) -> list[bytes]:
+        """The encoding of each of ``wire_messages()``, from the caches where given."""
+        system = self.encoded_system or encode(self.system_message())
+        messages = self.encoded_messages
+        if messages is None:
+            messages = [encode(m) for m in self.messages]
+        return [system, *messages]
+
+    def tools_encoded(self) -> bytes:
+        if self.encoded_tools is not None:
+            return self.encoded_tools
+        return encode(self.tools)
 
 
 @dataclass

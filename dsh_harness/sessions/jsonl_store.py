@@ -9,8 +9,10 @@ reported with its line number, never silently skipped.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -44,12 +46,81 @@ def dump_line(obj) -> bytes:
     return (json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
+TAIL_CHECK = 64 * 1024
+
+
+@dataclass(frozen=True)
+class LogMark:
+    """Where a log ended when it was released: the file's identity, its length and line count
+    then, and a checksum of the last ``TAIL_CHECK`` bytes before that end. A later load that
+    finds the same file, no shorter, with the same bytes before the mark reads only what
+    follows it; anything else (replaced, truncated, rewritten) means a whole load."""
+
+    dev: int
+    ino: int
+    offset: int
+    lines: int
+    tail_sha256: bytes
+
+
+def _tail_sum(fd: int, offset: int) -> bytes:
+    start = max(0, offset - TAIL_CHECK)
+    return hashlib.sha256(os.pread(fd, offset - start, start)).digest()
+
+
+@dataclass
+class _Parsed:
+    header: SessionHeader | None
+    events: list
+    good_len: int  # bytes of whole, valid lines
+    lines: int  # how many
+    dropped: int  # bytes of a torn final line
+
+
+def _parse(path: Path, raw: bytes, first_line: int) -> _Parsed:
+    """Lines numbered from ``first_line`` (1 = the header). A torn final line is dropped
+    (nothing after it was acknowledged); a bad line anywhere else is corruption."""
+    lines = raw.split(b"\n")
+    tail = lines.pop()  # b"" when the data ends with a newline
+    dropped = len(tail)
+    header: SessionHeader | None = None
+    events = []
+    good_len = 0
+    count = 0
+    for index, line in enumerate(lines):
+        number = first_line + index
+        last = index == len(lines) - 1 and not tail
+        try:
+            if number == 1:
+                header = SessionHeader.model_validate_json(line)
+            else:
+                events.append(EVENT_ADAPTER.validate_json(line))
+        except (ValueError, ValidationError) as exc:
+            if last and number > 1:
+                dropped += len(line) + 1
+                break
+            raise SessionLogError(f"{path}: line {number} is corrupted ({_reason(exc)}); "
+                                  "the file was left untouched") from None
+        good_len += len(line) + 1
+        count += 1
+    return _Parsed(header, events, good_len, count, dropped)
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(e["msg"] for e in exc.errors()[:3])
+    return str(exc)
+
+
 class JsonlSessionStore(SessionStore):
     name = "jsonl"
 
     def __init__(self, directory: Path):
         self.directory = directory
         self._fds: dict[str, int] = {}
+        # Per session opened for writing: (bytes, lines) of the log this process knows, i.e.
+        # loaded or appended by it. Dropped on release, like the file descriptor.
+        self._ends: dict[str, tuple[int, int]] = {}
 
     def path(self, session_id: str) -> Path:
         return self.directory / file_name(session_id)
@@ -61,9 +132,11 @@ class JsonlSessionStore(SessionStore):
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         except FileExistsError:
             raise SessionLogError(f"session {header.id!r} already exists at {path}") from None
-        os.write(fd, dump_line(header))
+        line = dump_line(header)
+        os.write(fd, line)
         await asyncio.to_thread(os.fsync, fd)
         self._fds[header.id] = fd
+        self._ends[header.id] = (len(line), 1)
 
     async def exists(self, session_id: str) -> bool:
         return self.path(session_id).exists()
@@ -74,37 +147,69 @@ class JsonlSessionStore(SessionStore):
             raw = await asyncio.to_thread(path.read_bytes)
         except FileNotFoundError:
             raise SessionLogError(f"session {session_id!r} not found ({path})") from None
-        lines = raw.split(b"\n")
-        tail = lines.pop()  # b"" when the file ends with a newline
-        dropped = len(tail)
-        events = []
-        header: SessionHeader | None = None
-        good_len = 0
-        for number, line in enumerate(lines, start=1):
-            last = number == len(lines) and not tail
-            try:
-                obj = json.loads(line)
-                if number == 1:
-                    header = SessionHeader.model_validate(obj)
-                else:
-                    events.append(EVENT_ADAPTER.validate_python(obj))
-            except (json.JSONDecodeError, UnicodeDecodeError, ValidationError) as exc:
-                if last and number > 1:
-                    # A crash can tear the final line; nothing after it was acknowledged.
-                    dropped += len(line) + 1
-                    break
-                raise SessionLogError(f"{path}: line {number} is corrupted ({exc}); the file was "
-                                      "left untouched") from None
-            good_len += len(line) + 1
+        parsed = _parse(path, raw, first_line=1)
+        header = parsed.header
         if header is None:
             raise SessionLogError(f"{path}: no session header line; the file was left untouched")
         if header.id != session_id:
             raise SessionLogError(f"{path}: header names session {header.id!r}, "
                                   f"expected {session_id!r}")
-        if repair and dropped:
-            await asyncio.to_thread(os.truncate, path, good_len)
+        if repair:
+            if parsed.dropped:
+                await asyncio.to_thread(os.truncate, path, parsed.good_len)
+            self._ends[session_id] = (parsed.good_len, parsed.lines)
+        dropped = parsed.dropped
         notes = [f"dropped a torn final line of {dropped} bytes"] if dropped else []
-        return LoadedLog(header=header, events=events, dropped_tail=dropped, notes=notes)
+        return LoadedLog(header=header, events=parsed.events, dropped_tail=dropped, notes=notes)
+
+    async def mark(self, session_id: str) -> LogMark | None:
+        known = self._ends.get(session_id)
+        if known is None:
+            return None
+        offset, lines = known
+
+        def read() -> LogMark | None:
+            try:
+                fd = os.open(self.path(session_id), os.O_RDONLY)
+            except FileNotFoundError:
+                return None
+            try:
+                st = os.fstat(fd)
+                if st.st_size < offset:
+                    return None
+                return LogMark(st.st_dev, st.st_ino, offset, lines, _tail_sum(fd, offset))
+            finally:
+                os.close(fd)
+        return await asyncio.to_thread(read)
+
+    async def load_after(self, session_id: str, mark: object, *,
+                         repair: bool = False) -> list | None:
+        if not isinstance(mark, LogMark):
+            return None
+        path = self.path(session_id)
+
+        def read() -> bytes | None:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                return None
+            try:
+                st = os.fstat(fd)
+                if ((st.st_dev, st.st_ino) != (mark.dev, mark.ino) or st.st_size < mark.offset
+                        or _tail_sum(fd, mark.offset) != mark.tail_sha256):
+                    return None  # replaced, truncated or rewritten: load it whole
+                return os.pread(fd, st.st_size - mark.offset, mark.offset)
+            finally:
+                os.close(fd)
+        raw = await asyncio.to_thread(read)
+        if raw is None:
+            return None
+        parsed = _parse(path, raw, first_line=mark.lines + 1)
+        if repair:
+            if parsed.dropped:
+                await asyncio.to_thread(os.truncate, path, mark.offset + parsed.good_len)
+            self._ends[session_id] = (mark.offset + parsed.good_len, mark.lines + parsed.lines)
+        return parsed.events
 
     def _fd(self, session_id: str) -> int:
         fd = self._fds.get(session_id)
@@ -121,6 +226,9 @@ class JsonlSessionStore(SessionStore):
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
+        known = self._ends.get(session_id)
+        if known is not None:
+            self._ends[session_id] = (known[0] + len(data), known[1] + len(events))
 
     async def flush(self, session_id: str) -> None:
         fd = self._fds.get(session_id)
@@ -128,6 +236,7 @@ class JsonlSessionStore(SessionStore):
             await asyncio.to_thread(os.fsync, fd)
 
     async def release(self, session_id: str) -> None:
+        self._ends.pop(session_id, None)
         fd = self._fds.pop(session_id, None)
         if fd is not None:
             try:

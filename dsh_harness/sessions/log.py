@@ -1,4 +1,8 @@
-"""An open session: its header, its events in memory, and appends that go straight to the store."""
+"""An open session: its header, its events in memory, and appends that go straight to the store.
+
+What turns read per step (title, usage of the running turn, the model transcript) is kept up to
+date as events arrive, so a turn costs O(new events), not a walk of the whole history.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,9 @@ from .events import (
     Usage,
     utcnow,
 )
+from .history import ReasoningReplay
 from .store import SessionStore
+from .transcript import Transcript
 
 
 class SessionWriteError(DshError):
@@ -24,9 +30,31 @@ class SessionWriteError(DshError):
 
 class Session:
     def __init__(self, store: SessionStore, header: SessionHeader, events: list[Any]):
-        self.store, self.header, self.events = store, header, list(events)
+        self.store, self.header, self.events = store, header, []
         # Why the log cannot be appended to any more (a failed write), or None.
         self.broken: str | None = None
+        self._title: tuple[str | None, bool] = (None, False)
+        self._transcripts: dict[str, Transcript] = {}
+        self.extend(events)
+
+    def extend(self, events: list[Any]) -> None:
+        """Take events that are already in the log (loaded, or appended since the last load)."""
+        for e in events:
+            self._apply(e)
+
+    def _apply(self, event: Any) -> None:
+        self.events.append(event)
+        if isinstance(event, TitleSet) and (event.pinned or not self._title[1]):
+            self._title = (event.title, event.pinned)
+        for t in self._transcripts.values():
+            t.apply(event)
+
+    def transcript(self, reasoning: ReasoningReplay = "all") -> Transcript:
+        """The model-facing messages, kept up to date from here on (built once per mode)."""
+        t = self._transcripts.get(reasoning)
+        if t is None:
+            t = self._transcripts[reasoning] = Transcript.of(self.events, reasoning)
+        return t
 
     @property
     def id(self) -> str:
@@ -49,7 +77,7 @@ class Session:
             await self.store.append(self.id, [event])
         except Exception as exc:
             raise self._broke("writing", exc) from exc
-        self.events.append(event)
+        self._apply(event)
         return event
 
     async def flush(self) -> None:
@@ -87,17 +115,19 @@ class Session:
         return None
 
     def title(self) -> tuple[str | None, bool]:
-        pinned = [e for e in self.events if isinstance(e, TitleSet) and e.pinned]
-        if pinned:
-            return pinned[-1].title, True
-        titles = [e for e in self.events if isinstance(e, TitleSet)]
-        return (titles[-1].title, False) if titles else (None, False)
+        """The newest pinned title, else the newest title; and whether it is pinned."""
+        return self._title
 
     def turn_usage(self, turn: int) -> Usage:
-        total = Usage()
-        for e in self.events:
+        found = []
+        for e in reversed(self.events):  # the turn is the newest one: stop at its start
             if isinstance(e, AssistantMessage) and e.turn == turn:
-                total = total + e.usage
+                found.append(e.usage)
+            elif isinstance(e, TurnStart) and e.turn <= turn:
+                break
+        total = Usage()
+        for usage in reversed(found):  # in log order, so rounding matches a forward sum
+            total = total + usage
         return total
 
     # -- closing a turn the same way every time ---------------------------------------------

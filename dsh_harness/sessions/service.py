@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 from .events import SessionHeader, utcnow
@@ -9,10 +10,17 @@ from .log import Session
 from .store import LoadedLog, SessionStore
 from .summary import SessionSummary, summarize
 
+# Released sessions kept in memory so the next resume reads only what was appended since
+# (the reviewer evicts its agent after every turn). Bounded by log bytes and by count.
+CACHE_BYTES = 64 * 1024 * 1024
+CACHE_SESSIONS = 64
+
 
 class SessionService:
     def __init__(self, store: SessionStore):
         self.store = store
+        self._released: OrderedDict[str, tuple[Session, object, int]] = OrderedDict()
+        self._released_bytes = 0
 
     async def exists(self, session_id: str) -> bool:
         return await self.store.exists(session_id)
@@ -23,10 +31,28 @@ class SessionService:
         return Session(self.store, header, [])
 
     async def resume(self, session_id: str) -> Session:
-        """Load for writing: cut a torn tail, close a turn a crash left open."""
-        loaded = await self.store.load(session_id, repair=True)
-        session = Session(self.store, loaded.header, loaded.events)
+        """Load for writing: cut a torn tail, close a turn a crash left open.
+
+        A session released earlier by this process is taken back from memory with only the
+        events appended since (checked by the store's mark); otherwise the log is read whole.
+        """
+        session = await self._take_back(session_id)
+        if session is None:
+            loaded = await self.store.load(session_id, repair=True)
+            session = Session(self.store, loaded.header, loaded.events)
         await session.close_open_turn("interrupted", "the process stopped during this turn")
+        return session
+
+    async def _take_back(self, session_id: str) -> Session | None:
+        entry = self._released.pop(session_id, None)
+        if entry is None:
+            return None
+        session, mark, size = entry
+        self._released_bytes -= size
+        appended = await self.store.load_after(session_id, mark, repair=True)
+        if appended is None:
+            return None
+        session.extend(appended)
         return session
 
     async def read(self, session_id: str) -> LoadedLog:
@@ -39,8 +65,35 @@ class SessionService:
             out.append(summarize(await self.read(sid)))
         return sorted(out, key=lambda s: s.last_activity, reverse=True)
 
-    async def release(self, session_id: str) -> None:
+    async def release(self, session_id: str, session: Session | None = None) -> None:
+        """Close the session's handles. With ``session`` (an evicted agent's, idle and
+        healthy) it is kept in a bounded cache for a cheap resume."""
+        self._forget(session_id)
+        mark = None
+        if session is not None and session.broken is None and session.open_turn() is None:
+            try:
+                mark = await self.store.mark(session_id)
+            except OSError:
+                mark = None
         await self.store.release(session_id)
+        if mark is None or session is None:
+            return
+        size = getattr(mark, "offset", 0)
+        if size > CACHE_BYTES:
+            return
+        self._released[session_id] = (session, mark, size)
+        self._released_bytes += size
+        while self._released and (self._released_bytes > CACHE_BYTES
+                                   or len(self._released) > CACHE_SESSIONS):
+            _, (_, _, dropped) = self._released.popitem(last=False)
+            self._released_bytes -= dropped
+
+    def _forget(self, session_id: str) -> None:
+        entry = self._released.pop(session_id, None)
+        if entry is not None:
+            self._released_bytes -= entry[2]
 
     async def close(self) -> None:
+        self._released.clear()
+        self._released_bytes = 0
         await self.store.close()

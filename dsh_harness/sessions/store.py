@@ -56,6 +56,18 @@ class SessionStore(ABC):
         (the web UI); None = not supported, readers ``load`` the whole log instead."""
         return None
 
+    async def mark(self, session_id: str) -> object | None:
+        """Where this store's view of a log opened for writing ends, for ``load_after``
+        (None = the store cannot resume incrementally). Asked just before ``release``."""
+        return None
+
+    async def load_after(self, session_id: str, mark: object, *,
+                         repair: bool = False) -> list | None:
+        """The events appended after ``mark``, or None when the log does not continue from it
+        (the caller then loads it whole). ``repair`` as in ``load``; the store then tracks
+        the session as if loaded."""
+        return None
+
     async def release(self, session_id: str) -> None:  # noqa: B027 - optional
         """Flush and drop any open handle on a session (agent evicted from memory)."""
 

@@ -1,0 +1,140 @@
+"""The model-facing messages of a live session, extended event by event.
+
+``history.model_messages`` is the reference: for the events applied so far a ``Transcript``
+holds exactly its messages (with ``current_turn`` = the open turn), but costs O(new events) per
+event instead of a walk of the whole log per request. Each message is kept in provider form
+next to its JSON encoding, so a request body is a join of cached bytes and the prompt-size
+estimate a running sum. Only a compaction rebuilds (once, from the turns kept verbatim).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .events import AssistantMessage, Compaction, ToolResult, TurnEnd, TurnStart, UserMessage
+from .history import ReasoningReplay, assistant_message, summary_messages
+
+
+def encode(obj: Any) -> bytes:
+    """Compact JSON, UTF-8, as the provider SDK serialized request bodies (byte for byte)."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+class _Turn:
+    """One turn's messages: the events (to re-render reasoning) and their encodings."""
+
+    __slots__ = ("encoded", "events", "messages")
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+        self.messages: list[dict[str, Any]] = []
+        self.encoded: list[bytes] = []
+
+    def add(self, event: Any, message: dict[str, Any]) -> None:
+        self.events.append(event)
+        self.messages.append(message)
+        self.encoded.append(encode(message))
+
+
+class Transcript:
+    def __init__(self, reasoning: ReasoningReplay = "all"):
+        self.reasoning = reasoning
+        self._head: list[dict[str, Any]] = []  # the summary pair after a compaction
+        self._turns: dict[int, _Turn] = {}  # committed turns kept verbatim, in order
+        self._first_turn = 0  # turns before this one were compacted away
+        self._open: int | None = None  # the running turn (not yet committed)
+        # The committed part, flattened: extended at each commit, rebuilt at a compaction.
+        self._messages: list[dict[str, Any]] = []
+        self._encoded: list[bytes] = []
+        self._bytes = 0
+
+    @classmethod
+    def of(cls, events: list[Any], reasoning: ReasoningReplay = "all") -> Transcript:
+        t = cls(reasoning)
+        for e in events:
+            t.apply(e)
+        return t
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def messages(self) -> list[dict[str, Any]]:
+        running = self._running()
+        return self._messages + running.messages if running else list(self._messages)
+
+    def encoded(self) -> list[bytes]:
+        running = self._running()
+        return self._encoded + running.encoded if running else list(self._encoded)
+
+    def encoded_size(self) -> int:
+        """Bytes of all encoded messages, without separators."""
+        running = self._running()
+        return self._bytes + (sum(map(len, running.encoded)) if running else 0)
+
+    def __len__(self) -> int:
+        running = self._running()
+        return len(self._messages) + (len(running.messages) if running else 0)
+
+    def _running(self) -> _Turn | None:
+        return self._turns.get(self._open) if self._open is not None else None
+
+    # -- applying events --------------------------------------------------------------------
+
+    def apply(self, e: Any) -> None:
+        if isinstance(e, TurnStart):
+            self._open = e.turn
+        elif isinstance(e, TurnEnd):
+            self._end(e)
+        elif isinstance(e, Compaction):
+            self._compact(e)
+        elif isinstance(e, UserMessage | AssistantMessage | ToolResult):
+            if e.turn < self._first_turn:
+                return
+            turn = self._turns.setdefault(e.turn, _Turn())
+            turn.add(e, self._render(e, e.turn == self._open))
+            if e.turn != self._open:  # not the running turn (only odd logs): it counts now
+                self._flatten()
+
+    def _render(self, e: Any, current: bool) -> dict[str, Any]:
+        if isinstance(e, UserMessage):
+            return {"role": "user", "content": e.content}
+        if isinstance(e, AssistantMessage):
+            keep = self.reasoning == "all" or (self.reasoning == "current_turn" and current)
+            return assistant_message(e, keep)
+        return {"role": "tool", "tool_call_id": e.call_id, "content": e.content}
+
+    def _end(self, e: TurnEnd) -> None:
+        if e.turn == self._open:
+            self._open = None
+        turn = self._turns.get(e.turn)
+        if turn is None:
+            return
+        if not e.committed:  # a failed attempt: never replayed
+            del self._turns[e.turn]
+            return
+        if self.reasoning == "current_turn":  # its reasoning is no longer the current turn's
+            ended = _Turn()
+            for event in turn.events:
+                ended.add(event, self._render(event, False))
+            self._turns[e.turn] = turn = ended
+        self._messages += turn.messages
+        self._encoded += turn.encoded
+        self._bytes += sum(map(len, turn.encoded))
+
+    def _compact(self, e: Compaction) -> None:
+        self._first_turn = e.through_turn + 1
+        self._head = summary_messages(e.summary)
+        for number in [n for n in self._turns if n < self._first_turn]:
+            del self._turns[number]
+        self._flatten()
+
+    def _flatten(self) -> None:
+        self._messages = list(self._head)
+        for number, turn in self._turns.items():
+            if number != self._open:
+                self._messages += turn.messages
+        self._encoded = [encode(m) for m in self._head]
+        for number, turn in self._turns.items():
+            if number != self._open:
+                self._encoded += turn.encoded
+        self._bytes = sum(map(len, self._encoded))
