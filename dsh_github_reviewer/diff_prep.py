@@ -46,16 +46,18 @@ def exclude_patterns(extra: Sequence[str], builtin: bool) -> list[str]:
 
 def render_file(f: PullFile) -> str:
     """One file's section in ``git diff`` form (paths, status lines, then the hunks)."""
-    old = f.previous_filename or f.filename
-    head = [f"diff --git a/{old} b/{f.filename}"]
+    # Paths are untrusted too: one line each, no invisible characters.
+    new, old = sanitize_line(f.filename, 500), sanitize_line(f.previous_filename or f.filename,
+                                                              500)
+    head = [f"diff --git a/{old} b/{new}"]
     if f.status == "added":
-        head += ["new file", "--- /dev/null", f"+++ b/{f.filename}"]
+        head += ["new file", "--- /dev/null", f"+++ b/{new}"]
     elif f.status == "removed":
         head += ["deleted file", f"--- a/{old}", "+++ /dev/null"]
     else:
         if f.status == "renamed":
-            head += [f"rename from {old}", f"rename to {f.filename}"]
-        head += [f"--- a/{old}", f"+++ b/{f.filename}"]
+            head += [f"rename from {old}", f"rename to {new}"]
+        head += [f"--- a/{old}", f"+++ b/{new}"]
     return "\n".join(head) + "\n" + sanitize_code(f.patch).rstrip("\n") + "\n"
 
 
