@@ -292,7 +292,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if setup_error or harness is None:
         print(f"dsh: {setup_error}", file=sys.stderr)
         return 1
-    if getattr(args, "needs_config", True) and not harness.loaded.found:
+    needs_config = getattr(args, "needs_config", True)
+    if callable(needs_config):  # e.g. dsh web --generate-token needs none
+        needs_config = needs_config(args)
+    if needs_config and not harness.loaded.found:
         # Acting on a deployment without its config would idle, or create .dsh/ here.
         print(f"dsh: {harness.loaded.missing_message(_command_name(args))}", file=sys.stderr)
         return 1

@@ -88,7 +88,7 @@ def dsh_agent_world(harness: Any, session_id: str) -> Any:
 def dsh_session_title(harness: Any, session: Any) -> Any:
     """Pin the title of a session.
 
-    Fires when a session is created or resumed and when listings need a title. ``session`` is
+    Fires when a session is created or resumed (listings show the title stored then). ``session`` is
     the session's metadata (id, created time). Return a string to pin the title (automatic
     titles never override a pinned one) or ``None``. First non-``None`` result wins.
     """
@@ -156,7 +156,8 @@ def dsh_register_commands(cli: Any) -> None:
     name, help)`` returns an ``argparse.ArgumentParser``; set its handler with
     ``parser.set_defaults(handler=fn)`` where ``fn(harness, args)`` may be a coroutine and
     returns an exit code. A handler runs only when a config file was found, unless the parser
-    also sets ``needs_config=False`` (e.g. an offline demo). Every implementation runs (side
+    also sets ``needs_config=False`` (e.g. an offline demo) or a function of the parsed arguments
+    returning whether this invocation needs one. Every implementation runs (side
     effect).
     """
 

@@ -70,3 +70,114 @@ def test_readme_has_the_two_commands_and_ci_runs_the_test_one():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "scripts/run" in readme and "scripts/test" in readme
     assert "scripts/test" in (ROOT / ".ci/run").read_text(encoding="utf-8")
+
+
+# -- config keys, CLI commands (issue 16): every one documented in both languages ---------------
+
+def _model_of(annotation):
+    """The pydantic model inside ``X``, ``X | None``, ``list[X]`` or ``dict[str, X]``."""
+    import typing
+
+    from pydantic import BaseModel
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, None
+    for arg in typing.get_args(annotation):
+        inner, _ = _model_of(arg)
+        if inner is not None:
+            return inner, typing.get_origin(annotation)
+    return None, None
+
+
+def _config_keys(model, prefix: str = "") -> list[tuple[str, str]]:
+    """(dotted path, leaf name) of every field; list/dict items restart the path (the docs
+    describe an account's fields or a provider's keys in their own table)."""
+    out = []
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{name}"
+        inner, origin = _model_of(field.annotation)
+        if inner is None:
+            out.append((path, name))
+        else:  # a table: its keys are what the docs list
+            out += _config_keys(inner, "" if origin in (list, dict) else f"{path}.")
+    return out
+
+
+def _backticked_tokens(text: str) -> set[str]:
+    tokens = set()
+    for span in re.findall(r"`([^`\n]+)`", text):
+        tokens.update(re.findall(r"[A-Za-z_][A-Za-z0-9_.]*", span))
+    return tokens
+
+
+def _config_models():
+    from dsh_github_reviewer.config import ReviewerConfig
+    from dsh_harness import DeploymentConfig
+
+    return [DeploymentConfig, ReviewerConfig]
+
+
+@pytest.mark.parametrize("doc", ["docs/config.en.md", "docs/config.md"])
+def test_every_config_key_is_documented(doc):
+    tokens = _backticked_tokens((ROOT / doc).read_text(encoding="utf-8"))
+    missing = sorted({path for model in _config_models()
+                      for path, leaf in _config_keys(model)
+                      if path not in tokens and leaf not in tokens})
+    assert missing == [], f"config keys missing from {doc}: {missing}"
+
+
+def _cli_tree():
+    """Every (command path, long options) of the real parser, plugins' commands included."""
+    import argparse
+
+    from dsh_harness import load_config
+    from dsh_harness.cli import build_parser
+    from dsh_harness.harness import Harness
+
+    harness = Harness(load_config(ROOT / "dsh.example.toml", env={}))
+    parser, registry = build_parser(harness)
+    harness.register_commands(registry)
+
+    def walk(p: argparse.ArgumentParser, path: tuple[str, ...]):
+        subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        options = sorted(o for a in p._actions for o in a.option_strings
+                         if o.startswith("--") and o not in ("--help", "--version", "--config",
+                                                             "--verbose"))
+        if path:
+            yield path, options
+        for action in subs:
+            for name, child in action.choices.items():
+                yield from walk(child, (*path, name))
+    return list(walk(parser, ()))
+
+
+def test_every_cli_command_and_option_is_in_the_readme():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Commands", 1)[1].split("```", 2)[1]
+    problems = []
+    for path, options in _cli_tree():
+        lines = [line for line in block.splitlines() if line.startswith(f"dsh {path[0]}")]
+        words = set(re.findall(r"[\w.-]+", " ".join(lines)))
+        for needed in (*path, *options):
+            if needed not in words:
+                problems.append(f"{' '.join(path)}: {needed}")
+    assert problems == [], f"missing from README's command list: {problems}"
+
+
+@pytest.mark.parametrize("doc", ["docs/architecture.en.md", "docs/architecture.md"])
+def test_every_builtin_command_is_in_the_architecture_guide(doc):
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    section = text.split("dsh [--config PATH]", 1)[1][:1500]
+    tokens = _backticked_tokens(section)
+    top = sorted({path[0] for path, _ in _cli_tree()} - {"github-reviewer"})
+    assert [c for c in top if c not in tokens] == []
+
+
+def test_docs_link_nothing_outside_the_repository():
+    """The design notes (spec, facts) are not shipped; the docs must stand on their own."""
+    docs = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))
+    for doc in ["README.md", *docs]:
+        text = (ROOT / doc).read_text(encoding="utf-8")
+        assert not re.search(r"spec §|规范 §|facts\.md", text), doc
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text):
+            assert ((ROOT / doc).parent / target).exists(), f"{doc} links to missing {target}"

@@ -26,7 +26,11 @@ def test_plugin_commands_exist_without_a_config(tmp_path):
     assert "status" in proc.stdout and "demo" in proc.stdout
     err = one_line_error(dsh("github-reviewer", "status", cwd=empty))
     assert f"none was found at {empty / 'dsh.toml'}" in err and "--config" in err
-    assert not (empty / ".dsh").exists()
+    # Printing a new web token needs no deployment either; serving the UI does.
+    proc = dsh("web", "--generate-token", cwd=empty)
+    assert proc.returncode == 0 and len(proc.stdout.strip()) >= 32, proc.stderr
+    assert "needs a config file" in one_line_error(dsh("web", cwd=empty))
+    assert list(empty.iterdir()) == []
 
 
 def test_status_names_a_config_that_does_not_enable_the_plugin(tmp_path):

@@ -40,7 +40,8 @@ def dsh_register_commands(cli):
     parser.add_argument("--port", type=int, help="override web.port")
     parser.add_argument("--generate-token", action="store_true",
                         help="print a new random access token for web.auth_token and exit")
-    parser.set_defaults(handler=cmd_web)
+    # Printing a new token needs no deployment; serving does.
+    parser.set_defaults(handler=cmd_web, needs_config=lambda args: not args.generate_token)
 
 
 async def cmd_web(harness, args) -> int:
