@@ -193,7 +193,7 @@ def _prepared_message(pr: PrFacts, previous_head: str | None, requested_by: str 
     if prepared.note:
         parts.append(prepared.note)
     if prepared.commits:
-        more = (f"\n(and {prepared.more_commits} earlier commit(s) not listed)"
+        more = (f"\n(and {prepared.more_commits} more commit(s) not listed)"
                 if prepared.more_commits else "")
         parts.append("<new_commits>\n" + "\n".join(f"- {c}" for c in prepared.commits)
                      + more + "\n</new_commits>")

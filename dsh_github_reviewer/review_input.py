@@ -151,18 +151,18 @@ async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile
     assert base is not None
     owner, repo = base.owner.login, base.name
 
-    async def render(chosen: list[PullFile]) -> str:
+    async def shown(chosen: list[PullFile]) -> str:
         binary = [f.filename for f in chosen
                   if is_binary(f) and not excluded(f.filename, patterns)]
         sizes = await blob_sizes(client, owner, repo, pr.head.sha, binary)
         return prepare(chosen, patterns, budget, sizes).render()
 
     if not previous_head:
-        return ReviewInput("first", diff=await render(files))
+        return ReviewInput("first", diff=await shown(files))
     if not reviewed_in(history):
         # A lost session, or the earlier review was compacted into a summary: the model
         # no longer has the code it reviewed, so an interdiff alone would mean little.
-        return ReviewInput("again", diff=await render(files))
+        return ReviewInput("again", diff=await shown(files))
     if previous_head == pr.head.sha:
         return ReviewInput("unchanged")
     in_pr = {f.filename for f in files} | {f.previous_filename for f in files
@@ -170,7 +170,7 @@ async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile
     try:
         cmp = await client.compare(owner, repo, previous_head, pr.head.sha)
     except NotFound:
-        return ReviewInput("force_push", diff=await render(files), note=(
+        return ReviewInput("force_push", diff=await shown(files), note=(
             f"The previously reviewed head {previous_head} is no longer available on GitHub, "
             "so no interdiff exists; below is the PR's whole prepared diff."))
     commits, more = _commit_lines(cmp)
@@ -181,11 +181,11 @@ async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile
         outside = len(cmp.files) - len(changed)
         note = (f"{outside} file(s) changed by the new commits are not part of this PR (for "
                 "example a merge of the base branch) and are not shown." if outside else "")
-        return ReviewInput("push", diff=await render(changed),
+        return ReviewInput("push", diff=await shown(changed),
                            commits=commits, more_commits=more, note=note)
     differs = await _between_heads(client, owner, repo, previous_head, pr.head.sha, cmp)
     chosen = [f for f in files if f.filename in differs or f.previous_filename in differs]
-    return ReviewInput("force_push", diff=await render(chosen),
+    return ReviewInput("force_push", diff=await shown(chosen),
                        commits=commits, more_commits=more, note=(
         f"The previously reviewed head {previous_head} is not an ancestor of the new head "
         "(force-push or rebase), so there is no interdiff. Below are the PR's current diffs "
