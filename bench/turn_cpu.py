@@ -12,9 +12,12 @@ Resume: a session of N events written straight through the session API, then res
 turn does).
 
 Usage: python bench/turn_cpu.py [--reviews 2,10,40,100] [--events 1000,5000,20000]
-Run it once on unchanged main code too (PYTHONPATH=<a main checkout>) for the "before" column,
-or compare with the figures measured when the issue was filed: 130 / 339 / 988 ms per turn at
-the 2nd / 10th / 40th review. Prints a table; asserts nothing.
+                                 [--before-code CHECKOUT]
+The "before" column is, with ``--before-code``, this same bench run live on another checkout
+(e.g. ``git worktree add /tmp/main-old b99c1b0``); without it, the figures this bench measured
+on main b99c1b0 (the code before issue 10) on the 2-core shared development machine. For
+reference, the issue measured 130 / 339 / 988 ms per turn at the 2nd / 10th / 40th review with
+the whole reviewer plugin. Prints a table; asserts nothing.
 """
 
 from __future__ import annotations
@@ -174,6 +177,26 @@ async def resume_ms(sizes: list[int], base_url: str) -> dict[int, tuple[float, f
     return out
 
 
+# This bench on main b99c1b0 (before issue 10), 2-core shared machine, 2026-11-30.
+RECORDED_BEFORE = {
+    "code": "main b99c1b0 (recorded)",
+    "turn_cpu_ms": {2: 66.7, 10: 159.9, 40: 580.6, 100: 1427.4},
+    "resume_ms": {1000: (16.0, 12.5), 5000: (43.8, 127.7), 20000: (285.4, 495.7)},
+}
+
+
+def run_before(checkout: str, args: argparse.Namespace) -> dict:
+    """This bench, run on another checkout's code (PYTHONPATH) in a child process."""
+    env = {**os.environ, "PYTHONPATH": checkout}
+    out = subprocess.run([sys.executable, __file__, "--json", "--reviews", args.reviews,
+                          "--events", args.events], env=env, capture_output=True, text=True,
+                         check=True, cwd=checkout).stdout
+    data = json.loads(out.strip().splitlines()[-1])
+    return {"code": data["code"],
+            "turn_cpu_ms": {int(k): v for k, v in data["turn_cpu_ms"].items()},
+            "resume_ms": {int(k): tuple(v) for k, v in data["resume_ms"].items()}}
+
+
 def code_label() -> str:
     import dsh_harness
 
@@ -198,13 +221,24 @@ async def main(args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(result))
         return
-    print(f"code: {result['code']}")
-    print(f"{'review':>7} | {'harness CPU ms/turn':>19}")
+    before = run_before(args.before_code, args) if args.before_code else RECORDED_BEFORE
+    old_cpu, old_resume = before["turn_cpu_ms"], before["resume_ms"]
+
+    def fmt(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1f}"
+
+    print(f"before: {before['code']}\nafter:  {result['code']}\n")
+    print(f"{'review':>7} | {'CPU ms/turn before':>18} | {'after':>8}")
     for p, ms in cpu.items():
-        print(f"{p:>7} | {ms:>19.1f}")
-    print(f"\n{'events':>7} | {'cold resume ms':>14} | {'resume after evict ms':>21}")
+        print(f"{p:>7} | {fmt(old_cpu.get(p)):>18} | {ms:>8.1f}")
+    print(f"\n{'events':>7} | {'resume after evict ms before':>28} | {'after':>8} | "
+          f"{'cold resume ms before':>21} | {'after':>8}")
     for n, (cold, warm) in resume.items():
-        print(f"{n:>7} | {cold:>14.1f} | {warm:>21.1f}")
+        old_cold, old_warm = old_resume.get(n, (None, None))
+        print(f"{n:>7} | {fmt(old_warm):>28} | {warm:>8.1f} | {fmt(old_cold):>21} | "
+              f"{cold:>8.1f}")
+    print("\nCPU: time.process_time of the harness process (model server in a child process);"
+          "\nresume: wall time of harness.agents.resume (cold = first resume in a process).")
 
 
 if __name__ == "__main__":
@@ -215,4 +249,6 @@ if __name__ == "__main__":
     parser.add_argument("--reviews", default="2,10,40,100")
     parser.add_argument("--events", default="1000,5000,20000")
     parser.add_argument("--json", action="store_true", help="one JSON line (for comparisons)")
+    parser.add_argument("--before-code", metavar="CHECKOUT",
+                        help="measure the 'before' column live on this checkout's code")
     asyncio.run(main(parser.parse_args()))
