@@ -12,7 +12,7 @@ from .summary import SessionSummary, summarize
 
 # Released sessions kept in memory so the next resume reads only what was appended since
 # (the reviewer evicts its agent after every turn). Bounded by log bytes and by count.
-CACHE_BYTES = 64 * 1024 * 1024
+CACHE_BYTES = 32 * 1024 * 1024
 CACHE_SESSIONS = 64
 
 

@@ -176,3 +176,21 @@ async def test_per_session_state_goes_with_the_session(tmp_path, server):
     assert h.agents._opening == {}
     assert store._fds == {} and store._ends == {}
     await h.close()
+
+
+async def test_the_released_session_cache_is_bounded(tmp_path, server, monkeypatch):
+    from dsh_harness.sessions import service
+
+    monkeypatch.setattr(service, "CACHE_SESSIONS", 2)
+    server.push(*[Reply(content="ok")] * 3)
+    h = make_harness(tmp_path, server.base_url)
+    sessions = {}
+    for n in range(3):
+        agent = await h.agents.get_or_open(f"test:bound:{n}")
+        assert (await agent.followup("hi")).ok
+        sessions[n] = agent.session
+        assert await h.agents.evict(f"test:bound:{n}")
+    assert list(h.sessions._released) == ["test:bound:1", "test:bound:2"]
+    assert (await h.agents.resume("test:bound:0")).session is not sessions[0]  # loaded whole
+    assert (await h.agents.resume("test:bound:2")).session is sessions[2]
+    await h.close()
