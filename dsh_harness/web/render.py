@@ -15,6 +15,7 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup
 
 RESULT_PREVIEW_CHARS = 4_000
+MAX_POINTS = 90
 
 _md = MarkdownIt("commonmark", {"html": False, "linkify": False})
 
@@ -59,6 +60,9 @@ def cost_chart(points: list[tuple[str, list]], caption: str) -> Markup:
     """
     if not points:
         return Markup("")
+    if len(points) > MAX_POINTS:  # narrower bars than a pixel say nothing; keep it small
+        caption = f"{caption} (last {MAX_POINTS} of {len(points)})"
+        points = points[-MAX_POINTS:]
     w, h, pad, top = 640, 170, 34, 14
     n = len(points)
     step = (w - 2 * pad) / n
