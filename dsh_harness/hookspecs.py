@@ -186,7 +186,8 @@ def dsh_web_session_facts(harness: Any, session: Any, facts: dict, events: list)
     lines appended since (so it must be cheap and must not read files or the network).
     ``session`` is the session header, ``events`` the new events in order, ``facts`` a
     JSON-serializable dict kept with the session's digest (persisted in the web index) that the
-    implementation updates in place, e.g. under its own key (the reviewer: ``facts["pr"]``).
+    implementation updates in place, e.g. under its own key (the reviewer: ``facts["pr"]``);
+    keys starting with ``_`` (top level or one level down) are fold state, left out of APIs.
     Implementations ignore sessions that are not theirs; every implementation runs; the
     return value is ignored. Facts appear in ``/api/sessions`` rows and reach plugin pages
     through ``router.catalog``.

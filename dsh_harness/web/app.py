@@ -30,7 +30,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..errors import DshError
 from . import auth, render
-from .catalog import CatalogEntry, LiveLog, SessionCatalog
+from .catalog import CatalogEntry, LiveLog, SessionCatalog, public_facts
 from .digest import DigestError
 from .redact import Redactor
 from .router import WebRouter
@@ -247,7 +247,8 @@ class WebApp:
                    "created_at": d["created"], "last_activity": d["last"], "turns": d["turns"],
                    "open_turn": d["open"], "events": d["events"],
                    "usage": log.usage.model_dump(), "cache_hit_pct": round(
-                       CatalogEntry(d, None, 0).cache_hit_pct, 1), "facts": d["facts"]}
+                       CatalogEntry(d, None, 0).cache_hit_pct, 1),
+                   "facts": public_facts(d["facts"])}
         return self.json({"header": log.header.model_dump(mode="json"), "summary": summary,
                           "events": [e.model_dump(mode="json") for e in newer[:limit]],
                           "more": len(newer) > limit, "notes": log.notes})

@@ -30,11 +30,18 @@ from . import digest as dg
 log = logging.getLogger(__name__)
 
 LOG_CACHE_SIZE = 32
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # bump when digest.fold or a facts fold changes: persisted indexes rebuild
 SCAN_TTL_S = 2.0
 # The index file is rewritten after a big change at once, else at most this often (a live
 # session changes every poll; losing recent updates only means re-reading those tails).
 SAVE_EVERY_S = 30.0
+
+
+def public_facts(facts: dict[str, Any]) -> dict[str, Any]:
+    """Plugin facts without their fold state (keys starting with ``_``, one level down)."""
+    return {k: ({kk: vv for kk, vv in v.items() if not str(kk).startswith("_")}
+                if isinstance(v, dict) else v)
+            for k, v in facts.items() if not str(k).startswith("_")}
 
 
 class CatalogEntry:
@@ -65,7 +72,7 @@ class CatalogEntry:
         return {"id": self.id, "title": self.title, "group": self.group, "link": self.link,
                 "last_activity": self.last, "turns": self.turns, "open_turn": self.open_turn,
                 "usage": self.usage.model_dump(), "cache_hit_pct": round(self.cache_hit_pct, 1),
-                "facts": self.facts}
+                "facts": public_facts(self.facts)}
 
 
 @dataclass

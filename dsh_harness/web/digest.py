@@ -14,7 +14,9 @@ from pydantic import ValidationError
 
 from ..sessions.events import EVENT_ADAPTER, SessionHeader, Usage
 
-MAX_TURNS_KEPT = 500  # per-turn usage points kept for the cost chart of one session
+# Per-turn usage points kept for a session's cost chart: the chart shows the last 90
+# (render.MAX_POINTS); keeping more would only grow the persisted index.
+MAX_TURNS_KEPT = 90
 
 
 class DigestError(Exception):

@@ -112,6 +112,7 @@ async def test_pr_facts_count_only_what_the_guard_accepted(tmp_path, server):
         assert pr["last_review"]["findings"] == 1, "the refused comment does not count"
         assert pr["last_review"]["head"] == "b" * 40 and pr["reviews"] == 1
         assert pr["questions"] == 1
+        assert not [k for k in pr if k.startswith("_")], "fold state stays internal"
         assert pr["last_outcome"] == "not posted (finished without submitting)"
         prs = (await c.get("/api/github-reviewer/prs")).json()
         assert prs["prs"][0]["title"] == "Fix the query" and prs["prs"][0]["turns"] == 3
