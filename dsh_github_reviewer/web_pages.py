@@ -17,6 +17,7 @@ from . import cli as cli_commands
 from .session_key import PrKey
 
 PAGE_SIZE = 50
+CHARTS = 10  # cost-per-day charts on /prs: the costliest repositories (or the filtered one)
 
 
 @dataclass
@@ -141,7 +142,9 @@ def register(router: Any) -> None:
         return await router.render(
             request, "reviewer_prs.html", rows=shown[(page - 1) * PAGE_SIZE: page * PAGE_SIZE],
             total=len(shown), page=page, pages=pages, q=q, repo=repo, page_url=page_url,
-            repos=index.repos, accounts=index.accounts, hit=hit)
+            repos=index.repos, accounts=index.accounts, hit=hit,
+            charted=[repo] if repo in index.repos else sorted(
+                index.repos, key=lambda n: index.repos[n]["usage"][3], reverse=True)[:CHARTS])
 
     async def prs_api(request):
         index.build(await router.catalog.entries())

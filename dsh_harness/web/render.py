@@ -79,17 +79,19 @@ def cost_chart(points: list[tuple[str, list]], caption: str) -> Markup:
             x + step * 0.1, h - pad - bh, max(step * 0.8, 1), bh, tip))
         dots.append((x + step / 2, h - pad - (h - pad - top) * hit / 100))
     line = " ".join(f"{x:.1f},{y:.1f}" for x, y in dots)
+    marks = Markup("").join(Markup('<circle class="dot" cx="{:.1f}" cy="{:.1f}" r="2.5"/>'
+                                   ).format(x, y) for x, y in dots)
     first, last = points[0][0], points[-1][0]
     return Markup(
         '<figure class="chart"><svg viewBox="0 0 {w} {h}" role="img" aria-label="{cap}">'
         '<line class="axis" x1="{pad}" y1="{base}" x2="{right}" y2="{base}"/>'
-        '{bars}<polyline class="hit" points="{line}"/>'
+        '{bars}<polyline class="hit" points="{line}"/>{marks}'
         '<text x="2" y="{ty}">${peak}</text><text x="{right}" y="{ty}" text-anchor="end">'
         'hit 100%</text><text x="{pad}" y="{ly}">{first}</text>'
         '<text x="{right}" y="{ly}" text-anchor="end">{last}</text></svg>'
         '<figcaption>{cap} <span class="key-bar">bars: cost</span> '
         '<span class="key-hit">line: cache hit %</span></figcaption></figure>').format(
-        w=w, h=h, pad=pad, base=h - pad, right=w - pad, bars=Markup("").join(bars),
+        w=w, h=h, pad=pad, base=h - pad, right=w - pad, bars=Markup("").join(bars), marks=marks,
         line=line, ty=top - 2, peak=f"{peak:.4f}", ly=h - pad + 16, first=first, last=last,
         cap=caption)
 
