@@ -6,7 +6,6 @@ keep 10,000 of them in one index file.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -69,13 +68,12 @@ def parse_lines(data: bytes, want_header: bool) -> tuple[SessionHeader | None, l
     header = None
     events = []
     for line in data[:end].split(b"\n")[:-1]:
-        try:
-            obj = json.loads(line)
+        try:  # validate_json parses and validates in one pass (about twice as fast)
             if want_header and header is None:
-                header = SessionHeader.model_validate(obj)
+                header = SessionHeader.model_validate_json(line)
             else:
-                events.append(EVENT_ADAPTER.validate_python(obj))
-        except (json.JSONDecodeError, UnicodeDecodeError, ValidationError) as exc:
+                events.append(EVENT_ADAPTER.validate_json(line))
+        except (ValueError, ValidationError) as exc:
             raise DigestError(f"a line does not parse ({type(exc).__name__})") from None
     return header, events, end
 
