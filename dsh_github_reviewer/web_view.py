@@ -84,6 +84,14 @@ def excerpt(diff: dict[str, list[DiffLine]], path: str, line: int | None, side: 
         for i, d in enumerate(lines[begin:end + 1], start=begin)]
 
 
+def question_link(pr_url: str | None, trigger: str, in_thread: bool) -> str | None:
+    """The ``/bot`` comment on GitHub: the chat trigger ends with its comment id."""
+    ident = trigger.rpartition(":")[2]
+    if not pr_url or not pr_url.startswith(("https://", "http://")) or not ident.isdigit():
+        return None
+    return f"{pr_url}#discussion_r{ident}" if in_thread else f"{pr_url}#issuecomment-{ident}"
+
+
 def comment_link(pr_url: str | None, path: str, line: int | None, side: str | None) -> str | None:
     """GitHub's anchor for a line in the PR's files view (``#diff-<sha256(path)>R<line>``)."""
     if not pr_url or not pr_url.startswith(("https://", "http://")):
@@ -114,6 +122,7 @@ class Exchange:
     line: int | None = None
     answer: str | None = None
     outcome: str = ""
+    link: str | None = None
 
 
 def build(session: Any, events: list, facts: dict[str, Any]) -> dict[str, Any] | None:
@@ -125,7 +134,7 @@ def build(session: Any, events: list, facts: dict[str, Any]) -> dict[str, Any] |
     reviews: list[Review] = []
     chats: list[Exchange] = []
     diff: dict[str, list[DiffLine]] = {}
-    flow, review, chat = "", None, None
+    flow, review, chat, trigger = "", None, None, ""
     calls: dict[str, tuple[str, str, dict[str, Any]]] = {}
     drafted: list[dict[str, Any]] = []
     for e in events:
@@ -136,6 +145,7 @@ def build(session: Any, events: list, facts: dict[str, Any]) -> dict[str, Any] |
             info = meta.get("pr") if isinstance(meta.get("pr"), dict) else {}
             review = Review(turn=e.turn, head=info.get("head")) if flow == "review" else None
             chat = None
+            trigger = str(meta.get("trigger", ""))
             calls, drafted = {}, []
         elif kind == "user_message":
             if "diff --git" in e.content:
@@ -149,6 +159,7 @@ def build(session: Any, events: list, facts: dict[str, Any]) -> dict[str, Any] |
                                 question=q.group(1) if q else e.content,
                                 path=where.group(1) if where else None,
                                 line=int(where.group(2)) if where and where.group(2) else None)
+                chat.link = question_link(pr_url, trigger, chat.path is not None)
                 chats.append(chat)
         elif kind == "assistant_message":
             for c in e.tool_calls:

@@ -69,6 +69,10 @@ def test_pr_page_shows_the_review_as_posted_then_the_conversation(page, served):
     assert "<svg onload=alert('bot')>" in qa.locator(".q").inner_text()
     assert "maintainer asked" in qa.locator(".q .who").inner_text().lower()
     assert qa.locator(".a .markdown").inner_text().strip()
+    asked = [c for c in served.sb.state.issue_comments_of("acme/shop", 1)
+             if c.body.startswith("/bot")]
+    assert qa.locator(".q a.gh").get_attribute("href").endswith(
+        f"/pull/1#issuecomment-{asked[0].id}"), "the question links to its comment"
     # Raw turns folded below, with tool calls, tokens and cost.
     raw = page.locator("details.raw")
     assert not raw.evaluate("d => d.open")

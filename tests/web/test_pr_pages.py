@@ -79,7 +79,8 @@ async def pr_session(h: Harness, sid: str = SID, title: str = "Fix the query",
                                              "body": summary}, "Submitted with 1 comment(s).")
     await s.record(AssistantMessage, turn=1, content="Review submitted.")
     await s.record(TurnEnd, turn=1, reason="completed")
-    await s.record(TurnStart, turn=2, meta={"flow": "chat", "trigger": "c1", "pr": pr})
+    await s.record(TurnStart, turn=2, meta={"flow": "chat", "trigger": "demo:chat:991",
+                                            "pr": pr})
     await s.record(UserMessage, turn=2, content=(
         "Flow: chat. bob asked with /bot on acme/shop#7 (head SHA x).\nAnswer...\n\n"
         f"<question>\n{question}\n</question>"))
@@ -125,6 +126,7 @@ async def test_pr_facts_count_only_what_the_guard_accepted(tmp_path, server):
         assert "refused" not in page.split('<details class="raw"')[0]
         assert "not posted: finished without submitting a review" in page
         assert "Because." in page and "bob asked" in page
+        assert "https://github.example/acme/shop/pull/7#issuecomment-991" in page
         assert (await c.get("/prs?q=alice")).text.count('class="title"') == 1
         assert (await c.get("/prs?q=nobody")).text.count('class="title"') == 0
     await h.close()
