@@ -135,7 +135,8 @@ class WebApp:
         page = min(page, pages)
         return {"entries": shown[(page - 1) * PAGE_SIZE: page * PAGE_SIZE], "total": len(shown),
                 "all": len(entries), "page": page, "pages": pages, "q": q, "group": group,
-                "groups": self.catalog.groups_of(entries)}
+                "groups": self.catalog.groups_of(entries),
+                "totals": self.catalog.totals_of(entries)}
 
     async def index(self, request: Request) -> Response:
         data = await self._listing(request)
@@ -149,6 +150,7 @@ class WebApp:
         data = await self._listing(request)
         return self.json({"sessions": [e.row() for e in data["entries"]],
                           "total": data["total"], "page": data["page"], "pages": data["pages"],
+                          "totals": data["totals"],
                           "groups": [{"path": g, "depth": d, "count": n}
                                      for g, d, n in data["groups"]]})
 

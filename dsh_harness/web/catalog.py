@@ -109,6 +109,7 @@ class SessionCatalog:
         self._logs: OrderedDict[str, LiveLog] = OrderedDict()
         self._loading: dict[str, asyncio.Lock] = {}
         self._groups: tuple[list, list] | None = None
+        self._totals: tuple[list, dict] | None = None
         self._persist_key = self._key()
 
     @property
@@ -340,6 +341,19 @@ class SessionCatalog:
         if self._groups is None or self._groups[0] is not entries:
             self._groups = (entries, self.groups(entries))
         return self._groups[1]
+
+    def totals_of(self, entries: list[CatalogEntry]) -> dict[str, Any]:
+        """Turns and usage over all sessions (cached like the group tree)."""
+        if self._totals is None or self._totals[0] is not entries:
+            acc = [0, 0, 0, 0.0]
+            turns = 0
+            for e in entries:
+                turns += e.turns
+                for i, v in enumerate(e.d["usage"]):
+                    acc[i] += v
+            self._totals = (entries, {"turns": turns, "usage": acc,
+                                      "cache_hit_pct": dg.hit_pct(acc)})
+        return self._totals[1]
 
     @staticmethod
     def groups(entries: list[CatalogEntry]) -> list[tuple[str, int, int]]:

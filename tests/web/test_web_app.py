@@ -71,6 +71,7 @@ async def test_index_pages_groups_filters_and_caches(tmp_path, server):
         assert first["sessions"][0]["id"] == "test:evil", "newest first"
         assert first["sessions"][0]["link"] is None, "unsafe links are dropped"
         assert {"path": "tests", "depth": 0, "count": PAGE_SIZE + 6} in first["groups"]
+        assert first["totals"]["turns"] == PAGE_SIZE + 6
         page2 = (await c.get("/api/sessions?page=2")).json()
         assert len(page2["sessions"]) == 6
         assert (await c.get("/api/sessions?q=s007")).json()["total"] == 1
