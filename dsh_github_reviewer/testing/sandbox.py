@@ -130,12 +130,24 @@ class SandboxGitHub:
         return self.state.add_token(login, token or f"ghp_{secrets.token_hex(18)}", type)
 
     def register_app(self, app_id: int, installation_id: int, public_key_pem: str,
-                     slug: str = "dsh-reviewer", token_ttl_s: float = 3600.0) -> App:
+                     slug: str = "dsh-reviewer", token_ttl_s: float = 3600.0,
+                     repositories: list[str] | None = None) -> App:
+        """``repositories``: what the installation can access (None = every repository)."""
         login = f"{slug}[bot]"
         self.state.add_user(login, "Bot")
         app = App(app_id, installation_id, public_key_pem, login, token_ttl_s)
         self.apps[installation_id] = app
+        self.set_installation_repositories(login, repositories)
         return app
+
+    def set_installation_repositories(self, bot_login: str, repositories: list[str] | None
+                                      ) -> None:
+        """Change what an App installation can access (as adding it to a repository would)."""
+        with self.state.lock:
+            if repositories is None:
+                self.state.installation_repos.pop(bot_login, None)
+            else:
+                self.state.installation_repos[bot_login] = [r.lower() for r in repositories]
 
     def inject_rate_limit(self, kind: str = "secondary", wait_s: float = 60.0, times: int = 1,
                           path_contains: str | None = None) -> None:

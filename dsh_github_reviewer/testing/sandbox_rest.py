@@ -138,7 +138,9 @@ class RestRoutes:
         return self._page(ctx, [self.p.repo(r) for r in self.state.repos.values()])
 
     def installation_repos(self, ctx: Ctx) -> Reply:
-        repos = [self.p.repo(r) for r in self.state.repos.values()]
+        scope = self.state.installation_repos.get(ctx.login)
+        repos = [self.p.repo(r) for key, r in sorted(self.state.repos.items())
+                 if scope is None or key in scope]
         page = self._page(ctx, repos)
         return Reply(200, {"total_count": len(repos), "repositories": page.body}, page.headers)
 

@@ -157,6 +157,8 @@ class SandboxState:
         # review comment id -> reaction content ("+1", "-1", …) -> logins
         self.reactions: dict[int, dict[str, set[str]]] = {}
         self.resolved_threads: dict[int, str] = {}  # thread's root comment id -> resolver
+        # App bot login -> lower-case full names its installation may access (absent = all).
+        self.installation_repos: dict[str, list[str]] = {}
         self._ids = 1000
         self.clock_offset = timedelta()
         # Called under the lock after each change: (event, action, objects) — webhooks.

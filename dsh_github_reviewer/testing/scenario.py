@@ -82,13 +82,17 @@ def model_server() -> ScriptedModelServer:
 def deployment_toml(home: Path, sb: SandboxGitHub, model: ScriptedModelServer, *,
                     accounts: tuple[str, ...] = ("demo",), backend: str = "sqlite",
                     poll_interval_s: float = 1.0, extra_account: str = "",
-                    repositories: tuple[str, ...] = (REPO,), webhook: str = "") -> str:
-    """``webhook``: lines of a ``[plugins.github-reviewer.webhook]`` block (none: polling)."""
+                    repositories: tuple[str, ...] = (REPO,), webhook: str = "",
+                    credentials: str | None = None) -> str:
+    """``webhook``: lines of a ``[plugins.github-reviewer.webhook]`` block (none: polling).
+    ``credentials``: the accounts' credential lines (default: the bot's PAT), e.g. App mode's
+    ``app_id``/``installation_id``/``private_key_path``."""
     repos = ", ".join(f'"{r}"' for r in repositories)
+    credentials = credentials or f'personal_access_token = "{BOT_TOKEN}"'
     blocks = "".join(f'''
 [[plugins.github-reviewer.accounts]]
 name = "{name}"
-personal_access_token = "{BOT_TOKEN}"
+{credentials}
 api_url = "{sb.api_url}"
 web_url = "{sb.web_url}"
 repositories = [{repos}]

@@ -40,6 +40,8 @@ class Target:
     secret: str
     repositories: frozenset[str]  # lower-cased owner/repo
     installation_id: int | None = None
+    # An App account without a repositories list watches whatever its installation can access.
+    whole_installation: bool = False
 
 
 class WorkSink(Protocol):
@@ -166,7 +168,9 @@ class Receiver:
         if parsed.repository is None:
             return []
         full = parsed.repository.full_name.lower()
-        watching = [t for t in self.targets if full in t.repositories]
+        installation = parsed.installation.id if parsed.installation is not None else None
+        watching = [t for t in self.targets if full in t.repositories
+                    or (t.whole_installation and installation == t.installation_id)]
         if parsed.installation is not None:
             same = [t for t in watching if t.installation_id == parsed.installation.id]
             if same:

@@ -26,7 +26,8 @@ def targets(app: ReviewerApp, instance: str) -> list[Target]:
         assert secret is not None  # the config refuses an enabled webhook without one
         out.append(Target(acct.key, secret.get_secret_value(),
                           frozenset(r.lower() for r in acct.config.repositories),
-                          acct.config.installation_id))
+                          acct.config.installation_id,
+                          acct.config.app_mode and not acct.config.repositories))
     return out
 
 

@@ -202,6 +202,19 @@ async def test_the_account_is_picked_by_installation_and_its_secret(receiver,
     assert r.status_code == 401 and len(receiver.sink.calls) == n
 
 
+async def test_an_app_account_without_a_list_takes_its_installation(domain,
+                                                                     sandbox_deliveries):
+    # Issue 16 item 11: an App account without repositories watches its installation's.
+    whole = Target("org", OTHER, frozenset(), installation_id=78, whole_installation=True)
+    rec = Receiver([whole], Sink(), await deliveries.DeliveryLog(domain[1]).load())
+    lib = sandbox_deliveries["pull_request.opened:octo/lib"]
+    r = await post(rec, with_installation(lib, 78), secret=OTHER)
+    assert r.status_code == 200 and rec.sink.calls[-1][0] == "org"
+    n = len(rec.sink.calls)
+    r = await post(rec, with_installation(lib, 79), secret=OTHER)   # another installation
+    assert len(rec.sink.calls) == n and r.status_code == 200
+
+
 async def test_a_failed_record_is_not_remembered(receiver, sandbox_deliveries):
     body = sandbox_deliveries["pull_request.opened:octo/app"]
     receiver.sink.fail = 1
