@@ -11,13 +11,18 @@ Resume: a session of N events written straight through the session API, then res
 (a fresh harness: the whole log is read) and resumed again after an eviction (what every review
 turn does).
 
+Deployed: the bot process's CPU per review of one PR through the reviewer's real poller and
+runner, with the sandbox GitHub, the scripted reviewer model and github-mcp-server in other
+processes and a push before every re-review (see bench/deployed_turns.py).
+
 Usage: python bench/turn_cpu.py [--reviews 2,10,40,100] [--events 1000,5000,20000]
-                                 [--before-code CHECKOUT]
+                                 [--sections harness,deployed] [--before-code CHECKOUT]
 The "before" column is, with ``--before-code``, this same bench run live on another checkout
-(e.g. ``git worktree add /tmp/main-old b99c1b0``); without it, the figures this bench measured
-on main b99c1b0 (the code before issue 10) on the 2-core shared development machine. For
-reference, the issue measured 130 / 339 / 988 ms per turn at the 2nd / 10th / 40th review with
-the whole reviewer plugin. Prints a table; asserts nothing.
+(e.g. ``git worktree add /tmp/before b99c1b0``; the deployed section then takes a few minutes
+more, the old code being quadratic); without it, the figures this bench measured on main
+b99c1b0 (the code before issue 10) on the 2-core shared development machine. The issue's own
+figures (130 / 339 / 988 ms per deployed review turn at the 2nd / 10th / 40th review) are
+quoted beside them. Prints tables; asserts nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from deployed_turns import deployed_cpu
 
 from dsh_harness import Harness, hookimpl, parse_config
 from dsh_harness.agents import AgentWorld, Tool
@@ -182,19 +189,29 @@ RECORDED_BEFORE = {
     "code": "main b99c1b0 (recorded)",
     "turn_cpu_ms": {2: 66.7, 10: 159.9, 40: 580.6, 100: 1427.4},
     "resume_ms": {1000: (16.0, 12.5), 5000: (43.8, 127.7), 20000: (285.4, 495.7)},
+    "deployed_ms": {"turn": {2: 53.7, 10: 95.6, 40: 250.5, 100: 673.2},
+                    "tick": {2: 68.2, 10: 106.7, 40: 263.0, 100: 686.5}},
 }
+# The issue's figures: harness CPU per review turn as deployed (quoted, not measured here).
+ISSUE_DEPLOYED_MS = {2: 130.0, 10: 339.0, 40: 988.0}
 
 
 def run_before(checkout: str, args: argparse.Namespace) -> dict:
     """This bench, run on another checkout's code (PYTHONPATH) in a child process."""
     env = {**os.environ, "PYTHONPATH": checkout}
     out = subprocess.run([sys.executable, __file__, "--json", "--reviews", args.reviews,
-                          "--events", args.events], env=env, capture_output=True, text=True,
-                         check=True, cwd=checkout).stdout
-    data = json.loads(out.strip().splitlines()[-1])
+                          "--events", args.events, "--sections", args.sections], env=env,
+                         capture_output=True, text=True, check=True, cwd=checkout).stdout
+    return parse_result(json.loads(out.strip().splitlines()[-1]))
+
+
+def parse_result(data: dict) -> dict:
+    """A --json line back into numbers (JSON keys are strings)."""
     return {"code": data["code"],
             "turn_cpu_ms": {int(k): v for k, v in data["turn_cpu_ms"].items()},
-            "resume_ms": {int(k): tuple(v) for k, v in data["resume_ms"].items()}}
+            "resume_ms": {int(k): tuple(v) for k, v in data["resume_ms"].items()},
+            "deployed_ms": {part: {int(k): v for k, v in rows.items()}
+                            for part, rows in data["deployed_ms"].items()}}
 
 
 def code_label() -> str:
@@ -206,39 +223,68 @@ def code_label() -> str:
     return f"{root} @ {rev or '?'}"
 
 
+def fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def print_harness(result: dict, before: dict) -> None:
+    old_cpu, old_resume = before["turn_cpu_ms"], before["resume_ms"]
+    print("Harness: review-like turns driven on the harness directly")
+    print(f"{'review':>7} | {'CPU ms/turn before':>18} | {'after':>8}")
+    for p, ms in result["turn_cpu_ms"].items():
+        print(f"{p:>7} | {fmt(old_cpu.get(p)):>18} | {ms:>8.1f}")
+    print(f"\n{'events':>7} | {'resume after evict ms before':>28} | {'after':>8} | "
+          f"{'cold resume ms before':>21} | {'after':>8}")
+    for n, (cold, warm) in result["resume_ms"].items():
+        old_cold, old_warm = old_resume.get(n, (None, None))
+        print(f"{n:>7} | {fmt(old_warm):>28} | {warm:>8.1f} | {fmt(old_cold):>21} | "
+              f"{cold:>8.1f}")
+    print("CPU: time.process_time of the harness process (model server in a child process);"
+          "\nresume: wall time of harness.agents.resume (cold = first resume in a process).\n")
+
+
+def print_deployed(result: dict, before: dict) -> None:
+    new, old = result["deployed_ms"], before["deployed_ms"]
+    print("Deployed: one PR reviewed again after every push, through the reviewer's poller and "
+          "runner")
+    print(f"{'review':>7} | {'turn CPU ms before':>18} | {'after':>8} | "
+          f"{'tick CPU ms before':>18} | {'after':>8} | {'issue (quoted)':>14}")
+    for p, ms in new["turn"].items():
+        print(f"{p:>7} | {fmt(old['turn'].get(p)):>18} | {ms:>8.1f} | "
+              f"{fmt(old['tick'].get(p)):>18} | {new['tick'][p]:>8.1f} | "
+              f"{fmt(ISSUE_DEPLOYED_MS.get(p)):>14}")
+    print("CPU: time.process_time of the bot process (sandbox GitHub, model server and "
+          "github-mcp-server\nare other processes); turn = Runner.review, tick = the whole "
+          "poller tick that ran it\n(polls, review procedure, cursor); median of reviews "
+          "p, p+1, p+2. Goal: < 50 ms per turn.")
+
+
 async def main(args: argparse.Namespace) -> None:
     points = [int(x) for x in args.reviews.split(",")]
     sizes = [int(x) for x in args.events.split(",")]
-    proc, base_url = start_model()
-    try:
-        cpu = await turn_cpu(points, base_url)
-        resume = await resume_ms(sizes, base_url)
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        proc.wait()
-    result = {"code": code_label(), "turn_cpu_ms": cpu, "resume_ms": resume}
+    sections = set(args.sections.split(","))
+    result: dict = {"code": code_label(), "turn_cpu_ms": {}, "resume_ms": {},
+                    "deployed_ms": {"turn": {}, "tick": {}}}
+    if "harness" in sections:
+        proc, base_url = start_model()
+        try:
+            result["turn_cpu_ms"] = await turn_cpu(points, base_url)
+            result["resume_ms"] = await resume_ms(sizes, base_url)
+        finally:
+            assert proc.stdin is not None
+            proc.stdin.close()
+            proc.wait()
+    if "deployed" in sections:
+        result["deployed_ms"] = await deployed_cpu(points)
     if args.json:
         print(json.dumps(result))
         return
     before = run_before(args.before_code, args) if args.before_code else RECORDED_BEFORE
-    old_cpu, old_resume = before["turn_cpu_ms"], before["resume_ms"]
-
-    def fmt(value: float | None) -> str:
-        return "-" if value is None else f"{value:.1f}"
-
     print(f"before: {before['code']}\nafter:  {result['code']}\n")
-    print(f"{'review':>7} | {'CPU ms/turn before':>18} | {'after':>8}")
-    for p, ms in cpu.items():
-        print(f"{p:>7} | {fmt(old_cpu.get(p)):>18} | {ms:>8.1f}")
-    print(f"\n{'events':>7} | {'resume after evict ms before':>28} | {'after':>8} | "
-          f"{'cold resume ms before':>21} | {'after':>8}")
-    for n, (cold, warm) in resume.items():
-        old_cold, old_warm = old_resume.get(n, (None, None))
-        print(f"{n:>7} | {fmt(old_warm):>28} | {warm:>8.1f} | {fmt(old_cold):>21} | "
-              f"{cold:>8.1f}")
-    print("\nCPU: time.process_time of the harness process (model server in a child process);"
-          "\nresume: wall time of harness.agents.resume (cold = first resume in a process).")
+    if "harness" in sections:
+        print_harness(result, before)
+    if "deployed" in sections:
+        print_deployed(result, before)
 
 
 if __name__ == "__main__":
@@ -248,6 +294,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reviews", default="2,10,40,100")
     parser.add_argument("--events", default="1000,5000,20000")
+    parser.add_argument("--sections", default="harness,deployed",
+                        help="which tables: harness, deployed or both")
     parser.add_argument("--json", action="store_true", help="one JSON line (for comparisons)")
     parser.add_argument("--before-code", metavar="CHECKOUT",
                         help="measure the 'before' column live on this checkout's code")
