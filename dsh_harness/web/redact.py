@@ -3,14 +3,19 @@
 Redaction happens on the raw text, before any escaping: Jinja's ``finalize`` sees each value
 before autoescaping, filters that transform text (Markdown, pretty JSON) redact their input, and
 JSON answers are redacted as data before ``json.dumps``. A secret containing ``& < > " '`` would
-otherwise survive as ``&amp;…`` or ``\\"…`` in the output. As a last line, ``scrub`` also
-replaces the HTML- and JSON-escaped forms of each secret in the finished body.
+otherwise survive as ``&amp;…`` or ``\\"…`` in the output. Logged text holds secrets in encoded
+forms too — a tool result from github-mcp-server is Go JSON, which writes ``&<>`` as
+``\\u0026\\u003c\\u003e``; JSON text inside JSON doubles the backslashes; Markdown turns
+character references into characters — so every such form of each secret is replaced, in the
+raw text and, as a last line (``scrub``), in the finished body.
 """
 
 from __future__ import annotations
 
+import html
 import json
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 from markupsafe import Markup, escape
 
@@ -18,15 +23,44 @@ REDACTED = "[REDACTED_SECRET]"
 MIN_SECRET = 8
 
 
+# Characters JSON encoders write as \\uXXXX to keep JSON safe inside HTML (Go's encoding/json,
+# which github-mcp-server uses; others also escape the quote, some in upper-case hex).
+_HTML_SAFE_JSON = ("&<>", "&<>'", "&<>'\"")
+
+
+def _json_forms(s: str) -> set[str]:
+    forms = {json.dumps(s, ensure_ascii=False)[1:-1], json.dumps(s)[1:-1]}
+    for chars in _HTML_SAFE_JSON:
+        for hexfmt in ("\\u{:04x}", "\\u{:04X}"):
+            text = "".join(hexfmt.format(ord(c)) if c in chars else c
+                           for c in json.dumps(s, ensure_ascii=False)[1:-1].replace('\\"', '"'))
+            forms.add(text if '"' in chars else text.replace('"', '\\"'))
+    return forms
+
+
+def _html_forms(s: str) -> set[str]:
+    """How HTML writers escape it: markupsafe (``&#34;``), html.escape (``&quot;``, ``&#x27;``),
+    markdown-it (``&quot;``, ``'`` as is)."""
+    return {s, str(escape(s)), html.escape(s), html.escape(s, quote=False),
+            html.escape(s, quote=False).replace('"', "&quot;")}
+
+
+def encoded_forms(secret: str) -> set[str]:
+    """The secret as it can appear in logged text and in a page or JSON answer."""
+    plain = {secret, *_json_forms(secret)}
+    plain |= {f for p in list(plain) for f in _json_forms(p)}  # JSON text inside JSON
+    forms = {f for p in plain for f in _html_forms(p)}
+    forms |= {quote(secret, safe=""), quote(secret), quote_plus(secret)}
+    return forms
+
+
 class Redactor:
     def __init__(self, secrets: list[str]):
         raw = sorted({s for s in secrets if len(s) >= MIN_SECRET}, key=len, reverse=True)
         self.raw = raw
-        forms = set(raw)
+        forms: set[str] = set()
         for s in raw:
-            forms.add(str(escape(s)))
-            forms.add(json.dumps(s, ensure_ascii=False)[1:-1])
-            forms.add(json.dumps(s)[1:-1])
+            forms |= encoded_forms(s)
         self.forms = sorted(forms, key=len, reverse=True)
 
     def text(self, value: str) -> str:
