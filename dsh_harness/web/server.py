@@ -55,8 +55,11 @@ class WebServer:
     async def start(self) -> None:
         web = self.harness.config.web
         app = build_app(self.harness)  # raises for a public bind without a token
+        # No ``server: uvicorn`` header: it tells a prober what to try. uvicorn's own replies
+        # to requests that are not HTTP (400 "Invalid HTTP request received.") never reach the
+        # app, so they are plain text without the app's headers (nothing in them to frame).
         config = uvicorn.Config(app, host=web.host, port=web.port, log_level="warning",
-                                lifespan="off", access_log=False)
+                                lifespan="off", access_log=False, server_header=False)
         self.server = _Server(config)
         sock = bind(web.host, web.port)
         self.task = asyncio.create_task(self.server.serve(sockets=[sock]), name="dsh-web")

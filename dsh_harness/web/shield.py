@@ -27,11 +27,18 @@ _REPLACED = {k for k, _ in _RAW_HEADERS}
 
 
 def host_name(header: str) -> str:
-    """``Host`` without its port, lower case: ``[::1]:8765`` -> ``::1``."""
+    """``Host`` without its port, lower case, without a final dot: ``[::1]:8765`` -> ``::1``,
+    ``Localhost.:80`` -> ``localhost``. A malformed header (a port that is not a number,
+    text after ``]``) gives ``""``, which no allowlist contains."""
     header = header.strip().lower()
     if header.startswith("["):
-        return header[1:].partition("]")[0]
-    return header.rpartition(":")[0] if header.count(":") == 1 else header
+        name, _, rest = header[1:].partition("]")
+        return name if rest == "" or (rest[:1] == ":" and rest[1:].isdigit()) else ""
+    if header.count(":") == 1:
+        header, _, port = header.partition(":")
+        if not port.isdigit():
+            return ""
+    return header[:-1] if header.endswith(".") and not header.endswith("..") else header
 
 
 def allowed_hosts(bind_host: str, extra: Iterable[str]) -> frozenset[str]:
@@ -39,6 +46,7 @@ def allowed_hosts(bind_host: str, extra: Iterable[str]) -> frozenset[str]:
     if bind_host not in ("0.0.0.0", "::", ""):
         names.add(host_name(bind_host) if ":" not in bind_host.strip("[]") else
                   bind_host.strip("[]").lower())
+    names.discard("")  # a malformed entry must not admit requests with a malformed Host
     return frozenset(names)
 
 

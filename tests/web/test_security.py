@@ -106,16 +106,53 @@ async def test_secret_with_html_and_quote_characters_is_redacted_before_escaping
     await h.close()
 
 
+def go_json(text: str) -> str:
+    """How Go's encoding/json (github-mcp-server) writes a string: HTML-safe escapes."""
+    return json.dumps(text)[1:-1].replace("&", "\\u0026").replace("<", "\\u003c").replace(
+        ">", "\\u003e")
+
+
+async def test_secret_in_encoded_forms_is_redacted(harness_env):
+    """A tool result holds the secret as Go JSON (``\\u0026\\u003c``) or JSON inside JSON; the
+    model can write it with character references that Markdown turns back into characters."""
+    tmp_path, server = harness_env
+    h = make(tmp_path, server.base_url)
+    s = await h.sessions.create("test:enc", {})
+    await s.record(TurnStart, turn=1, meta={})
+    await s.record(UserMessage, turn=1, content="read it")
+    call = ToolCall(id="c1", name="read", arguments=json.dumps({"q": json.dumps(SECRET)}))
+    refs = SECRET.replace("&", "&amp;").replace("<", "&lt;").replace("s", "&#x73;", 1)
+    await s.record(AssistantMessage, turn=1, content=f"as markdown: {refs}", tool_calls=[call])
+    result = '{"body":"' + go_json(SECRET) + '","raw":' + json.dumps(json.dumps(SECRET)) + "}"
+    await s.record(ToolResult, turn=1, call_id="c1", name="read", content=result)
+    await s.record(TurnEnd, turn=1, reason="completed")
+    await h.sessions.release("test:enc")
+    async with client(h) as c:
+        for url in ["/sessions/test%3Aenc", "/api/sessions/test%3Aenc",
+                    "/fragments/events?id=test:enc&after=0", "/results?id=test:enc&seq=4"]:
+            r = await c.get(url)
+            assert r.status_code == 200, url
+            assert go_json(SECRET) not in r.text and "\\u003c\\u003e" not in r.text, url
+            if not url.startswith("/api/"):  # JSON gives the model's text as it wrote it
+                assert_secret_absent(r.text, url)
+        page = (await c.get("/sessions/test%3Aenc")).text
+        assert page.count(REDACTED) >= 4, "markdown, arguments and both result forms"
+    await h.close()
+
+
 async def test_dns_rebinding_host_is_refused_with_headers(harness_env):
     tmp_path, server = harness_env
     h = make(tmp_path, server.base_url, '[web]\nallowed_hosts = ["review.example.org"]\n')
     async with client(h) as c:
         for host in ["evil.example", "rebind.attacker.test:8765", "127.0.0.1.evil.test",
-                     "localhost.evil.test", ""]:
+                     "localhost.evil.test", "", "localhost:8765@evil.test", "localhost:x",
+                     "[::1]evil.test", "[::1]:80x", "127.0.0.2", "[::ffff:127.0.0.1]",
+                     "EVIL.example.:80", "localhost..", "review.example.org.evil.test"]:
             r = await c.get("/api/sessions", headers={"Host": host})
             assert r.status_code == 421, host
             assert "frame-ancestors 'none'" in r.headers["content-security-policy"]
-        for host in ["127.0.0.1:8765", "localhost", "[::1]:8765", "REVIEW.example.org:443"]:
+        for host in ["127.0.0.1:8765", "localhost", "[::1]:8765", "REVIEW.example.org:443",
+                     "[::1]", "::1", "LOCALHOST.:8765", "review.example.org."]:
             assert (await c.get("/api/sessions", headers={"Host": host})).status_code == 200
     assert host_name("[::1]:80") == "::1" and host_name("a.b:1") == "a.b"
     await h.close()
@@ -124,6 +161,8 @@ async def test_dns_rebinding_host_is_refused_with_headers(harness_env):
 async def test_wrong_logins_are_rate_limited_per_address(harness_env):
     tmp_path, server = harness_env
     h = make(tmp_path, server.base_url, f'[web]\nauth_token = "{TOKEN}"\n')
+    async with client(h) as signed:  # signed in before the attack, from the same address
+        assert (await signed.post("/login", data={"token": TOKEN})).status_code == 303
     async with client(h) as c:
         codes = [(await c.post("/login", data={"token": f"guess-{i}"})).status_code
                  for i in range(200)]
@@ -133,6 +172,10 @@ async def test_wrong_logins_are_rate_limited_per_address(harness_env):
         assert locked.status_code == 429 and int(locked.headers["retry-after"]) > 0
         bearer = await c.get("/api/sessions", headers={"Authorization": f"Bearer {TOKEN}"})
         assert bearer.status_code == 429, "a locked-out address is refused even the right token"
+        c.cookies.set("dsh_web_session", "9999999999.00." + "0" * 64)
+        assert (await c.get("/api/sessions")).status_code == 429, "a forged cookie is locked out"
+        c.cookies.set("dsh_web_session", signed.cookies["dsh_web_session"])
+        assert (await c.get("/api/sessions")).status_code == 200, "a signed cookie still passes"
     # Another address is not locked out; the lock ends with the window.
     limiter = RateLimiter(max_failures=3, window_s=60)
     for _ in range(3):
