@@ -170,7 +170,7 @@ def register(router: Any) -> None:
     async def status_api(request):
         return router.json(await cli_commands.status_data(router.harness))
 
-    router.add_page("/prs", prs_page, "Pull requests")
+    router.add_page("/prs", prs_page, "Pull requests", home=True)
     router.add_route("/api/github-reviewer/prs", prs_api)
     router.add_page("/github-reviewer", status_page, "Reviewer status")
     router.add_route("/api/github-reviewer/status", status_api)

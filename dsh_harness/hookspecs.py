@@ -167,7 +167,8 @@ def dsh_register_web_routes(router: Any) -> None:
     """Add pages and API routes to the harness web UI.
 
     Fires once when the web app is built (``dsh web``, or ``dsh run`` with ``[web] enabled``).
-    ``router.add_page(path, endpoint, title)`` adds a navigable page;
+    ``router.add_page(path, endpoint, title, home=False)`` adds a navigable page (``home``:
+    also shown at ``/``, first in the navigation; the sessions index stays at ``/sessions``);
     ``router.add_route(path, endpoint, methods)`` a plain route;
     ``router.add_template_dir(path)`` makes Jinja templates (which may extend ``base.html``)
     available. Endpoints are Starlette endpoints; they answer with ``await

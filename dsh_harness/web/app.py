@@ -83,7 +83,8 @@ class WebApp:
     def render_sync(self, request: Request, template: str, status: int = 200, **ctx: Any
                     ) -> HTMLResponse:
         html = self.env.get_template(template).render(
-            request=request, nav_pages=self.router.pages, path=request.url.path, **ctx)
+            request=request, nav_pages=self.router.pages, path=request.url.path,
+            home=self.router.home[0] if self.router.home else "/sessions", **ctx)
         return HTMLResponse(self.redactor.scrub(html), status_code=status)
 
     async def render(self, request: Request, template: str, status: int = 200, **ctx: Any
@@ -142,8 +143,9 @@ class WebApp:
         data = await self._listing(request)
 
         def page_url(n: int) -> str:
-            return "/?" + urlencode({k: v for k, v in (("q", data["q"]), ("group", data["group"]),
-                                                        ("page", n)) if v})
+            return "/sessions?" + urlencode({k: v for k, v in (("q", data["q"]),
+                                                               ("group", data["group"]),
+                                                               ("page", n)) if v})
         return await self.render(request, "index.html", page_url=page_url, **data)
 
     async def api_sessions(self, request: Request) -> Response:
@@ -295,8 +297,10 @@ class WebApp:
     # -- the app ---------------------------------------------------------------------------------
 
     def app(self, auth_token: str | None) -> Shield:
+        home = self.router.home[1] if self.router.home else self.index
         routes = [
-            Route("/", self.index),
+            Route("/", home, methods=["GET"]),
+            Route("/sessions", self.index, methods=["GET"]),
             Route("/sessions/{session_id:path}", self.session_page),
             Route("/fragments/events", self.events_fragment),
             Route("/results", self.tool_result),

@@ -17,6 +17,9 @@ class WebRouter:
         self.routes: list[Route] = []
         self.pages: list[tuple[str, str]] = []
         self.template_dirs: list[Path] = []
+        # The page ``/`` shows (a plugin's ``add_page(..., home=True)``; the first one wins),
+        # else the sessions index. The sessions index is always at ``/sessions`` too.
+        self.home: tuple[str, Callable[..., Any]] | None = None
         # Set by the web app before plugins' endpoints run: render(request, template, **ctx)
         # and json(data); both redact configured secrets and add the security headers.
         self.render: Callable[..., Any] | None = None
@@ -26,17 +29,24 @@ class WebRouter:
         self.catalog: Any = None
 
     def _check(self, path: str) -> None:
-        if not path.startswith("/") or path.startswith(("/api/sessions", "/static", "/login")):
+        if not path.startswith("/") or path == "/" or path.startswith(
+                ("/api/sessions", "/static", "/login", "/sessions")):
             raise PluginError(f"web route {path!r} must start with / and not shadow the "
                               "harness's own routes")
         if any(r.path == path for r in self.routes):
             raise PluginError(f"web route {path!r} is registered twice")
 
-    def add_page(self, path: str, endpoint: Callable[..., Any], title: str) -> None:
-        """A navigable page (listed in the top navigation)."""
+    def add_page(self, path: str, endpoint: Callable[..., Any], title: str,
+                 home: bool = False) -> None:
+        """A navigable page (listed in the top navigation); ``home``: also what ``/`` shows,
+        the page a user opening the UI expects first (listed first)."""
         self._check(path)
         self.routes.append(Route(path, endpoint, methods=["GET"]))
-        self.pages.append((path, title))
+        if home and self.home is None:
+            self.home = (path, endpoint)
+            self.pages.insert(0, (path, title))
+        else:
+            self.pages.append((path, title))
 
     def add_route(self, path: str, endpoint: Callable[..., Any],
                   methods: tuple[str, ...] = ("GET",)) -> None:

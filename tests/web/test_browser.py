@@ -24,8 +24,20 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
+def test_the_ui_opens_on_the_pull_requests_with_the_sessions_a_click_away(page, served):
+    """A maintainer opening the UI (or signing in) lands on the PR index, not on sessions."""
+    assert page.url == served.base_url + "/"
+    assert page.locator("h1").inner_text() == "Pull requests"
+    nav = page.locator("nav.top a").all_inner_texts()
+    assert nav[1:3] == ["Pull requests", "Sessions"], nav
+    assert page.locator("nav.top a.here").inner_text() == "Pull requests"
+    page.click("nav.top >> text=Sessions")
+    page.wait_for_url(served.base_url + "/sessions")
+    assert "Review acme/shop PR 1" in page.locator("a.title").all_inner_texts()
+
+
 def test_index_lists_sessions_with_pinned_titles_and_groups(page, served):
-    page.goto(served.base_url + "/")
+    page.goto(served.base_url + "/sessions")
     titles = page.locator("a.title").all_inner_texts()
     assert "Review acme/shop PR 1" in titles and "Review acme/shop PR 2" in titles
     assert page.locator("aside.groups").inner_text().count("acme/shop") == 1
@@ -33,7 +45,11 @@ def test_index_lists_sessions_with_pinned_titles_and_groups(page, served):
     page.fill("input[name=q]", "PR 2")
     page.click("form.filter button")
     assert page.locator("a.title").all_inner_texts() == ["Review acme/shop PR 2"]
-    page.goto(served.base_url + "/")
+    page.goto(served.base_url + "/sessions")
+    assert page.locator("time").count() == page.locator("time[data-local]").count() > 0, \
+        "times in the viewer's zone on the sessions index too"
+    page.keyboard.press("/")
+    assert page.evaluate("document.activeElement.name") == "q", "/ focuses the filter"
     shot(page, "index")
     assert page.dialogs == [] and page.foreign == []
 
@@ -124,26 +140,29 @@ def test_pr_index_lists_prs_with_review_outcome_totals_and_charts(page, served):
     assert page.dialogs == [] and page.foreign == []
 
 
-@pytest.mark.parametrize("path", ["/", "/prs", "/github-reviewer", "/settings",
-                                  "/sessions/" + quote(PR1, safe="")])
+@pytest.mark.parametrize("path", ["/login", "/", "/prs", "/sessions", "/github-reviewer",
+                                  "/settings", "/sessions/" + quote(PR1, safe=""),
+                                  "/sessions/" + quote(PR2, safe=""), "/nope"])
 def test_phone_width_has_no_horizontal_overflow(browser, served, path):
     context = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2,
                                   is_mobile=True, has_touch=True, locale="en-US",
                                   timezone_id="Asia/Shanghai")
     page = context.new_page()
     page.goto(served.base_url + "/login")
-    page.fill("input[name=token]", WEB_TOKEN)
-    page.click("button[type=submit]")
-    page.wait_for_url(served.base_url + "/")
-    page.goto(served.base_url + path)
+    if path != "/login":
+        page.fill("input[name=token]", WEB_TOKEN)
+        page.click("button[type=submit]")
+        page.wait_for_url(served.base_url + "/")
+        page.goto(served.base_url + path)
     if page.locator("details.raw > summary").count():
         page.click("details.raw > summary")
-    times = page.locator("time[data-local]")
+    times = page.locator("time")
+    assert times.count() == page.locator("time[data-local]").count(), "every time localized"
     if times.count():
-        assert "GMT+8" in times.first.inner_text(), "local time with its zone"
+        assert "GMT+8" in times.first.text_content(), "local time with its zone"
     wide = page.evaluate("document.documentElement.scrollWidth")
     assert wide <= 390, f"{path} is {wide} px wide on a 390 px phone"
-    name = "phone-" + (path.strip("/").split("/")[0] or "index")
+    name = "phone-" + (path.strip("/").replace("/", "-").replace("%3A", "-") or "index")
     shot(page, name)
     context.close()
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from dsh_harness import ConfigError, Harness, hookimpl, parse_config
+from dsh_harness import ConfigError, Harness, PluginError, hookimpl, parse_config
 from dsh_harness.testing import Reply, ScriptedModelServer
 from dsh_harness.web.app import EVENT_PAGE, PAGE_SIZE, build_app
 from dsh_harness.web.render import markdown
@@ -189,3 +189,37 @@ def test_dsh_web_refuses_a_public_bind_without_a_token(tmp_path, capsys):
     config.write_text('home = "home"\n')
     assert cli.main(["--config", str(config), "web", "--host", "0.0.0.0", "--port", "0"]) == 1
     assert "not a loopback address: set web.auth_token" in capsys.readouterr().err
+
+
+class Home:
+    """A plugin whose page is what ``/`` shows (the reviewer's PR index does this)."""
+
+    @hookimpl
+    def dsh_register_web_routes(self, router):
+        from starlette.responses import PlainTextResponse
+
+        async def board(request):
+            return PlainTextResponse("the board")
+        router.add_page("/board", board, "Board", home=True)
+        for bad in ("/sessions", "/sessions/x", "/"):
+            with pytest.raises(PluginError, match="shadow"):
+                router.add_page(bad, board, "Bad")
+
+
+async def test_a_plugin_home_page_is_what_slash_shows_and_sessions_move_to_sessions(
+        tmp_path, server):
+    plain = make(tmp_path / "a", server.base_url)
+    async with await client(plain) as c:
+        index = (await c.get("/")).text
+        assert "All sessions" in index and 'action="/sessions"' in index
+        assert (await c.get("/sessions")).text == index
+    await plain.close()
+    h = Harness(parse_config(config_text(server.base_url), "t.toml", tmp_path / "b"),
+                load_entry_points=False, plugins=[("worlds", WorldsPlugin()), ("home", Home())])
+    async with await client(h) as c:
+        assert (await c.get("/")).text == "the board"
+        sessions = (await c.get("/sessions")).text
+        assert "All sessions" in sessions
+        nav = sessions.split("<nav", 1)[1].split("</nav>", 1)[0]
+        assert nav.index('href="/board"') < nav.index('href="/sessions"'), "home listed first"
+    await h.close()
