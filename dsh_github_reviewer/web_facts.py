@@ -23,6 +23,12 @@ REVIEW_TOOLS = {"pull_request_review_write", "create_pending_pull_request_review
                 "submit_pending_pull_request_review"}
 
 
+def review_url(note: str | None) -> str | None:
+    """The posted review's URL, from the note the guard puts on an accepted submit's result."""
+    url = (note or "").removeprefix("review ")
+    return url if url.startswith(("https://", "http://")) and " " not in url else None
+
+
 def call_method(name: str, arguments: str) -> tuple[str, dict[str, Any]]:
     """(method, arguments) of a tool call; the method is the tool name for old dialects."""
     try:
@@ -83,7 +89,8 @@ def fold(pr: dict[str, Any], events: list) -> None:
                 pr["_posted"] = True
                 pr["last_review"] = {"at": e.at.isoformat(), "turn": turn.get("turn"),
                                      "head": pr["_draft"]["head"] or turn.get("head"),
-                                     "findings": pr["_draft"]["findings"]}
+                                     "findings": pr["_draft"]["findings"],
+                                     "url": review_url(e.note)}
                 pr["last_outcome"] = "posted"
         elif kind == "turn_end":
             turn = pr["_turn"] or {}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .session_key import parse_session_id
-from .web_facts import COMMENT_TOOL, CREATE, REVIEW_TOOLS, SUBMIT, call_method
+from .web_facts import COMMENT_TOOL, CREATE, REVIEW_TOOLS, SUBMIT, call_method, review_url
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 _FILE = re.compile(r"^diff --git a/(.*?) b/(.*)$")
@@ -110,6 +110,7 @@ class Review:
     comments: list[dict[str, Any]] = field(default_factory=list)
     posted: bool = False
     outcome: str = ""
+    url: str | None = None  # the review on GitHub (recorded since the guard notes it)
 
 
 @dataclass
@@ -181,6 +182,7 @@ def build(session: Any, events: list, facts: dict[str, Any]) -> dict[str, Any] |
             elif review is not None and name in REVIEW_TOOLS and method in SUBMIT:
                 review.at, review.body, review.posted = e.at.isoformat(), str(
                     args.get("body", "")), True
+                review.url = review_url(e.note)
                 review.comments = [_comment(a, diff, pr_url) for a in drafted]
                 reviews.append(review)
         elif kind == "turn_end":

@@ -18,6 +18,7 @@ from .agents import (
     Tool,
     ToolContext,
     ToolRejected,
+    ToolText,
     TurnOutcome,
 )
 from .config import DeploymentConfig, LoadedConfig, load_config, parse_config
@@ -54,6 +55,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolRejected",
+    "ToolText",
     "TurnEndReason",
     "TurnOutcome",
     "Usage",

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsh_harness import Tool, ToolContext, ToolRejected
+from dsh_harness import Tool, ToolContext, ToolRejected, ToolText
 
 from ..sanitizer import sanitize_code
 from . import tool_specs
@@ -204,7 +204,10 @@ class Guard:
         except GitHubError as exc:
             raise ToolFailed(f"submitting the review failed: {exc}") from None
         turn.submitted, turn.posted_now = review, posted
-        return f"Submitted with {len(turn.draft.comments)} comment(s)."
+        # The review's URL goes to the session log (the web UI links it), not to the model.
+        url = review.html_url if review.html_url.startswith(("https://", "http://")) else None
+        return ToolText(f"Submitted with {len(turn.draft.comments)} comment(s).",
+                        note=f"review {url}" if url else None)
 
     async def add_comment_to_pending_review(self, args: dict[str, Any], ctx: ToolContext) -> str:
         turn = self._turn(ctx, write=True)

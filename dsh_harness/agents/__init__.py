@@ -2,7 +2,7 @@
 
 from .agent import Agent, TurnOutcome
 from .service import AgentError, AgentService
-from .world import AgentWorld, BudgetExhausted, Tool, ToolContext, ToolRejected
+from .world import AgentWorld, BudgetExhausted, Tool, ToolContext, ToolRejected, ToolText
 
 __all__ = ["Agent", "AgentError", "AgentService", "AgentWorld", "BudgetExhausted", "Tool",
-           "ToolContext", "ToolRejected", "TurnOutcome"]
+           "ToolContext", "ToolRejected", "ToolText", "TurnOutcome"]

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 
 from ..sessions.events import ToolCall
-from .world import Tool, ToolContext, ToolRejected
+from .world import Tool, ToolContext, ToolRejected, ToolText
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,7 @@ async def execute(tools: dict[str, Tool], call: ToolCall, ctx: ToolContext,
         log.warning("tool %s failed: %s: %s", call.name, type(exc).__name__, exc)
         return ToolOutcome(cap(f"tool {call.name} failed: {type(exc).__name__}: {exc}",
                                result_limit), True, "error")
+    note = text.note if isinstance(text, ToolText) else None
     if not isinstance(text, str):
         text = json.dumps(text, ensure_ascii=False, sort_keys=True, default=str)
-    return ToolOutcome(cap(text, result_limit))
+    return ToolOutcome(cap(str(text), result_limit), note=note)

@@ -43,6 +43,19 @@ class ToolContext:
             self._consumed = True
 
 
+class ToolText(str):
+    """A tool result with a note for the session log (``ToolResult.note``, shown by the web UI),
+    never sent to the model: e.g. the URL of what the call posted, which the model does not
+    need but a person reading the session does."""
+
+    note: str | None
+
+    def __new__(cls, text: str, note: str | None = None) -> ToolText:
+        obj = super().__new__(cls, text)
+        obj.note = note
+        return obj
+
+
 ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
 
 

@@ -253,3 +253,19 @@ async def test_create_twice_is_an_error(tmp_path, server):
     with pytest.raises(AgentError, match="already exists"):
         await h.agents.create("test:dup")
     await h.close()
+
+
+async def test_a_tool_text_note_is_logged_but_not_sent_to_the_model():
+    """ToolText: a note for the log and the UI (e.g. what a call posted), not for the model."""
+    from dsh_harness import Tool, ToolContext, ToolText
+    from dsh_harness.agents.pipeline import execute
+    from dsh_harness.sessions.events import ToolCall
+
+    async def post(args, ctx):
+        return ToolText("Posted.", note="review https://example.test/r/1")
+    tools = {"post": Tool(name="post", description="d", parameters={}, handler=post)}
+    ctx = ToolContext(session_id="s", turn=1, turn_meta={}, call_id="c1", _consume=lambda: None)
+    out = await execute(tools, ToolCall(id="c1", name="post", arguments="{}"), ctx, 5, 100)
+    assert (out.content, out.note, out.is_error) == ("Posted.", "review https://example.test/r/1",
+                                                     False)
+    assert type(out.content) is str, "the model gets plain text"

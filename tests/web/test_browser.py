@@ -66,6 +66,9 @@ def test_pr_page_shows_the_review_as_posted_then_the_conversation(page, served):
     # The summary as posted (GitHub's body is the summary plus the hidden trigger marker).
     summary = posted[-1].body.split("<!--")[0].strip()
     assert summary and summary.splitlines()[0] in review.locator(".review-body").inner_text()
+    link = review.locator("a.review-link").get_attribute("href")
+    assert link == f"{served.sb.web_url}/acme/shop/pull/1#pullrequestreview-{posted[-1].id}", \
+        "the review's own URL on GitHub, as the API returned it when posting"
     findings = review.locator("article.finding")
     assert findings.count() == len(comments)
     for c in comments:
@@ -118,6 +121,7 @@ def test_pr_index_lists_prs_with_review_outcome_totals_and_charts(page, served):
     text = pr1.inner_text()
     assert "<script>alert('title')</script>" in text, "the PR's real title, as text"
     assert "posted" in text and "finding" in text
+    assert "#pullrequestreview-" in pr1.locator("a.gh").get_attribute("href"), "review linked"
     cells = pr1.locator("td").all_inner_texts()
     assert cells[1] and cells[1] != "-", "the author"
     assert cells[2] == "open"

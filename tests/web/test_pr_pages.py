@@ -178,3 +178,13 @@ async def test_a_secret_in_a_posted_comment_is_redacted_on_the_pr_page(tmp_path,
             text = (await c.get(url)).text
             assert "s" * 30 not in text, url
     await h.close()
+
+
+def test_only_a_web_url_in_the_submit_note_becomes_the_review_link():
+    from dsh_github_reviewer.web_facts import review_url
+
+    assert review_url("review https://github.com/a/b/pull/1#pullrequestreview-9") == \
+        "https://github.com/a/b/pull/1#pullrequestreview-9"
+    for note in [None, "", "rejected", "review javascript:alert(1)", "review data:x",
+                 "review https://a.test/x onmouseover=1"]:
+        assert review_url(note) is None, note
