@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import load_config
+from .config import DeploymentConfig, LoadedConfig, load_config
 from .errors import DshError
 from .harness import HARNESS_VERSION, Harness
 
@@ -276,6 +276,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         harness = Harness(load_config(known.config))
     except DshError as exc:
         setup_error = exc
+        try:  # a broken dsh.toml must not hide the commands that need none (the demo)
+            harness = Harness(LoadedConfig(source="(defaults)", base_dir=Path.cwd(),
+                                           config=DeploymentConfig(), found=False))
+        except DshError:
+            harness = None
     parser, registry = build_parser(harness)
     try:
         if harness is not None:
@@ -289,12 +294,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"dsh: {setup_error}", file=sys.stderr)
         parser.print_help()
         return 2 if setup_error else 0
-    if setup_error or harness is None:
-        print(f"dsh: {setup_error}", file=sys.stderr)
-        return 1
     needs_config = getattr(args, "needs_config", True)
     if callable(needs_config):  # e.g. dsh web --generate-token needs none
         needs_config = needs_config(args)
+    if harness is None or (setup_error and needs_config):
+        print(f"dsh: {setup_error}", file=sys.stderr)
+        return 1
     if needs_config and not harness.loaded.found:
         # Acting on a deployment without its config would idle, or create .dsh/ here.
         print(f"dsh: {harness.loaded.missing_message(_command_name(args))}", file=sys.stderr)

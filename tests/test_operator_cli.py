@@ -33,6 +33,16 @@ def test_plugin_commands_exist_without_a_config(tmp_path):
     assert list(empty.iterdir()) == []
 
 
+def test_a_broken_config_does_not_hide_commands_that_need_none(tmp_path):
+    (tmp_path / "dsh.toml").write_text("[storage]\nbakend = 'x'\n")
+    proc = dsh("github-reviewer", "demo", "--help", cwd=tmp_path)
+    assert proc.returncode == 0 and "needs no config" in proc.stdout
+    proc = dsh("web", "--generate-token", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    err = one_line_error(dsh("github-reviewer", "status", cwd=tmp_path))
+    assert "dsh.toml: storage.bakend: Extra inputs are not permitted" in err
+
+
 def test_status_names_a_config_that_does_not_enable_the_plugin(tmp_path):
     (tmp_path / "dsh.toml").write_text('home = "state"\n')
     err = one_line_error(dsh("github-reviewer", "status", cwd=tmp_path))
