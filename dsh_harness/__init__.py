@@ -29,7 +29,16 @@ from .hookspecs import hookimpl
 from .llm import LLMError
 from .sessions import SessionHeader, SessionSummary, Usage
 from .sessions.events import TurnEndReason
-from .storage import Domain, DomainSpec, StorageBackend, StoredDomain, Table
+from .storage import (
+    Domain,
+    DomainSpec,
+    Migration,
+    RawTables,
+    StorageBackend,
+    StoredDomain,
+    Table,
+    Transaction,
+)
 from .validation import error_lines, format_loc
 
 __all__ = [
@@ -45,7 +54,9 @@ __all__ = [
     "Harness",
     "LLMError",
     "LoadedConfig",
+    "Migration",
     "PluginError",
+    "RawTables",
     "SessionHeader",
     "SessionSummary",
     "StorageBackend",
@@ -56,6 +67,7 @@ __all__ = [
     "ToolContext",
     "ToolRejected",
     "ToolText",
+    "Transaction",
     "TurnEndReason",
     "TurnOutcome",
     "Usage",

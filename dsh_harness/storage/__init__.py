@@ -1,7 +1,17 @@
 """Typed storage domains on pluggable backends."""
 
-from .base import Domain, DomainSpec, StorageBackend, StoredDomain, Table, WriteOp
+from .base import (
+    Domain,
+    DomainSpec,
+    Migration,
+    RawTables,
+    StorageBackend,
+    StoredDomain,
+    Table,
+    Transaction,
+    WriteOp,
+)
 from .service import StorageService
 
-__all__ = ["Domain", "DomainSpec", "StorageBackend", "StorageService", "StoredDomain", "Table",
-           "WriteOp"]
+__all__ = ["Domain", "DomainSpec", "Migration", "RawTables", "StorageBackend", "StorageService",
+           "StoredDomain", "Table", "Transaction", "WriteOp"]

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -20,23 +22,34 @@ from pydantic import BaseModel, ValidationError
 from ..errors import StorageError
 from ..validation import error_lines
 
+log = logging.getLogger(__name__)
+
 R = TypeVar("R", bound=BaseModel)
 
 # One write operation: (table, key, JSON text) or (table, key, None) for a delete.
 WriteOp = tuple[str, str, str | None]
+
+# A migration step: the declared tables' records as plain JSON values (table -> key -> value)
+# stored under version N, returned as they must be stored under version N + 1.
+RawTables = dict[str, dict[str, Any]]
+Migration = Callable[[RawTables], RawTables]
 
 
 @dataclass(frozen=True)
 class DomainSpec:
     """A plugin's declaration of a storage domain.
 
-    ``version`` is stamped into storage; opening a domain stored under another version is an
-    error (a migration is the owner's job, never a silent reinterpretation of old records).
+    ``version`` is stamped into storage. ``migrations[n]`` turns the records stored under
+    version ``n`` into version ``n + 1``; opening a domain stored under an older version runs
+    the chain and rewrites the domain in one atomic write (both backends), so a crash leaves
+    the old or the new layout, never a mix. An older version without a complete chain, or a
+    newer one, is an error: old records are never silently reinterpreted.
     """
 
     name: str
     version: int
     tables: dict[str, type[BaseModel]] = field(default_factory=dict)
+    migrations: dict[int, Migration] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for label in (self.name, *self.tables):
@@ -133,10 +146,7 @@ class Domain:
         try:
             version = await stored.stored_version()
             if version is not None and version != spec.version:
-                raise StorageError(
-                    f"domain {spec.name!r} on {backend.name}: stored version {version} differs "
-                    f"from declared version {spec.version}; migrate it before starting"
-                )
+                await domain._migrate(version, backend.name)
             for table in spec.tables:
                 for key, text in await stored.items(table):
                     domain._parse(table, key, text)
@@ -145,8 +155,60 @@ class Domain:
             raise
         return domain
 
+    async def _migrate(self, version: int, backend_name: str) -> None:
+        spec = self.spec
+        steps = list(range(version, spec.version))
+        if version > spec.version or any(n not in spec.migrations for n in steps):
+            raise StorageError(
+                f"domain {spec.name!r} on {backend_name}: stored version {version} differs "
+                f"from declared version {spec.version}; migrate it before starting"
+            )
+        data: RawTables = {}
+        for table in spec.tables:
+            data[table] = {}
+            for key, text in await self._stored.items(table):
+                try:
+                    data[table][key] = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise StorageError(f"domain {spec.name!r} table {table!r} key {key!r}: "
+                                       f"stored value is not JSON ({exc})") from None
+        for n in steps:
+            try:
+                data = spec.migrations[n](data)
+            except StorageError:
+                raise
+            except Exception as exc:
+                raise StorageError(f"domain {spec.name!r}: migration from version {n} to "
+                                   f"{n + 1} failed: {type(exc).__name__}: {exc}; the stored "
+                                   "data was left untouched") from None
+        texts: dict[str, dict[str, str]] = {}
+        for table, rows in data.items():
+            texts[table] = {}
+            for key, value in rows.items():
+                text = json.dumps(value, sort_keys=True, ensure_ascii=False,
+                                  separators=(",", ":"))
+                texts[table][key] = dump_record(self._parse(table, key, text))
+        await self._stored.replace_all(spec.version, texts)
+        log.info("storage domain %s on %s migrated from version %d to %d (%d records)",
+                 spec.name, backend_name, version, spec.version,
+                 sum(len(rows) for rows in texts.values()))
+
     def table(self, name: str) -> Table[Any]:
         return Table(self, name, self._model(name))
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        """Read-modify-write of several records, committed as ONE atomic, durable write.
+
+        Holds the domain's write lock for the block: reads inside see the block's own pending
+        writes; an exception in the block writes nothing; a failed commit raises and writes
+        nothing (one SQLite transaction; one temp-file-and-rename on JSON).
+        """
+        async with self._lock:
+            tx = Transaction(self)
+            yield tx
+            if tx.ops:
+                await self._stored.write(self.spec.version, tx.ops)
 
     def _model(self, table: str) -> type[BaseModel]:
         try:
@@ -234,3 +296,42 @@ class Domain:
 
     async def close(self) -> None:
         await self._stored.close()
+
+
+class Transaction:
+    """The pending writes of one ``Domain.transaction()`` block."""
+
+    def __init__(self, domain: Domain):
+        self._domain = domain
+        self._pending: dict[tuple[str, str], str | None] = {}
+
+    @property
+    def ops(self) -> list[WriteOp]:
+        return [(table, key, text) for (table, key), text in self._pending.items()]
+
+    async def get(self, table: str, key: str) -> Any:
+        d = self._domain
+        d._model(table)
+        if (table, key) in self._pending:
+            text = self._pending[(table, key)]
+        else:
+            text = await d._stored.get(table, key)
+        return None if text is None else d._parse(table, key, text)
+
+    def put(self, table: str, key: str, record: BaseModel) -> None:
+        self._pending[(table, key)] = self._domain._checked(table, record)
+
+    def delete(self, table: str, key: str) -> None:
+        self._domain._model(table)
+        self._pending[(table, key)] = None
+
+    async def update(self, table: str, key: str, fn: Callable[[Any], Any]) -> Any:
+        """Like ``Domain.update`` but inside the transaction; ``fn`` returns None to delete."""
+        new = fn(await self.get(table, key))
+        if asyncio.iscoroutine(new):
+            new = await new
+        if new is None:
+            self.delete(table, key)
+            return None
+        self.put(table, key, new)
+        return await self.get(table, key)

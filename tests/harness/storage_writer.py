@@ -20,10 +20,20 @@ class Rec(BaseModel):
 SPEC = DomainSpec(name="crash", version=1, tables={"recs": Rec})
 
 
-async def main(kind: str, directory: str, start: int) -> None:
+async def main(kind: str, directory: str, start: int, mode: str) -> None:
     backend = (JsonBackend if kind == "json" else SqliteBackend)(Path(directory))
     domain = await Domain.open(SPEC, backend)
     n = start
+    while mode == "tx":
+        # Three records per transaction; the hot one is read-modify-written, so a torn or
+        # partial commit shows as a hot counter that disagrees with the newest record.
+        async with domain.transaction() as tx:
+            hot = await tx.get("recs", "hot")
+            tx.put("recs", f"r{n:06d}", Rec(n=n, payload="x" * (n % 500)))
+            tx.put("recs", "hot", Rec(n=n, payload=f"after {hot.n if hot else -1}"))
+            tx.put("recs", "pair", Rec(n=n, payload="pair"))
+        print(n, flush=True)
+        n += 1
     while True:
         await domain.put("recs", f"r{n:06d}", Rec(n=n, payload="x" * (n % 500)))
         # Also overwrite one hot key, so a torn rewrite of existing data would show.
@@ -33,4 +43,5 @@ async def main(kind: str, directory: str, start: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+    asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]),
+                     sys.argv[4] if len(sys.argv) > 4 else "single"))

@@ -213,3 +213,103 @@ def test_domain_spec_rejects_unsafe_names():
         DomainSpec(name='x"; drop', version=1, tables={})
     with pytest.raises(StorageError):
         DomainSpec(name="ok", version=0, tables={})
+
+
+async def test_transaction_reads_its_own_writes_and_commits_once(backend):
+    d = await Domain.open(SPEC, backend)
+    await d.put("items", "a", Item(n=1))
+    async with d.transaction() as tx:
+        a = await tx.get("items", "a")
+        tx.put("items", "a", Item(n=a.n + 1))
+        assert (await tx.get("items", "a")).n == 2, "reads see the block's own writes"
+        assert (await tx.update("items", "b", lambda cur: Item(n=10 if cur is None else 0))).n \
+            == 10
+        tx.put("others", "x", Other(label="another table, same write"))
+        tx.delete("items", "gone")
+        assert await d.get("items", "a") == Item(n=1), "nothing is visible before the commit"
+    assert (await d.get("items", "a")).n == 2 and (await d.get("items", "b")).n == 10
+    assert (await d.get("others", "x")).label.startswith("another")
+    await d.close()
+
+
+async def test_transaction_that_raises_writes_nothing(backend):
+    d = await Domain.open(SPEC, backend)
+    await d.put("items", "a", Item(n=1))
+    with pytest.raises(RuntimeError):
+        async with d.transaction() as tx:
+            tx.put("items", "a", Item(n=99))
+            tx.put("items", "new", Item(n=5))
+            raise RuntimeError("the caller changed its mind")
+    assert (await d.get("items", "a")).n == 1 and await d.get("items", "new") is None
+    with pytest.raises(StorageError, match="expected Item"):
+        async with d.transaction() as tx:
+            tx.put("items", "a", Other(label="wrong type"))
+    await d.close()
+
+
+async def test_transactions_serialize_with_other_writers(backend):
+    d = await Domain.open(SPEC, backend)
+    await d.put("items", "counter", Item(n=0))
+
+    async def bump_in_tx(i: int):
+        async with d.transaction() as tx:
+            cur = await tx.get("items", "counter")
+            await asyncio.sleep(0)   # another task runs here; the lock keeps it out
+            tx.put("items", "counter", Item(n=cur.n + 1))
+            tx.put("items", f"t{i}", Item(n=i))
+
+    async def bump_plain():
+        await d.update("items", "counter", lambda cur: Item(n=cur.n + 1))
+
+    await asyncio.gather(*(bump_in_tx(i) for i in range(20)), *(bump_plain() for _ in range(20)))
+    assert (await d.get("items", "counter")).n == 40
+    await d.close()
+
+
+class ItemV2(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    count: int
+    tags: list[str] = []
+
+
+def _v1_to_v2(data):
+    # v2 renames n -> count and moves every "others" label into a tag of item "labels".
+    items = {k: {"count": v["n"], "tags": v.get("tags", [])} for k, v in data["items"].items()}
+    items["labels"] = {"count": 0, "tags": sorted(v["label"] for v in data["others"].values())}
+    return {"items": items, "others": {}}
+
+
+SPEC_V2 = DomainSpec(name="demo", version=2, tables={"items": ItemV2, "others": Other},
+                     migrations={1: _v1_to_v2})
+
+
+async def test_migration_runs_on_open_once_and_atomically(backend):
+    d = await Domain.open(SPEC, backend)
+    await d.put("items", "a", Item(n=3, tags=["t"]))
+    await d.put("others", "o", Other(label="moved"))
+    await d.close()
+    d2 = await Domain.open(SPEC_V2, backend)
+    assert await d2.get("items", "a") == ItemV2(count=3, tags=["t"])
+    assert (await d2.get("items", "labels")).tags == ["moved"]
+    assert await d2.all("others") == {}
+    await d2.close()
+    d3 = await Domain.open(SPEC_V2, backend)        # already v2: no second migration
+    assert (await d3.get("items", "a")).count == 3
+    await d3.close()
+    with pytest.raises(StorageError, match="stored version 2 differs from declared version 1"):
+        await Domain.open(SPEC, backend)           # never downgraded silently
+
+
+async def test_failed_migration_leaves_the_store_untouched(backend):
+    d = await Domain.open(SPEC, backend)
+    await d.put("items", "a", Item(n=3))
+    await d.close()
+
+    def broken(data):
+        return {"items": {"a": {"count": "not a number"}}, "others": {}}
+    bad = DomainSpec(name="demo", version=2, tables=SPEC_V2.tables, migrations={1: broken})
+    with pytest.raises(StorageError, match="key 'a'"):
+        await Domain.open(bad, backend)
+    d = await Domain.open(SPEC, backend)
+    assert (await d.get("items", "a")).n == 3, "still version 1, data intact"
+    await d.close()

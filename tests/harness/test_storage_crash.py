@@ -34,15 +34,17 @@ async def stored_records(kind: str, directory: Path) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("mode", ["single", "tx"])
 @pytest.mark.parametrize("kind", ["json", "sqlite"])
-def test_sigkill_never_loses_an_acknowledged_write(kind, tmp_path):
-    rng = random.Random(f"crash-{kind}")
+def test_sigkill_never_loses_an_acknowledged_write(kind, mode, tmp_path):
+    rng = random.Random(f"crash-{kind}-{mode}")
     acked: set[int] = set()
     last_hot = -1
     start = 0
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for _ in range(KILLS):
-        proc = subprocess.Popen([sys.executable, str(WRITER), kind, str(tmp_path), str(start)],
+        proc = subprocess.Popen([sys.executable, str(WRITER), kind, str(tmp_path), str(start),
+                                 mode],
                                 stdout=subprocess.PIPE, text=True, env=env)
         # Wait for the first ack so every kill lands mid-stream, then a random extra delay.
         first = proc.stdout.readline()
@@ -59,4 +61,10 @@ def test_sigkill_never_loses_an_acknowledged_write(kind, tmp_path):
         missing = [n for n in acked if f"r{n:06d}" not in stored]
         assert not missing, f"acknowledged writes lost: {missing[:5]}"
         assert stored["hot"].n >= last_hot
+        if mode == "tx":
+            # All or nothing: the hot counter, the pair and the newest record agree, and
+            # each transaction saw the one before it.
+            newest = max(r.n for k, r in stored.items() if k.startswith("r"))
+            assert stored["hot"].n == stored["pair"].n == newest
+            assert stored["hot"].payload in (f"after {newest - 1}", "after -1")
     assert len(acked) > KILLS
