@@ -13,10 +13,10 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dsh_github_reviewer.cursor import PrEntry
 from dsh_github_reviewer.testing import SandboxGitHub
 from dsh_github_reviewer.testing.deployment import Deployment
 from dsh_github_reviewer.testing.scenario import REPO, build_shop, model_server
+from dsh_github_reviewer.work.records import PrRecord, pr_key
 
 
 async def feed_pattern(prs: int) -> tuple[int, int, int, int]:
@@ -25,12 +25,12 @@ async def feed_pattern(prs: int) -> tuple[int, int, int, int]:
         dep = await Deployment(Path(tmp), sb, model).start()
         now = datetime.now(UTC)
 
-        def seed(cursor) -> None:
-            for n in range(1, prs + 1):
-                pr = sb.state.pull(REPO, n)
-                cursor.prs[f"{REPO}#{n}"] = PrEntry(head_sha=pr.head_sha, status="reviewed",
-                                                    updated_at=now, reviewed_head_sha=pr.head_sha)
-        await dep.pollers["demo"].store.update(seed)
+        store = await dep.store()
+        for n in range(1, prs + 1):
+            pr = sb.state.pull(REPO, n)
+            await store.update_pr(pr_key("demo", REPO, n), lambda _, pr=pr: PrRecord(
+                head_sha=pr.head_sha, status="reviewed", updated_at=now,
+                reviewed_head_sha=pr.head_sha))
         await dep.tick()             # first tick: fills the ETag cache
         sb.reset_log()
         await dep.restart()          # a fresh process: cold ETag cache

@@ -102,7 +102,7 @@ async def deployed_cpu(points: list[int]) -> dict[str, dict[int, float]]:
         with tempfile.TemporaryDirectory() as tmp:
             dep = await Deployment(Path(tmp), SimpleNamespace(**urls),
                                    SimpleNamespace(base_url=model.first)).start()
-            runner = dep.pollers["demo"].runner
+            runner = dep.runner
             review = runner.review
             spent: list[float] = []
 

@@ -18,7 +18,6 @@ import httpx2
 from dsh_harness import AgentWorld, DshError, Harness
 
 from .config import AccountConfig, McpSettings, ReviewerConfig
-from .cursor import DOMAIN, CursorStore, Instructions
 from .github.auth import AppAuth, PatAuth, load_private_key
 from .github.client import GitHubClient
 from .github.errors import AuthError
@@ -32,6 +31,8 @@ from .team.personas import (
     persona_system_prompt,
     resolve,
 )
+from .work.records import DOMAIN, InstructionsRecord, pr_key
+from .work.store import WorkStore
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,8 @@ class AccountRuntime:
     auth: PatAuth | AppAuth | None = None
     client: GitHubClient | None = None
     mcp: McpRuntime | None = None
-    cursor: CursorStore | None = None
+    store: WorkStore | None = None
+    inbox: Any = None     # work.inbox.Inbox, set when the work service is built
     model: str | None = None
     model_resolved: bool = False
     poller: Any = None
@@ -92,6 +94,17 @@ class ReviewerApp:
         # session's current attempt (a team persona falling back to its next candidate).
         self.pinned_instructions: dict[str, TrustedInstructions | None] = {}
         self.session_models: dict[str, str] = {}
+        self.work: Any = None   # work.service.WorkService once started
+        self.pass_results: dict[str, Any] = {}   # account -> poller.PassResult (--once)
+        # One cap for the whole process: the largest any instance asks for.
+        self.process_cap = max([c.max_concurrent_turns for _, c in self._configs()] or [16])
+
+    def _configs(self) -> list[tuple[str, ReviewerConfig]]:
+        out = []
+        for instance, cfg in self.harness.plugin_instances(PLUGIN_NAME):
+            out.append((instance, cfg if isinstance(cfg, ReviewerConfig)
+                        else ReviewerConfig.model_validate(cfg)))
+        return out
 
     @classmethod
     def of(cls, harness: Harness) -> ReviewerApp:
@@ -170,7 +183,7 @@ class ReviewerApp:
                 acct.auth = PatAuth(cfg.personal_access_token.get_secret_value())  # type: ignore[union-attr]
             acct.client = GitHubClient(cfg.api_url, acct.auth, acct.http)
             acct.mcp = McpRuntime(self.mcp_settings(acct), cfg.web_url, cfg.review.tool_timeout_s)
-            acct.cursor = CursorStore(domain, acct.key)
+            acct.store = WorkStore(domain, acct.key)
 
     async def close(self) -> None:
         for acct in self.accounts.values():
@@ -213,14 +226,14 @@ class ReviewerApp:
     def account_for(self, key: PrKey) -> AccountRuntime | None:
         return self.accounts.get(key.account)
 
-    async def stored_instructions(self, key: PrKey) -> Instructions | None:
+    async def stored_instructions(self, key: PrKey) -> InstructionsRecord | None:
         try:
             domain = await self.harness.storage.domain(DOMAIN)
         except DshError:
             return None
-        cursor = await CursorStore(domain, key.account).load()
-        entry = cursor.prs.get(key.cursor_key)
-        return entry.instructions if entry else None
+        store = WorkStore(domain, key.account)
+        rec = await store.pr(pr_key(key.account, f"{key.owner}/{key.repo}", key.number))
+        return await store.instructions(rec.instructions_key) if rec else None
 
     async def instructions_for(self, key: PrKey) -> TrustedInstructions | None:
         if key.cursor_key in self.pinned_instructions:

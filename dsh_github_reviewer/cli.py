@@ -10,7 +10,8 @@ from typing import Any
 from dsh_harness import DshError, Harness
 
 from .app import PLUGIN_NAME, ReviewerApp
-from .cursor import DOMAIN, CursorStore
+from .work.records import DOMAIN, split_pr_key
+from .work.store import WorkStore
 
 
 def register(cli: Any) -> None:
@@ -42,31 +43,43 @@ def _iso(value: datetime | None) -> str | None:
 
 
 async def status_data(harness: Harness) -> list[dict[str, Any]]:
+    """Everything ``status`` (CLI, JSON and web page) shows, read from the stored records."""
     app = ReviewerApp.of(harness)
     domain = await harness.storage.domain(DOMAIN)
     now = datetime.now(UTC)
     accounts = []
     for acct in app.accounts.values():
-        cursor = await CursorStore(domain, acct.key).load()
+        store = WorkStore(domain, acct.key)
+        account = await store.load_account()
         prs = []
-        for key, e in sorted(cursor.prs.items()):
+        for key, e in sorted((await store.prs()).items()):
             backoff = e.backoff_until(acct.config.poll_interval_s)
+            _, repo, number = split_pr_key(key)
             prs.append({
-                "pr": key, "title": e.title, "status": e.status, "head_sha": e.head_sha,
-                "reviewed_head_sha": e.reviewed_head_sha, "reviews_done": e.reviews_done,
-                "fail_count": e.fail_count,
+                "pr": f"{repo}#{number}", "title": e.title, "status": e.status,
+                "head_sha": e.head_sha, "reviewed_head_sha": e.reviewed_head_sha,
+                "reviews_done": e.reviews_done, "fail_count": e.fail_count,
                 "backoff_until": _iso(backoff) if backoff and backoff > now else None,
                 "last_error": e.last_error, "updated_at": _iso(e.updated_at),
-                "inflight": e.inflight.comment_id if e.inflight else None,
-                "queued": [c.comment_id for c in e.queued]})
+                "closed": e.closed_seen_at is not None,
+                "queued": [{"comment_id": c.comment_id, "attempts": c.attempts,
+                            "next_attempt_at": _iso(c.next_attempt_at),
+                            "last_error": c.last_error} for c in e.queued],
+                "gave_up": [{"what": n.what, "error": n.error, "at": _iso(n.created_at),
+                             "notice_posted": n.posted} for n in e.notices]})
         accounts.append({
             "account": acct.key, "instance": acct.instance,
             "repositories": acct.config.repositories,
+            "repository_state": {
+                repo: {"last_ok_at": _iso(st.last_ok_at), "last_error": st.last_error,
+                       "last_error_at": _iso(st.last_error_at)}
+                for repo, st in sorted(account.repos.items())},
             "mode": "app" if acct.config.app_mode else "pat",
             "credentials": "set" if acct.config.has_credentials else "unset",
-            "last_tick_at": _iso(cursor.last_tick_at), "next_tick_at": _iso(cursor.next_tick_at),
-            "rate_limited_until": _iso(cursor.rate_limited_until),
-            "last_error": cursor.last_error, "prs": prs})
+            "last_tick_at": _iso(account.last_tick_at),
+            "next_tick_at": _iso(account.next_tick_at),
+            "rate_limited_until": _iso(account.rate_limited_until),
+            "last_error": account.last_error, "prs": prs})
     return accounts
 
 
@@ -87,6 +100,10 @@ async def cmd_status(harness: Harness, args: argparse.Namespace) -> int:
               + (f", rate limited until {a['rate_limited_until']}"
                  if a["rate_limited_until"] else "")
               + (f", last error: {a['last_error']}" if a["last_error"] else ""))
+        for repo, st in a["repository_state"].items():
+            if st["last_error"] and (not st["last_ok_at"]
+                                     or st["last_error_at"] > st["last_ok_at"]):
+                print(f"  {repo}: failing since {st['last_error_at']}: {st['last_error']}")
         for p in a["prs"]:
             line = (f"  {p['pr']}: {p['status']} head {p['head_sha'][:12]} "
                     f"reviews {p['reviews_done']}")
@@ -94,9 +111,14 @@ async def cmd_status(harness: Harness, args: argparse.Namespace) -> int:
                 line += f", failures {p['fail_count']}"
             if p["backoff_until"]:
                 line += f", backoff until {p['backoff_until']}"
+            if p["queued"]:
+                line += f", {len(p['queued'])} /bot queued"
             if p["last_error"]:
                 line += f", last error: {p['last_error']}"
             print(line)
+            for g in p["gave_up"]:
+                print(f"    gave up on {g['what']} at {g['at']}: {g['error']}"
+                      + ("" if g["notice_posted"] else " (notice not posted yet)"))
     return 0
 
 

@@ -145,6 +145,8 @@ class ReviewSettings(Strict):
             if item not in out:
                 out.append(item)
         return out
+    # Failed attempts at one head (or one /bot) before the bot gives up visibly.
+    max_attempts: int = Field(default=5, ge=1, le=100)
 
     @field_validator("command_author_associations")
     @classmethod
@@ -186,6 +188,8 @@ class AccountConfig(Strict):
     poll_interval_s: float = Field(default=120.0, ge=1)
     repositories: list[RepoName] = Field(default_factory=list)
     ignore_authors: list[LoginGlob] = Field(default_factory=list)
+    # Review turns of this account at once (and as many /bot chats, in their own pool).
+    max_concurrent_reviews: int = Field(default=4, ge=1, le=256)
     review: ReviewSettings = ReviewSettings()
     mcp: McpSettings = McpSettings()
     # This account's webhook secret when it differs from webhook.secret (separate Apps/hooks).
@@ -286,6 +290,8 @@ class ReviewerConfig(Strict):
                                  f"accounts[{i}].webhook_secret); deliveries are only "
                                  "accepted when signed")
         return self
+    # Review turns of all accounts at once, process-wide.
+    max_concurrent_turns: int = Field(default=16, ge=1, le=1024)
 
     @model_validator(mode="after")
     def _unique_names(self) -> ReviewerConfig:

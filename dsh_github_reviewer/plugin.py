@@ -2,29 +2,29 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
 
 from dsh_harness import hookimpl
 
 from . import cli as cli_commands
-from . import cursor, web_facts, web_pages, web_view
+from . import web_facts, web_pages, web_view
 from .app import PLUGIN_NAME, ReviewerApp, SetupError
 from .config import ReviewerConfig
-from .poller import AccountPoller
 from .runner import Runner
 from .session_key import PrKey, parse_session_id
 from .webhook import deliveries as webhook_deliveries
 from .webhook.runtime import start_receivers, stop_receivers
 from .webhook.sink import WakeAccount
+from .work import store as work_store
+from .work.service import WorkService
 
 log = logging.getLogger(__name__)
 
 
 @hookimpl
 def dsh_storage_domains():
-    return [cursor.domain_spec(), webhook_deliveries.domain_spec()]
+    return [work_store.domain_spec(), webhook_deliveries.domain_spec()]
 
 
 @hookimpl
@@ -89,15 +89,12 @@ async def dsh_startup(harness):
         if not acct.config.repositories:
             log.warning("account %s has no repositories: it stays idle (set repositories in "
                         "dsh.toml or GITHUB_REPOSITORIES=owner/repo,...)", acct.key)
-    runner = Runner(harness, app)
-    pollers = [AccountPoller(app, acct, runner) for acct in app.accounts.values()]
-    for poller in pollers:
-        poller.acct.poller = poller
+    app.work = WorkService(app, Runner(harness, app))
     if harness.run_once:
-        await asyncio.gather(*(p.tick() for p in pollers))
+        # Per-account pass results stay on the app for whoever reports them.
+        app.pass_results = await app.work.run_once()
     else:
-        for p in pollers:
-            p.start()
+        app.work.start()
         # Deliveries only wake accounts, so the receivers start once the pollers run.
         app.webhooks = await start_receivers(app, WakeAccount(app))
 
@@ -109,8 +106,8 @@ async def dsh_shutdown(harness):
         return
     await stop_receivers(app.webhooks)
     app.webhooks = []
-    pollers = [a.poller for a in app.accounts.values() if a.poller is not None]
-    await asyncio.gather(*(p.stop() for p in pollers))
+    if app.work is not None:
+        await app.work.stop()
     await app.close()
 
 

@@ -1,10 +1,11 @@
-"""One account's poll loop (spec §2, §3): which PRs to review, which commands to run.
+"""One account's poll loop (spec §2): observe, record, wake — never wait for reviews.
 
-A tick polls each repository with three conditional requests (``github.feeds``), then works
-per PR — reviews and commands of different PRs run concurrently, those of one PR in order:
-the in-flight command a crash left, the review if the head needs one, queued commands, then new
-comments. The cursor says ``reviewing`` before a model runs and ``reviewed`` only after the
-review is on GitHub and the session is flushed.
+A tick polls each repository with three conditional requests (``github.feeds``), records what
+needs work through the ``Inbox`` (one atomic write per repository, feed marks included), and
+wakes the scheduler. A failing repository (404, 403, 5xx, bad JSON) is recorded in the
+account record and skipped for that tick; the others proceed. The loop is supervised: no
+exception — GitHub, storage or a bug — ends it; it logs, records what it can and ticks again
+at the next interval.
 """
 
 from __future__ import annotations
@@ -12,53 +13,49 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
-from .app import AccountRuntime, ReviewerApp
-from .command_flow import CommandFlow
-from .commands import author_ignored, parse_command
-from .cursor import Command, PrEntry
-from .github.errors import GitHubError, RateLimited
+from .app import AccountRuntime
+from .github.errors import RateLimited
 from .github.feeds import FeedMarks, poll_repository
-from .github.models import IssueComment, PullSummary, ReviewComment
-from .review_procedure import ReviewProcedure
-from .runner import Runner
+from .work.context import short_error, utcnow
+from .work.inbox import Inbox, Observations
+from .work.records import PRS, PRUNE_AFTER, AccountRecord, RepoState, split_pr_key
+from .work.scheduler import Scheduler
+from .work.store import WorkStore
 
 log = logging.getLogger(__name__)
 
-MAX_PARALLEL_PRS = 4
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
 
 @dataclass
-class PrWork:
-    full: str
-    summary: PullSummary
-    comments: list[Command]
-    # The PR's cursor entry as this tick's poll left it; re-read only after the PR's own steps.
-    entry: PrEntry | None = None
+class PassResult:
+    """What one tick of an account did (``dsh run --once`` reports it)."""
+
+    account: str
+    ok: bool = True
+    skipped: str | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+    new_work: int = 0
 
 
-class AccountPoller(ReviewProcedure, CommandFlow):
-    def __init__(self, app: ReviewerApp, acct: AccountRuntime, runner: Runner,
-                 clock: Callable[[], datetime] = utcnow):
-        self.app, self.acct, self.runner, self.clock = app, acct, runner, clock
-        assert acct.client is not None and acct.cursor is not None
-        self.client, self.store = acct.client, acct.cursor
+class AccountPoller:
+    def __init__(self, acct: AccountRuntime, store: WorkStore, inbox: Inbox,
+                 scheduler: Scheduler, clock: Callable[[], datetime] = utcnow):
+        self.acct, self.store, self.inbox, self.scheduler = acct, store, inbox, scheduler
+        self.clock = clock
+        assert acct.client is not None
+        self.client = acct.client
         self.cfg = acct.config
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._tick_lock = asyncio.Lock()
-        self._logged: set[tuple[str, str, str]] = set()
 
     # -- loop ---------------------------------------------------------------------------------
 
     def start(self) -> None:
+        self._stop.clear()
         self._task = asyncio.create_task(self._loop(), name=f"poller:{self.acct.key}")
 
     def wake(self) -> None:
@@ -66,10 +63,11 @@ class AccountPoller(ReviewProcedure, CommandFlow):
         self._wake.set()
 
     async def stop(self) -> None:
-        """Stop after the running tick (never in the middle of a review)."""
+        """Stop after the running tick (a tick only records work, so this is quick)."""
         self._stop.set()
         if self._task is not None:
             await self._task
+            self._task = None
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -84,7 +82,11 @@ class AccountPoller(ReviewProcedure, CommandFlow):
                 due += interval
             wait = due - loop.time()
             next_at = self.clock() + timedelta(seconds=wait)
-            await self.store.update(lambda c, at=next_at: setattr(c, "next_tick_at", at))
+            try:
+                await self.store.update_account(
+                    lambda a, at=next_at: setattr(a, "next_tick_at", at))
+            except Exception:
+                log.exception("account %s: cannot record the next tick time", self.acct.key)
             await self._sleep(wait)
 
     async def _sleep(self, wait: float) -> None:
@@ -97,164 +99,132 @@ class AccountPoller(ReviewProcedure, CommandFlow):
             for w in waits:
                 w.cancel()
 
-    async def tick(self) -> None:
+    async def tick(self) -> PassResult:
         if self._tick_lock.locked():
             log.info("account %s: a tick is still running; skipping", self.acct.key)
-            return
+            return PassResult(self.acct.key, skipped="a tick was still running")
         async with self._tick_lock:
             try:
-                await self._tick()
+                return await self._tick()
             except Exception as exc:
                 log.exception("account %s: tick failed", self.acct.key)
-                message = str(exc)[:500]
-                await self.store.update(lambda c: setattr(c, "last_error", message))
+                message = short_error(exc)
+                try:
+                    await self.store.update_account(lambda a: setattr(a, "last_error", message))
+                except Exception:
+                    log.error("account %s: cannot record the tick's error either",
+                              self.acct.key)
+                return PassResult(self.acct.key, ok=False, errors={"": message})
 
-    async def _tick(self) -> None:
+    async def _tick(self) -> PassResult:
         now = self.clock()
-        cursor = await self.store.load()
-        if cursor.rate_limited_until and cursor.rate_limited_until > now:
+        result = PassResult(self.acct.key)
+        account = await self.store.load_account()
+        if account.rate_limited_until and account.rate_limited_until > now:
             log.info("account %s: rate limited until %s", self.acct.key,
-                     cursor.rate_limited_until.isoformat())
-            return
+                     account.rate_limited_until.isoformat())
+            result.skipped = "rate limited"
+            return result
         if not self.cfg.repositories:
-            return  # an idle account makes no GitHub calls
-        error: str | None = None
+            return result  # an idle account makes no GitHub calls
         try:
-            work: list[PrWork] = []
+            await self._own_login(account)
             for full in self.cfg.repositories:
-                work += await self._poll_repo(full, now)
-            sem = asyncio.Semaphore(MAX_PARALLEL_PRS)
-
-            async def run(item: PrWork) -> None:
-                async with sem:
-                    await self._work_pr(item, now)
-            results = await asyncio.gather(*(run(w) for w in work), return_exceptions=True)
-            for r in results:
-                if isinstance(r, RateLimited):
-                    raise r
-                if isinstance(r, Exception):
-                    log.error("account %s: %s", self.acct.key, r)
-                    error = str(r)[:500]
+                try:
+                    result.new_work += await self._poll_repo(full, account, now)
+                except RateLimited:
+                    raise
+                except Exception as exc:
+                    # One failing repository never blocks the account's other repositories.
+                    message = short_error(exc)
+                    if not _expected(exc):
+                        log.exception("account %s: polling %s failed", self.acct.key, full)
+                    else:
+                        log.error("account %s: %s: %s", self.acct.key, full, message)
+                    result.ok, result.errors[full] = False, message
+                    await self._repo_failed(full, message)
         except RateLimited as exc:
             until = self.clock() + timedelta(seconds=exc.wait_s)
             log.warning("account %s: %s; pausing until %s", self.acct.key, exc, until)
-            message = str(exc)
+            message = short_error(exc)
 
-            def limited(c) -> None:
-                c.rate_limited_until, c.last_error = until, message
-            await self.store.update(limited)
+            def limited(a: AccountRecord) -> None:
+                a.rate_limited_until, a.last_error = until, message
+            await self.store.update_account(limited)
+            result.ok, result.errors["rate limit"] = False, message
+            return result
+        error = "; ".join(f"{r}: {e}" for r, e in result.errors.items()) or None
+
+        def done(a: AccountRecord) -> None:
+            a.last_tick_at, a.last_error, a.rate_limited_until = now, error, None
+        await self.store.update_account(done)
+        return result
+
+    async def _own_login(self, account: AccountRecord) -> None:
+        """PAT mode: the token's own login, looked up once, so its comments never command."""
+        if self.inbox.bot_login or self.acct.auth is None or self.acct.auth.mode != "pat":
             return
-        except GitHubError as exc:
-            error = str(exc)[:500]
-            log.error("account %s: %s", self.acct.key, exc)
-        gone = await self.store.prune(now)
-        if gone:
-            log.info("account %s: pruned %d closed PR(s)", self.acct.key, len(gone))
+        if account.bot_login:
+            self.inbox.bot_login = account.bot_login
+        try:
+            login = await self.client.authenticated_login()
+        except RateLimited:
+            raise
+        except Exception as exc:
+            log.warning("account %s: cannot look up the token's login (%s); own comments are "
+                        "recognized by their marker only", self.acct.key, exc)
+            return
+        self.inbox.bot_login = login
+        if account.bot_login != login:
+            await self.store.update_account(lambda a: setattr(a, "bot_login", login))
 
-        def done(c) -> None:
-            c.last_tick_at, c.last_error, c.rate_limited_until = now, error, None
-        await self.store.update(done)
+    async def _repo_failed(self, full: str, message: str) -> None:
+        now = self.clock()
+
+        def apply(a: AccountRecord) -> None:
+            state = a.repos.setdefault(full.lower(), RepoState())
+            state.last_error, state.last_error_at = message, now
+        await self.store.update_account(apply)
 
     # -- one repository -------------------------------------------------------------------------
 
-    async def _poll_repo(self, full: str, now: datetime) -> list[PrWork]:
+    async def _poll_repo(self, full: str, account: AccountRecord, now: datetime) -> int:
         owner, name = full.split("/")
-        cursor = await self.store.load()
-        marks = cursor.feeds.get(full.lower()) or FeedMarks(issue_comments_since=now,
-                                                           review_comments_since=now)
+        marks = account.feeds.get(full.lower()) or FeedMarks(issue_comments_since=now,
+                                                              review_comments_since=now)
         snap = await poll_repository(self.client, owner, name, marks)
-        by_number: dict[int, list[Command]] = {}
-        for c in [*snap.issue_comments, *snap.review_comments]:
-            cmd = self._command_of(c)
-            if cmd is not None:
-                by_number.setdefault(c.number, []).append(cmd)
-        work = []
-        seen = [self._key(full, pr.number) for pr in snap.pulls]  # drafts too: still open
-        for pr in snap.pulls:
-            key = self._key(full, pr.number)
-            if pr.draft:
-                self._log_once(key, pr.head.sha, "draft", "%s is a draft; not reviewed", key)
-                continue
-            if author_ignored(pr.user.login, self.cfg.ignore_authors):
-                self._log_once(key, pr.head.sha, "ignored", "%s: author %s is ignored", key,
-                               pr.user.login)
-                continue
-            comments = sorted(by_number.get(pr.number, []),
-                              key=lambda c: (c.created_at, c.comment_id))
-            work.append(PrWork(full, pr, comments))
+        keys = await self.inbox.record(Observations(
+            repo=full, pulls=snap.pulls,
+            comments=[*snap.issue_comments, *snap.review_comments],
+            marks=snap.marks, at=now, complete=True))
+        if not snap.pulls_unchanged:
+            await self._mark_closed(full, {p.number for p in snap.pulls}, now)
+        if keys:
+            self.scheduler.wake(self.acct.key, keys)
+        return len(keys)
 
-        def save(c) -> None:
-            c.feeds[full.lower()] = snap.marks
-            for key in seen:
-                if key in c.prs:
-                    c.prs[key].last_seen_open_at = now
-        saved = await self.store.update(save)
-        for item in work:
-            item.entry = saved.prs.get(self._key(full, item.summary.number))
-        return work
+    async def _mark_closed(self, full: str, open_numbers: set[int], now: datetime) -> None:
+        """PRs gone from the open list: noted once; pruned 7 days later when nothing is owed."""
+        repo = full.lower()
+        changed = False
+        async with self.store.domain.transaction() as tx:
+            for key, rec in (await self.store.prs()).items():
+                _, rec_repo, number = split_pr_key(key)
+                if rec_repo != repo or number in open_numbers:
+                    continue
+                if rec.closed_seen_at is None:
+                    rec.closed_seen_at = now
+                    tx.put(PRS, key, rec)
+                    changed = True
+                elif now - rec.closed_seen_at > PRUNE_AFTER and not rec.queued \
+                        and all(n.posted for n in rec.notices):
+                    tx.delete(PRS, key)
+                    log.info("account %s: pruned closed PR %s", self.acct.key, key)
+        if changed:
+            self.scheduler.wake(self.acct.key, None)
 
-    def _trigger(self, kind: str, ident: object) -> str:
-        """What one review answers; the account is part of it, so two accounts reviewing the
-        same PR never take each other's review for their own."""
-        return f"{self.acct.key}:{kind}:{ident}"
 
-    def _key(self, full: str, number: int) -> str:
-        return f"{full.lower()}#{number}"
+def _expected(exc: Exception) -> bool:
+    from .github.errors import GitHubError
 
-    def _log_once(self, key: str, sha: str, what: str, msg: str, *args: object) -> None:
-        if (key, sha, what) not in self._logged:
-            self._logged.add((key, sha, what))
-            log.info(msg, *args)
-
-    def _command_of(self, c: IssueComment | ReviewComment) -> Command | None:
-        parsed = parse_command(c.body)
-        if parsed is None or c.user.is_bot:
-            return None
-        is_review = isinstance(c, ReviewComment)
-        return Command(comment_id=c.id, kind=parsed.kind,
-                       source="review" if is_review else "issue", author=c.user.login,
-                       association=c.author_association.upper(), message=parsed.message,
-                       path=c.path if is_review else None,
-                       line=(c.line or c.original_line) if is_review else None,
-                       thread_root=(c.in_reply_to_id or c.id) if is_review else None,
-                       created_at=c.created_at)
-
-    # -- one PR ---------------------------------------------------------------------------------
-
-    async def _entry(self, key: str) -> PrEntry | None:
-        return (await self.store.load()).prs.get(key)
-
-    async def _work_pr(self, item: PrWork, now: datetime) -> None:
-        # An idle PR costs no cursor read beyond the tick's; each step that changed the
-        # entry is followed by a fresh read.
-        key = self._key(item.full, item.summary.number)
-        entry = item.entry
-        if entry is not None and entry.inflight is not None:
-            await self._run_command(item, entry.inflight, now)
-            entry = await self._entry(key)
-        if self._needs_review(key, entry, item.summary, now):
-            trigger = (entry.trigger if entry and entry.status == "reviewing" and entry.trigger
-                       and entry.head_sha == item.summary.head.sha
-                       else self._trigger("auto", item.summary.head.sha))
-            await self._review(item, trigger, None, automatic=True, now=now)
-            entry = await self._entry(key)
-        if entry is not None and entry.status != "reviewing":
-            for cmd in list(entry.queued):
-                await self._start_command(item, cmd, now, from_queue=True)
-        for cmd in item.comments:
-            await self._handle_comment(item, cmd, now)
-
-    def _needs_review(self, key: str, entry: PrEntry | None, pr: PullSummary,
-                      now: datetime) -> bool:
-        if entry is not None and entry.head_sha == pr.head.sha:
-            if entry.status != "reviewing":
-                return False
-            until = entry.backoff_until(self.cfg.poll_interval_s)
-            if entry.last_failed_sha == pr.head.sha and until and until > now:
-                return False
-        cap = self.cfg.review.max_reviews_per_pr
-        if cap and entry is not None and entry.reviews_done >= cap:
-            self._log_once(key, pr.head.sha, "cap", "%s: %d automatic reviews done (cap); "
-                           "not reviewing head %s", key, entry.reviews_done, pr.head.sha)
-            return False
-        return True
+    return isinstance(exc, GitHubError)

@@ -213,5 +213,6 @@ def chat_message(pr: PrFacts, author: str, message: str, path: str | None,
     return (f"Flow: chat. {sanitize_line(author, 80)} asked with /bot on "
             f"{pr.owner}/{pr.repo}#{pr.number} (head SHA {pr.head_sha}).{where}\n"
             "Answer in your final message; it is posted as the reply. Write tools are disabled "
-            "in this turn; you may read the pull request.\n\n"
+            "in this turn; you may read the pull request. Never begin the reply with /review or "
+            "/bot: a comment starting so is a command to the bot.\n\n"
             f"<question>\n{sanitize(message)}\n</question>")

@@ -6,9 +6,9 @@ the PR's comments are checked for it, so a command re-run after a crash never an
 
 from __future__ import annotations
 
-from .cursor import Command
 from .github.client import GitHubClient
 from .sanitizer import redact_secrets
+from .work.records import Command
 
 MARKER = "<!-- dsh-github-reviewer:reply-to:{id} -->"
 

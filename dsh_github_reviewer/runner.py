@@ -18,7 +18,6 @@ from .app import AccountRuntime, ReviewerApp
 from .github.guard import GuardTurn
 from .github.guard_rules import Scope
 from .github.models import PullRequest
-from .github.review_submit import find_posted
 from .prompts import PrFacts, TrustedInstructions, chat_message, review_message, system_prompt
 from .review_input import prepare_review
 from .sanitizer import redact_secrets
@@ -121,11 +120,9 @@ class Runner:
         """A review turn; ok only if a COMMENT review for ``trigger`` is on GitHub."""
         base = pr.base.repo
         assert acct.client is not None and base is not None
-        already = await find_posted(acct.client, base.owner.login, base.name, pr.number,
-                                    trigger)
-        if already is not None:
-            # Posted before a crash, cursor not yet saved: nothing to run again.
-            return TurnResult(True, review_id=already.id)
+        # A review already posted for the trigger is looked for by the caller (work.review),
+        # which also checks that it was posted on this head.
+
         async def message(p: PullRequest, agent: Agent, turn: GuardTurn) -> str:
             # Per-turn facts only (the system prompt stays byte-stable): the prepared diff or
             # only what changed since the last review, and people's feedback on its threads.

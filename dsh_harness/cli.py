@@ -16,6 +16,7 @@ from typing import Any
 from .config import DeploymentConfig, LoadedConfig, load_config
 from .errors import DshError
 from .harness import HARNESS_VERSION, Harness
+from .home_lock import HomeLock
 
 log = logging.getLogger("dsh")
 
@@ -131,13 +132,14 @@ async def cmd_run(harness: Harness, args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await harness.startup()
-    try:
-        if not args.once:
-            log.info("dsh running; press Ctrl-C to stop")
-            await stop.wait()
-    finally:
-        await harness.shutdown()
+    with HomeLock(harness.home):   # one dsh run per home; refused at once, naming the holder
+        await harness.startup()
+        try:
+            if not args.once:
+                log.info("dsh running; press Ctrl-C to stop")
+                await stop.wait()
+        finally:
+            await harness.shutdown()
     return 0
 
 

@@ -11,6 +11,7 @@ passed), a page cap, truncated error bodies, URL-encoded path segments and GHES 
 from __future__ import annotations
 
 import base64
+import json as jsonlib
 import logging
 import re
 import time
@@ -43,7 +44,9 @@ log = logging.getLogger(__name__)
 
 API_VERSION = "2022-11-28"
 DEFAULT_PAGE_CAP = 10
-ETAG_CACHE_SIZE = 2_000
+# The ETag cache keeps, per URL, the ETag and the response's raw text (what a 304 needs to
+# give the answer back), bounded by the total size of those texts, least recently used out.
+ETAG_CACHE_BYTES = 32 * 1024 * 1024
 T = TypeVar("T", bound=BaseModel)
 _NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
 
@@ -83,8 +86,11 @@ class GitHubClient:
                  page_cap: int = DEFAULT_PAGE_CAP, clock: Callable[[], float] = time.time):
         self.api_url = api_url.rstrip("/")
         self.auth, self.http, self.page_cap, self.clock = auth, http, page_cap, clock
-        # credential fingerprint -> URL -> (etag, data): a 304 is only free for the same token.
-        self._etags: dict[str, OrderedDict[str, tuple[str, Any]]] = {}
+        # credential fingerprint -> URL -> (etag, raw text): a 304 is only free for the same
+        # token. Bounded by bytes across tokens (``cache_bytes``).
+        self._etags: dict[str, OrderedDict[str, tuple[str, str]]] = {}
+        self.cache_bytes = 0
+        self.cache_limit = ETAG_CACHE_BYTES
         self.blocked_until = 0.0
         self.counters = Counters()
 
@@ -119,16 +125,40 @@ class GitHubClient:
         if resp.status_code == 304 and cached:
             self.counters.not_modified += 1
             cache.move_to_end(cache_key)
-            return Response(304, cached[1], resp.headers, not_modified=True)
+            return Response(304, self._decode(method, path, cached[1], True), resp.headers,
+                            not_modified=True)
         self._raise_for(method, path, resp)
-        data = resp.json() if "json" in resp.headers.get("content-type", "") else resp.text
+        is_json = "json" in resp.headers.get("content-type", "")
+        text = resp.text
+        data = self._decode(method, path, text, is_json)
         etag = resp.headers.get("etag")
-        if conditional and etag:
-            cache[cache_key] = (etag, data)
-            cache.move_to_end(cache_key)
-            while len(cache) > ETAG_CACHE_SIZE:
-                cache.popitem(last=False)
+        if conditional and etag and is_json:
+            self._remember(cache, cache_key, etag, text)
         return Response(resp.status_code, data, resp.headers)
+
+    @staticmethod
+    def _decode(method: str, path: str, text: str, is_json: bool) -> Any:
+        if not is_json:
+            return text
+        try:
+            return jsonlib.loads(text) if text.strip() else None
+        except ValueError as exc:
+            # Malformed JSON is GitHub failing this endpoint, not a bug of ours.
+            raise GitHubError(f"{method} {path}: response is not valid JSON ({exc})") from None
+
+    def _remember(self, cache: OrderedDict[str, tuple[str, str]], key: str, etag: str,
+                  text: str) -> None:
+        old = cache.pop(key, None)
+        if old is not None:
+            self.cache_bytes -= len(old[1])
+        if len(text) > self.cache_limit // 4:
+            return  # one huge answer would evict everything else
+        cache[key] = (etag, text)
+        self.cache_bytes += len(text)
+        while self.cache_bytes > self.cache_limit:
+            biggest = max(self._etags.values(), key=len)
+            _, (_, dropped) = biggest.popitem(last=False)
+            self.cache_bytes -= len(dropped)
 
     def _raise_for(self, method: str, path: str, resp: httpx2.Response) -> None:
         status = resp.status_code
@@ -158,15 +188,18 @@ class GitHubClient:
         return 60.0
 
     async def paginate(self, path: str, params: dict[str, Any] | None = None,
-                       per_page: int = 100, max_pages: int | None = None
-                       ) -> tuple[list[Any], bool]:
-        """All items of a list endpoint up to the page cap; (items, all pages were 304)."""
+                       per_page: int = 100, max_pages: int | None = None,
+                       unlimited: bool = False) -> tuple[list[Any], bool]:
+        """All items of a list endpoint up to the page cap (none when ``unlimited``);
+        (items, all pages were 304)."""
         items: list[Any] = []
         all_cached = True
         next_url: str | None = path
         page_params: dict[str, Any] | None = {**(params or {}), "per_page": per_page}
         cap = max_pages or self.page_cap
-        for _ in range(cap):
+        pages = 0
+        while unlimited or pages < cap:
+            pages += 1
             resp = await self.request("GET", next_url, params=page_params)
             all_cached &= resp.not_modified
             if not isinstance(resp.data, list):
@@ -199,9 +232,19 @@ class GitHubClient:
 
     async def list_open_pulls(self, owner: str, repo: str) -> tuple[list[PullSummary], bool]:
         path = f"repos/{seg(owner, repo)}/pulls"
+        # Every open PR, each page a conditional request: a page cap would leave the newest
+        # PRs of a busy repository unreviewed forever.
         items, cached = await self.paginate(path, {"state": "open", "sort": "created",
-                                                   "direction": "asc"})
+                                                   "direction": "asc"}, unlimited=True)
         return self.parse_list(PullSummary, items, f"GET {path}"), cached
+
+    async def authenticated_login(self) -> str:
+        """The login of the token's user (``GET /user``; PAT mode)."""
+        data = (await self.request("GET", "user")).data
+        login = data.get("login") if isinstance(data, dict) else None
+        if not isinstance(login, str) or not login:
+            raise GitHubError("GET user: unexpected payload: no login")
+        return login
 
     async def get_pull(self, owner: str, repo: str, number: int) -> PullRequest:
         path = f"repos/{seg(owner, repo)}/pulls/{int(number)}"

@@ -33,6 +33,7 @@ class RepoSnapshot:
     review_comments: list[ReviewComment] = field(default_factory=list)
     marks: FeedMarks | None = None
     unchanged: bool = False
+    pulls_unchanged: bool = False
 
 
 async def poll_repository(client: GitHubClient, owner: str, repo: str,
@@ -48,4 +49,5 @@ async def poll_repository(client: GitHubClient, owner: str, repo: str,
                                    *(c.updated_at for c in review)]))
     return RepoSnapshot(pulls=pulls, issue_comments=issue, review_comments=review,
                         marks=new_marks,
-                        unchanged=pulls_cached and issue_cached and review_cached)
+                        unchanged=pulls_cached and issue_cached and review_cached,
+                        pulls_unchanged=pulls_cached)

@@ -9,9 +9,11 @@ from pathlib import Path
 from dsh_harness import Harness, parse_config
 
 from ..app import ReviewerApp
-from ..cursor import DOMAIN, CursorStore
 from ..poller import AccountPoller
 from ..runner import Runner
+from ..work.records import DOMAIN, pr_key
+from ..work.service import WorkService
+from ..work.store import WorkStore
 from .sandbox import SandboxGitHub
 from .scenario import REPO, deployment_toml
 
@@ -21,6 +23,7 @@ class Deployment:
         self.tmp, self.sb, self.model, self.toml_kw = tmp, sb, model, toml_kw
         self.harness: Harness | None = None
         self.pollers: dict[str, AccountPoller] = {}
+        self.work: WorkService | None = None
 
     def toml(self) -> str:
         return deployment_toml(self.tmp / "home", self.sb, self.model, **self.toml_kw)
@@ -34,11 +37,15 @@ class Deployment:
         self.harness = Harness(parse_config(self.toml(), "dsh.toml", self.tmp))
         app = ReviewerApp.of(self.harness)
         await app.connect()
-        runner = Runner(self.harness, app)
-        self.pollers = {k: AccountPoller(app, a, runner) for k, a in app.accounts.items()}
+        self.runner = Runner(self.harness, app)
+        self.work = app.work = WorkService(app, self.runner)
+        self.pollers = self.work.pollers
         return self
 
-    async def stop(self) -> None:
+    async def stop(self, grace_s: float = 60.0) -> None:
+        if self.work is not None:
+            await self.work.stop(grace_s)
+            self.work = None
         if self.harness is not None:
             await ReviewerApp.of(self.harness).close()
             await self.harness.close()
@@ -48,16 +55,19 @@ class Deployment:
         await self.stop()
         return await self.start()
 
-    async def tick(self, account: str = "demo") -> None:
-        await self.pollers[account].tick()
+    async def tick(self, account: str = "demo"):
+        """One poll of the account, then its due work until none is due (like --once)."""
+        return await self.work.tick(account)
 
-    async def entry(self, number: int = 1, account: str = "demo"):
-        domain = await self.harness.storage.domain(DOMAIN)
-        return (await CursorStore(domain, account).load()).prs.get(f"{REPO}#{number}")
+    async def store(self, account: str = "demo") -> WorkStore:
+        return WorkStore(await self.harness.storage.domain(DOMAIN), account)
+
+    async def entry(self, number: int = 1, account: str = "demo", repo: str = REPO):
+        return await (await self.store(account)).pr(pr_key(account, repo, number))
 
     async def cursor(self, account: str = "demo"):
-        domain = await self.harness.storage.domain(DOMAIN)
-        return await CursorStore(domain, account).load()
+        """The account record (feed marks, tick times, rate limit, repository state)."""
+        return await (await self.store(account)).load_account()
 
     def reviews(self, number: int = 1):
         return self.sb.state.reviews_of(REPO, number)

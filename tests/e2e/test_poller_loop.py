@@ -33,14 +33,15 @@ async def test_first_tick_is_immediate_and_ticks_never_overlap(tmp_path, sandbox
     build_shop(sandbox80)
     dep = await Deployment(tmp_path, sandbox80, model, poll_interval_s=3600).start()
     poller = dep.pollers["demo"]
-    poller.start()
+    dep.work.start()
     await wait_until(lambda: dep.reviews())   # no hour-long wait: the first tick runs at once
-    await poller.stop()
+    await dep.work.stop()
     sandbox80.reset_log()
-    first = asyncio.create_task(dep.tick())
+    first = asyncio.create_task(poller.tick())
     await asyncio.sleep(0)             # the first tick holds the tick lock...
-    await dep.tick()                   # ...so this one is skipped, not run alongside
+    skipped = await poller.tick()      # ...so this one is skipped, not run alongside
     await first
+    assert skipped.skipped
     lists = [e for e in sandbox80.log if e.path == "/repos/acme/shop/pulls"]
     assert len(lists) == 1
     cursor = await dep.cursor()
@@ -52,11 +53,10 @@ async def test_stop_waits_for_the_running_review(tmp_path, sandbox80):
     build_shop(sandbox80)
     with ScriptedModelServer(policy=slow_policy) as model:
         dep = await Deployment(tmp_path, sandbox80, model).start()
-        poller = dep.pollers["demo"]
-        poller.start()
+        dep.work.start()
         await wait_until(lambda: len(model.served) >= 2)
         assert dep.reviews() == []
-        await poller.stop()            # returns only after the tick (and its review) ended
+        await dep.work.stop(grace_s=60)   # returns only after the running review ended
         assert len(dep.reviews()) == 1
         assert (await dep.entry()).status == "reviewed"
         await dep.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -112,10 +113,15 @@ async def test_missing_default_and_transient_instructions(tmp_path, sandbox80, m
                            ).start()
     sandbox80.inject_error(502, path_contains="review_instructions")
     await dep.tick("other")
-    assert await dep.entry(account="other") is None, "a transient error leaves the cursor alone"
+    entry = await dep.entry(account="other")
+    assert entry.status == "reviewing" and entry.fail_count == 1, "a recorded failure..."
+    assert "review_instructions" in entry.last_error and "502" in entry.last_error
+    assert model.served == []
+    await asyncio.sleep(2.1)                        # ...with backoff (2 x poll_interval_s)
     await dep.tick("other")
     entry = await dep.entry(account="other")
-    assert entry.status == "reviewed" and "default_instructions" in entry.instructions.source
+    stored = await (await dep.store("other")).instructions(entry.instructions_key)
+    assert entry.status == "reviewed" and "default_instructions" in stored.source
     assert "Be terse." in model.served[-1].request["messages"][0]["content"]
     await dep.stop()
 

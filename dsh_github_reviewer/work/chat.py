@@ -1,0 +1,112 @@
+"""A ``/bot`` command of one PR (spec §3): one chat turn, one reply, exactly once.
+
+The command stays in the PR record's queue until its reply is on GitHub (or the model had
+nothing to say); a failure of the turn, of GitHub or of the runner counts an attempt with
+backoff, and after ``review.max_attempts`` the bot gives up visibly. The reply carries a
+marker naming the command; it is looked for before the turn (no second paid turn after a
+crash between the post and the record) and again before the post.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from ..github.errors import GitHubError, RateLimited
+from ..prompts import TrustedInstructions
+from ..replies import already_replied, post_reply
+from .context import WorkContext, repo_of, short_error
+from .records import Command, Notice, PrRecord, backoff
+
+log = logging.getLogger(__name__)
+
+
+class ChatFailed(Exception):
+    pass
+
+
+class CommandProcedure:
+    def __init__(self, ctx: WorkContext):
+        self.ctx = ctx
+
+    async def run(self, key: str, rec: PrRecord, cmd: Command) -> None:
+        try:
+            await self._run(key, rec, cmd)
+        except RateLimited as exc:
+            until = self.ctx.clock() + timedelta(seconds=exc.wait_s)
+            error = short_error(exc)
+            await self._update(key, cmd, lambda c: _pause(c, until, error))
+            log.warning("%s: /bot %d waits until %s: %s", key, cmd.comment_id,
+                        until.isoformat(), exc)
+        except Exception as exc:
+            if not isinstance(exc, GitHubError | ChatFailed):
+                log.exception("%s: /bot %d failed with an exception", key, cmd.comment_id)
+            await self._failed(key, cmd, short_error(exc))
+
+    async def _run(self, key: str, rec: PrRecord, cmd: Command) -> None:
+        ctx = self.ctx
+        owner, name, number = repo_of(key)
+        if await already_replied(ctx.client, owner, name, number, cmd):
+            log.info("%s: /bot %d was already answered", key, cmd.comment_id)
+            await self._done(key, cmd)
+            return
+        pr = await ctx.client.get_pull(owner, name, number)
+        stored = await ctx.store.instructions(rec.instructions_key)
+        instructions = TrustedInstructions(stored.source, stored.text) if stored else None
+        result = await ctx.runner.chat(ctx.acct, pr, ctx.trigger("chat", cmd.comment_id),
+                                       instructions, cmd.author, cmd.message, cmd.path,
+                                       cmd.line)
+        if not result.ok:
+            raise ChatFailed(result.error or "chat failed")
+        if result.text:
+            posted = await post_reply(ctx.client, owner, name, number, cmd, result.text)
+            log.info("%s: /bot %d answered%s", key, cmd.comment_id,
+                     "" if posted else " (reply was already posted)")
+        else:
+            log.info("%s: /bot %d: empty answer; nothing posted", key, cmd.comment_id)
+        await self._done(key, cmd)
+
+    async def _update(self, key: str, cmd: Command, fn) -> None:
+        def apply(e: PrRecord | None) -> PrRecord | None:
+            if e is not None:
+                for i, c in enumerate(e.queued):
+                    if c.comment_id == cmd.comment_id:
+                        new = fn(c)
+                        if new is None:
+                            del e.queued[i]
+                        break
+            return e
+        await self.ctx.store.update_pr(key, apply)
+
+    async def _done(self, key: str, cmd: Command) -> None:
+        await self._update(key, cmd, lambda c: None)
+
+    async def _failed(self, key: str, cmd: Command, error: str) -> None:
+        now = self.ctx.clock()
+        limit = self.ctx.cfg.review.max_attempts
+        interval = self.ctx.cfg.poll_interval_s
+        log.warning("%s: /bot %d failed: %s", key, cmd.comment_id, error)
+
+        def apply(e: PrRecord | None) -> PrRecord | None:
+            if e is None:
+                return None
+            for c in list(e.queued):
+                if c.comment_id != cmd.comment_id:
+                    continue
+                c.attempts += 1
+                c.last_error = error
+                c.next_attempt_at = now + backoff(c.attempts, interval)
+                if c.attempts >= limit:
+                    e.queued.remove(c)
+                    e.add_notice(Notice(trigger=self.ctx.trigger("bot", c.comment_id),
+                                        what=f"the /bot command {c.comment_id}", error=error,
+                                        created_at=now))
+                    log.error("%s: gave up on /bot %d after %d attempts", key, c.comment_id,
+                              c.attempts)
+            return e
+        await self.ctx.store.update_pr(key, apply)
+
+
+def _pause(c: Command, until, error: str) -> Command:
+    c.next_attempt_at, c.last_error = until, error
+    return c

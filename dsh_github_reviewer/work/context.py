@@ -1,0 +1,67 @@
+"""What a PR procedure needs, passed in (composition): the account, its store and client, the
+runner that drives model turns, and a clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from .records import split_pr_key
+from .store import WorkStore
+
+if TYPE_CHECKING:
+    from ..app import AccountRuntime
+    from ..config import AccountConfig
+    from ..github.client import GitHubClient
+    from ..runner import Runner
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class WorkContext:
+    acct: AccountRuntime
+    store: WorkStore
+    runner: Runner
+    clock: Callable[[], datetime] = utcnow
+
+    @property
+    def cfg(self) -> AccountConfig:
+        return self.acct.config
+
+    @property
+    def client(self) -> GitHubClient:
+        assert self.acct.client is not None
+        return self.acct.client
+
+    def trigger(self, kind: str, ident: object) -> str:
+        return f"{self.acct.key}:{kind}:{ident}"
+
+
+def repo_of(key: str) -> tuple[str, str, int]:
+    """(owner, repo, number) of a PR record key."""
+    _, full, number = split_pr_key(key)
+    owner, _, name = full.partition("/")
+    return owner, name, number
+
+
+def short_error(exc: BaseException) -> str:
+    from ..sanitizer import redact_secrets
+
+    text = str(exc) or type(exc).__name__
+    if not isinstance(exc, _KNOWN):
+        text = f"{type(exc).__name__}: {text}"
+    return redact_secrets(text)[:500]
+
+
+def _known() -> tuple[type[BaseException], ...]:
+    from ..github.errors import GitHubError
+
+    return (GitHubError,)
+
+
+_KNOWN = _known()

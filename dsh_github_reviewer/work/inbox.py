@@ -1,0 +1,209 @@
+"""The inbox rule: work is recorded before the watermark that hides it moves.
+
+Everything a poll (or a webhook delivery) observes that needs work — a new head, each
+``/review`` or ``/bot`` comment — is written into its PR's record in the SAME atomic write that
+advances the repository's feed marks. A crash before that write loses nothing (the feeds are
+read again from the old marks); a crash after it loses nothing either (the work is in the
+records, and workers run only from the records, never from memory).
+
+Entry point for other sources of observations (webhooks)::
+
+    keys = await Inbox(store, account_config).record(Observations(repo="o/r", pulls=[...],
+                                                                  comments=[...], marks=None))
+    scheduler.wake(account_key, keys)
+
+``pulls`` are ``PullSummary`` items of open PRs (one PR is fine); ``comments`` are issue or
+review comments; ``marks`` (optional) are the new feed marks of the repository. Recording is
+idempotent: a comment id already processed or a head already recorded changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ..commands import association_allowed, author_ignored, parse_command
+from ..config import AccountConfig
+from ..github.feeds import FeedMarks
+from ..github.models import IssueComment, PullSummary, ReviewComment
+from ..sanitizer import sanitize_line
+from .records import ACCOUNTS, PRS, AccountRecord, Command, PrRecord, RepoState, pr_key
+from .store import WorkStore
+
+log = logging.getLogger(__name__)
+
+# Every outbound text of the bot (reviews, replies, notices) carries a marker starting so.
+OWN_MARKER = "<!-- dsh-github-reviewer:"
+
+
+@dataclass
+class Observations:
+    repo: str
+    pulls: Sequence[PullSummary] = ()
+    comments: Sequence[IssueComment | ReviewComment] = ()
+    marks: FeedMarks | None = None
+    at: datetime | None = None
+    # True when ``pulls`` is every open PR of the repository (a poll), so PRs missing from it
+    # are closed; a webhook delivery of one PR leaves it False.
+    complete: bool = False
+
+
+@dataclass
+class Inbox:
+    store: WorkStore
+    config: AccountConfig
+    bot_login: str | None = None
+    _logged: set[tuple[str, str, str]] = field(default_factory=set)
+
+    @property
+    def account(self) -> str:
+        return self.store.account
+
+    def trigger(self, kind: str, ident: object) -> str:
+        """What one review answers; the account is part of it, so two accounts reviewing the
+        same PR never take each other's review for their own."""
+        return f"{self.account}:{kind}:{ident}"
+
+    def _log_once(self, key: str, sha: str, what: str, msg: str, *args: object) -> None:
+        if (key, sha, what) not in self._logged:
+            self._logged.add((key, sha, what))
+            log.info(msg, *args)
+
+    def is_own(self, c: IssueComment | ReviewComment) -> bool:
+        """The bot's own comments never command: its login (PAT) or any of its markers."""
+        if c.user.is_bot or OWN_MARKER in (c.body or ""):
+            return True
+        return bool(self.bot_login) and c.user.login.lower() == self.bot_login.lower()
+
+    async def record(self, obs: Observations) -> list[str]:
+        """Record observations in one atomic write; the keys of PRs that now owe work."""
+        now = obs.at or _now()
+        repo = obs.repo.lower()
+        open_prs = {p.number: p for p in obs.pulls}
+        touched: list[str] = []
+        async with self.store.domain.transaction() as tx:
+            records: dict[str, PrRecord | None] = {}
+            before: dict[str, str | None] = {}
+
+            async def load(number: int) -> PrRecord | None:
+                key = pr_key(self.account, repo, number)
+                if key not in records:
+                    rec = await tx.get(PRS, key)
+                    records[key] = rec
+                    before[key] = rec.model_dump_json() if rec else None
+                return records[key]
+
+            for pr in obs.pulls:
+                key = pr_key(self.account, repo, pr.number)
+                records[key] = self._observe_pull(key, await load(pr.number), pr, now)
+            for c in sorted(obs.comments, key=lambda c: (c.created_at, c.id)):
+                number = c.number
+                if obs.complete and number not in open_prs:
+                    continue  # a command on a closed PR
+                key = pr_key(self.account, repo, number)
+                rec = await load(number)
+                pull = open_prs.get(number)
+                if pull is not None and not self._reviewable(key, pull):
+                    continue
+                records[key] = self._observe_comment(key, rec, pull, c, now)
+            for key, rec in records.items():
+                if rec is not None and rec.model_dump_json() != before.get(key):
+                    tx.put(PRS, key, rec)
+                    if rec.due_at(self.config.poll_interval_s, now) is not None:
+                        touched.append(key)
+            if obs.marks is not None:
+                account = await tx.get(ACCOUNTS, self.account) or AccountRecord()
+                account.feeds[repo] = obs.marks
+                state = account.repos.setdefault(repo, RepoState())
+                state.last_ok_at, state.last_error, state.last_error_at = now, None, None
+                tx.put(ACCOUNTS, self.account, account)
+        return touched
+
+    def _reviewable(self, key: str, pr: PullSummary) -> bool:
+        if pr.draft:
+            self._log_once(key, pr.head.sha, "draft", "%s is a draft; not reviewed", key)
+            return False
+        if author_ignored(pr.user.login, self.config.ignore_authors):
+            self._log_once(key, pr.head.sha, "ignored", "%s: author %s is ignored", key,
+                           pr.user.login)
+            return False
+        return True
+
+    def _observe_pull(self, key: str, rec: PrRecord | None, pr: PullSummary,
+                      now: datetime) -> PrRecord | None:
+        if rec is not None and rec.closed_seen_at is not None:
+            rec.closed_seen_at = None  # reopened
+        if not self._reviewable(key, pr):
+            return rec
+        head = pr.head.sha
+        if rec is None:
+            return PrRecord(head_sha=head, status="reviewing", updated_at=now,
+                            title=sanitize_line(pr.title), base_sha=pr.base.sha,
+                            trigger=self.trigger("auto", head))
+        if rec.head_sha == head:
+            return rec
+        cap = self.config.review.max_reviews_per_pr
+        if cap and rec.reviews_done >= cap:
+            self._log_once(key, head, "cap", "%s: %d automatic reviews done (cap); not "
+                           "reviewing head %s", key, rec.reviews_done, head)
+            return rec
+        rec.head_sha, rec.status, rec.updated_at = head, "reviewing", now
+        rec.title, rec.base_sha = sanitize_line(pr.title), pr.base.sha
+        rec.trigger, rec.requested_by = self.trigger("auto", head), None
+        # A new head is new work: earlier failures (and a give-up) belong to the old head.
+        rec.fail_count, rec.last_failed_sha, rec.last_failed_at = 0, None, None
+        rec.not_before = None
+        return rec
+
+    def _observe_comment(self, key: str, rec: PrRecord | None, pr: PullSummary | None,
+                         c: IssueComment | ReviewComment, now: datetime) -> PrRecord | None:
+        if self.is_own(c):
+            return rec
+        parsed = parse_command(c.body)
+        if parsed is None:
+            return rec
+        if rec is not None and rec.processed(c.id):
+            return rec
+        if not association_allowed(c.author_association,
+                                   self.config.review.command_author_associations):
+            log.info("%s: ignoring /%s from %s (%s)", key, parsed.kind, c.user.login,
+                     c.author_association)
+            if rec is not None:
+                rec.mark_processed(c.id)
+            return rec
+        if rec is None:
+            if pr is None:
+                return None  # a PR this account does not know and did not list: ignore
+            rec = PrRecord(head_sha=pr.head.sha, status="reviewing", updated_at=now,
+                           title=sanitize_line(pr.title), base_sha=pr.base.sha,
+                           trigger=self.trigger("auto", pr.head.sha))
+        rec.mark_processed(c.id)
+        if parsed.kind == "review":
+            started = rec.last_review_started_at
+            if started is not None and c.created_at < started and rec.status != "reviewing":
+                log.info("%s: /review %d is older than the last review; already covered",
+                         key, c.id)
+                return rec
+            rec.status, rec.updated_at = "reviewing", now
+            rec.trigger, rec.requested_by = self.trigger("cmd", c.id), c.user.login
+            rec.fail_count, rec.last_failed_sha, rec.last_failed_at = 0, None, None
+            rec.not_before = None
+            return rec
+        is_review = isinstance(c, ReviewComment)
+        rec.queued.append(Command(
+            comment_id=c.id, kind="bot", source="review" if is_review else "issue",
+            author=c.user.login, association=c.author_association.upper(),
+            message=parsed.message,
+            path=c.path if is_review else None,
+            line=(c.line or c.original_line) if is_review else None,
+            thread_root=(c.in_reply_to_id or c.id) if is_review else None,
+            created_at=c.created_at))
+        return rec
+
+
+def _now() -> datetime:
+    from datetime import UTC
+
+    return datetime.now(UTC)

@@ -1,0 +1,207 @@
+"""The review procedure of one PR (spec §2): trusted instructions, then one review turn.
+
+Runs only from the PR's record: the record says ``reviewing`` (with the trigger it answers)
+before the model runs and ``reviewed`` only after the review is on GitHub. Every way out —
+success, missing instructions, a failed turn, an exception from GitHub, the runner or the
+store's reads — ends in a recorded state; failures count attempts with backoff, and after
+``review.max_attempts`` on one head the bot gives up visibly (``notices``).
+
+Exactly once, checked by commit: a review already posted for the trigger (found by its
+marker, e.g. after a crash between the post and the record) is accepted only if its
+``commit_id`` is the head being recorded; one posted on an older head answered its trigger,
+and the current head gets its own automatic review.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..github.errors import GitHubError, NotFound, RateLimited
+from ..github.models import PullRequest
+from ..github.review_submit import find_posted
+from ..prompts import TrustedInstructions
+from ..sanitizer import sanitize_line
+from .context import WorkContext, repo_of, short_error
+from .records import InstructionsRecord, Notice, PrRecord
+
+log = logging.getLogger(__name__)
+
+INSTRUCTIONS_PATH = ".github/review_instructions.md"
+
+
+class Missing:
+    """No instructions file and no default instructions."""
+
+
+class ReviewProcedure:
+    def __init__(self, ctx: WorkContext):
+        self.ctx = ctx
+
+    async def instructions(self, pr: PullRequest) -> TrustedInstructions | Missing:
+        """Trusted instructions from the base repo (branch, then SHA); raises when GitHub
+        fails otherwise than with a 404 (a transient error: a failed attempt)."""
+        base = pr.base.repo
+        assert base is not None
+        for ref in (pr.base.ref, pr.base.sha):
+            try:
+                text = await self.ctx.client.get_file_text(base.owner.login, base.name,
+                                                           INSTRUCTIONS_PATH, ref)
+            except NotFound:
+                continue
+            return TrustedInstructions(f"{base.full_name}@{ref}:{INSTRUCTIONS_PATH}", text)
+        default = self.ctx.cfg.review.default_instructions
+        if default.strip():
+            return TrustedInstructions(f"dsh.toml:plugins.{self.ctx.acct.instance}.accounts"
+                                       f"[{self.ctx.cfg.name}].review.default_instructions",
+                                       default)
+        return Missing()
+
+    async def run(self, key: str, rec: PrRecord) -> None:
+        ran = rec.trigger or self.ctx.trigger("auto", rec.head_sha)
+        try:
+            await self._run(key, rec, ran)
+        except RateLimited as exc:
+            await self._paused(key, ran, exc)
+        except Exception as exc:
+            if not isinstance(exc, GitHubError):
+                log.exception("%s: review failed with an exception", key)
+            await self._failed(key, ran, None, short_error(exc))
+
+    async def _run(self, key: str, rec: PrRecord, trigger: str) -> None:
+        ctx = self.ctx
+        owner, name, number = repo_of(key)
+        pr = await ctx.client.get_pull(owner, name, number)
+        if pr.state != "open":
+            await self._closed(key)
+            return
+        head = pr.head.sha
+        if trigger == ctx.trigger("auto", rec.head_sha):
+            trigger = ctx.trigger("auto", head)   # the head the review will actually see
+        posted = await find_posted(ctx.client, owner, name, number, trigger)
+        if posted is not None and posted.commit_id != head:
+            log.info("%s: trigger %s was answered on %s; reviewing head %s on its own", key,
+                     trigger, (posted.commit_id or "?")[:12], head[:12])
+            await self._answered_elsewhere(key, trigger, posted.commit_id)
+            trigger = ctx.trigger("auto", head)
+            posted = await find_posted(ctx.client, owner, name, number, trigger)
+        if posted is not None:
+            log.info("%s: review for %s was already posted (%s)", key, trigger, posted.id)
+            await self._succeeded(key, rec.trigger, trigger, pr, posted.id, started=None)
+            return
+        instructions = await self.instructions(pr)
+        if isinstance(instructions, Missing):
+            await self._missing(key, pr)
+            return
+        # Whole seconds, like GitHub's timestamps: a /review posted in the same second as
+        # this start is not treated as covered by it.
+        started = ctx.clock().replace(microsecond=0)
+        stored = InstructionsRecord(source=instructions.source, text=instructions.text)
+
+        def reviewing(e: PrRecord | None) -> PrRecord:
+            assert e is not None
+            e.last_review_started_at, e.updated_at = started, started
+            e.title, e.base_sha = sanitize_line(pr.title), pr.base.sha
+            e.instructions_key = stored.key
+            return e
+        rec = await ctx.store.start_review(key, stored, reviewing)
+        log.info("%s: reviewing head %s (trigger %s)", key, head, trigger)
+        result = await ctx.runner.review(ctx.acct, pr, trigger, instructions,
+                                         rec.reviewed_head_sha, rec.requested_by)
+        if result.ok:
+            log.info("%s: review posted (review id %s)", key, result.review_id)
+            await self._succeeded(key, rec.trigger, trigger, pr, result.review_id, started)
+        else:
+            log.warning("%s: review failed: %s", key, result.error)
+            await self._failed(key, rec.trigger or trigger, head,
+                               (result.error or "review failed")[:500])
+
+    # -- recording outcomes ---------------------------------------------------------------
+
+    async def _succeeded(self, key: str, owed: str | None, trigger: str, pr: PullRequest,
+                         review_id: int | None, started: object) -> None:
+        now = self.ctx.clock()
+        automatic = ":auto:" in trigger
+
+        def apply(e: PrRecord | None) -> PrRecord | None:
+            if e is None:
+                return None
+            e.updated_at, e.reviewed_head_sha = now, pr.head.sha
+            if automatic and started is not None:
+                e.reviews_done += 1
+            # Still owed if the record moved on meanwhile (a push, a /review after the start).
+            if e.trigger in (owed, trigger) or e.trigger == self.ctx.trigger("auto",
+                                                                              pr.head.sha):
+                e.status, e.head_sha, e.trigger, e.requested_by = ("reviewed", pr.head.sha,
+                                                                   None, None)
+                e.fail_count, e.last_failed_sha, e.last_failed_at = 0, None, None
+                e.not_before, e.last_error = None, None
+            return e
+        await self.ctx.store.update_pr(key, apply)
+
+    async def _answered_elsewhere(self, key: str, trigger: str, commit: str | None) -> None:
+        def apply(e: PrRecord | None) -> PrRecord | None:
+            if e is not None and e.trigger == trigger:
+                e.trigger, e.requested_by = self.ctx.trigger("auto", e.head_sha), None
+                if commit:
+                    e.reviewed_head_sha = commit
+            return e
+        await self.ctx.store.update_pr(key, apply)
+
+    async def _missing(self, key: str, pr: PullRequest) -> None:
+        now = self.ctx.clock()
+
+        def apply(e: PrRecord | None) -> PrRecord | None:
+            if e is None:
+                return None
+            e.head_sha, e.status, e.updated_at = pr.head.sha, "missing_instructions", now
+            e.title, e.base_sha = sanitize_line(pr.title), pr.base.sha
+            e.trigger, e.requested_by, e.fail_count, e.not_before = None, None, 0, None
+            e.last_error = f"no {INSTRUCTIONS_PATH} in the base repository"
+            return e
+        await self.ctx.store.update_pr(key, apply)
+        log.info("%s: no review instructions; marked missing_instructions", key)
+
+    async def _closed(self, key: str) -> None:
+        now = self.ctx.clock()
+
+        def apply(e: PrRecord | None) -> PrRecord | None:
+            if e is not None:
+                e.closed_seen_at = e.closed_seen_at or now
+            return e
+        await self.ctx.store.update_pr(key, apply)
+        log.info("%s: closed; its review is no longer owed", key)
+
+    async def _paused(self, key: str, trigger: str, exc: RateLimited) -> None:
+        from datetime import timedelta
+
+        until = self.ctx.clock() + timedelta(seconds=exc.wait_s)
+
+        def apply(e: PrRecord | None) -> PrRecord | None:
+            if e is not None and e.status == "reviewing":
+                e.not_before, e.last_error = until, short_error(exc)
+            return e
+        await self.ctx.store.update_pr(key, apply)
+        log.warning("%s: %s; review waits until %s", key, exc, until.isoformat())
+
+    async def _failed(self, key: str, trigger: str, head: str | None, error: str) -> None:
+        now = self.ctx.clock()
+        limit = self.ctx.cfg.review.max_attempts
+
+        def apply(e: PrRecord | None) -> PrRecord | None:
+            if e is None or e.status != "reviewing":
+                return e
+            sha = head or e.head_sha
+            if e.trigger not in (trigger, None) and e.trigger != self.ctx.trigger("auto", sha):
+                return e   # the owed work changed during the attempt: it starts afresh
+            e.fail_count = (e.fail_count if e.last_failed_sha == sha else 0) + 1
+            e.last_failed_sha, e.last_failed_at, e.updated_at = sha, now, now
+            e.last_error = error
+            if e.fail_count >= limit:
+                e.status = "gave_up"
+                e.add_notice(Notice(trigger=e.trigger or trigger,
+                                    what=f"the review of head {sha[:12]}", error=error,
+                                    created_at=now))
+                log.error("%s: gave up reviewing head %s after %d attempts: %s", key, sha,
+                          e.fail_count, error)
+            return e
+        await self.ctx.store.update_pr(key, apply)

@@ -1,0 +1,206 @@
+"""Runs PR work from the records, decoupled from polling.
+
+A tick (or a webhook delivery) records work through the ``Inbox`` and calls ``wake(account,
+keys)``; it never waits for the work. Each account has a dispatcher task holding an index of
+PR key -> when its work is next due (built by one scan at start, refreshed for each key that
+is woken or finishes). A due PR gets one task, so the work of one PR runs in order and a slow
+or stuck PR delays only itself. Model turns are bounded per account (``max_concurrent_reviews``
+reviews, and as many ``/bot`` chats in a pool of their own, so a ``/bot`` on an idle PR is
+answered while long reviews run) and process-wide (``max_concurrent_turns`` reviews).
+
+``stop(grace_s)`` waits for running PR tasks up to the bound, then cancels them: their work
+stays recorded and resumes at the next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from .store import WorkStore
+from .worker import PrWorker
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PROCESS_CAP = 16
+
+
+@dataclass
+class AccountLane:
+    key: str
+    store: WorkStore
+    worker: PrWorker
+    poll_interval_s: float
+    reviews: asyncio.Semaphore
+    chats: asyncio.Semaphore
+    due: dict[str, datetime] = field(default_factory=dict)
+    running: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    dirty: set[str] = field(default_factory=set)
+    rescan: bool = True
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    # In-memory retry times of PRs whose run failed outside the records (storage errors).
+    held: dict[str, datetime] = field(default_factory=dict)
+
+
+class Scheduler:
+    def __init__(self, process_cap: int = DEFAULT_PROCESS_CAP,
+                 clock: Callable[[], datetime] | None = None):
+        from .context import utcnow
+
+        self.clock = clock or utcnow
+        self.process_cap = process_cap
+        self._turns = asyncio.Semaphore(process_cap)
+        self.lanes: dict[str, AccountLane] = {}
+        self._stopping = False
+
+    def add_account(self, key: str, store: WorkStore, make_worker: Callable[..., PrWorker],
+                    poll_interval_s: float, max_concurrent_reviews: int) -> PrWorker:
+        reviews = asyncio.Semaphore(max_concurrent_reviews)
+        chats = asyncio.Semaphore(max_concurrent_reviews)
+
+        @asynccontextmanager
+        async def review_slot() -> AsyncIterator[None]:
+            async with reviews, self._turns:
+                yield
+
+        @asynccontextmanager
+        async def chat_slot() -> AsyncIterator[None]:
+            async with chats:
+                yield
+        worker = make_worker(review_slot, chat_slot)
+        self.lanes[key] = AccountLane(key, store, worker, poll_interval_s, reviews, chats)
+        return worker
+
+    # -- control ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._stopping = False
+        for lane in self.lanes.values():
+            if lane.task is None or lane.task.done():
+                lane.rescan = True
+                lane.task = asyncio.create_task(self._dispatch(lane),
+                                                name=f"scheduler:{lane.key}")
+
+    def wake(self, account: str, keys: Iterable[str] | None = None) -> None:
+        """New work may be recorded for ``keys`` (None: rescan the account's records)."""
+        lane = self.lanes.get(account)
+        if lane is None:
+            return
+        if keys is None:
+            lane.rescan = True
+        else:
+            lane.dirty.update(keys)
+        lane.wakeup.set()
+
+    async def drain(self, account: str) -> None:
+        """Wait until the account has nothing due now and nothing running (``--once``,
+        tests); the caller bounds the wait."""
+        lane = self.lanes[account]
+        while True:
+            lane.changed.clear()
+            if not lane.rescan and not lane.dirty and not lane.running \
+                    and not self._due_now(lane):
+                return
+            lane.wakeup.set()
+            await lane.changed.wait()
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop dispatching; wait up to ``grace_s`` for running PR work, then cancel it."""
+        self._stopping = True
+        tasks = [lane.task for lane in self.lanes.values() if lane.task is not None]
+        for lane in self.lanes.values():
+            lane.wakeup.set()
+        running = [t for lane in self.lanes.values() for t in lane.running.values()]
+        if running:
+            _, pending = await asyncio.wait(running, timeout=grace_s)
+            for t in pending:
+                t.cancel()
+            if pending:
+                log.warning("stopping: %d PR work item(s) still running after %.0f s were "
+                            "interrupted; they resume at the next start", len(pending),
+                            grace_s)
+                await asyncio.gather(*pending, return_exceptions=True)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for lane in self.lanes.values():
+            lane.task = None
+
+    # -- dispatch -------------------------------------------------------------------------
+
+    def _due_now(self, lane: AccountLane) -> list[str]:
+        now = self.clock()
+        return [k for k, at in lane.due.items()
+                if at <= now and k not in lane.running and lane.held.get(k, now) <= now]
+
+    async def _refresh(self, lane: AccountLane) -> None:
+        if lane.rescan:
+            lane.rescan, lane.dirty = False, set()
+            records = await lane.store.prs()
+            lane.due = {}
+            for key, rec in records.items():
+                at = lane.worker.due_at(rec)
+                if at is not None:
+                    lane.due[key] = at
+            return
+        while lane.dirty:
+            key = lane.dirty.pop()
+            at = lane.worker.due_at(await lane.store.pr(key))
+            if at is None:
+                lane.due.pop(key, None)
+            else:
+                lane.due[key] = at
+
+    async def _dispatch(self, lane: AccountLane) -> None:
+        while not self._stopping:
+            lane.wakeup.clear()
+            try:
+                await self._refresh(lane)
+            except Exception:
+                # The store failed (disk full, locked): keep what is known and try again.
+                log.exception("account %s: cannot read the work records", lane.key)
+                lane.rescan = True
+                await self._sleep(lane, lane.poll_interval_s)
+                continue
+            for key in self._due_now(lane):
+                lane.running[key] = asyncio.create_task(self._run(lane, key),
+                                                        name=f"pr:{key}")
+            lane.changed.set()
+            now = self.clock()
+            waiting = [max(at, lane.held.get(k, at)) for k, at in lane.due.items()
+                       if k not in lane.running]
+            wait = min(((at - now).total_seconds() for at in waiting), default=None)
+            await self._sleep(lane, None if wait is None else max(wait, 0.01))
+
+    async def _sleep(self, lane: AccountLane, seconds: float | None) -> None:
+        try:
+            async with asyncio.timeout(seconds):
+                await lane.wakeup.wait()
+        except TimeoutError:
+            pass
+
+    async def _run(self, lane: AccountLane, key: str) -> None:
+        try:
+            await lane.worker.run(key)
+            lane.held.pop(key, None)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # Procedures record their own failures; reaching here means recording failed
+            # too (storage). Hold the PR for one interval instead of spinning on it.
+            log.exception("%s: work failed and could not be recorded; retrying in %.0f s",
+                          key, lane.poll_interval_s)
+            from datetime import timedelta
+
+            lane.held[key] = self.clock() + timedelta(seconds=lane.poll_interval_s)
+        finally:
+            lane.running.pop(key, None)
+            lane.dirty.add(key)
+            lane.wakeup.set()
+            lane.changed.set()

@@ -1,0 +1,95 @@
+"""Reads and writes of one account's work records (see ``records`` for the layout).
+
+Every change is a read-modify-write of ONE record under the domain's write lock, or several
+records in one ``Domain.transaction()`` (one atomic write), so concurrent PR workers never
+overwrite each other and a crash never leaves half of a change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import TypeVar
+
+from dsh_harness import Domain, DomainSpec
+
+from .records import (
+    ACCOUNTS,
+    DOMAIN,
+    DOMAIN_VERSION,
+    INSTRUCTIONS,
+    PRS,
+    AccountRecord,
+    InstructionsRecord,
+    PrRecord,
+    migrate_v1,
+    split_pr_key,
+)
+
+T = TypeVar("T")
+
+
+def domain_spec() -> DomainSpec:
+    return DomainSpec(name=DOMAIN, version=DOMAIN_VERSION,
+                      tables={ACCOUNTS: AccountRecord, PRS: PrRecord,
+                              INSTRUCTIONS: InstructionsRecord},
+                      migrations={1: migrate_v1})
+
+
+class WorkStore:
+    """One account's view of the domain: its account record and its PR records."""
+
+    def __init__(self, domain: Domain, account: str):
+        self.domain, self.account = domain, account
+        self.accounts = domain.table(ACCOUNTS)
+        self.prs_table = domain.table(PRS)
+        self.instructions_table = domain.table(INSTRUCTIONS)
+
+    # -- account record ---------------------------------------------------------------------
+
+    async def load_account(self) -> AccountRecord:
+        return await self.accounts.get(self.account) or AccountRecord()
+
+    async def update_account(self, fn: Callable[[AccountRecord], None]) -> AccountRecord:
+        def apply(current: AccountRecord | None) -> AccountRecord:
+            record = current or AccountRecord()
+            fn(record)
+            return record
+        return await self.accounts.update(self.account, apply)
+
+    # -- PR records -------------------------------------------------------------------------
+
+    async def pr(self, key: str) -> PrRecord | None:
+        return await self.prs_table.get(key)
+
+    async def update_pr(self, key: str, fn: Callable[[PrRecord | None], PrRecord | None]
+                        ) -> PrRecord | None:
+        return await self.prs_table.update(key, fn)
+
+    async def prs(self) -> dict[str, PrRecord]:
+        """Every PR record of this account (a scan: for start-up and status, not per PR)."""
+        return {k: r for k, r in (await self.prs_table.all()).items()
+                if split_pr_key(k)[0] == self.account}
+
+    async def delete_pr(self, key: str) -> bool:
+        return await self.prs_table.delete(key)
+
+    # -- instructions -----------------------------------------------------------------------
+
+    async def instructions(self, key: str | None) -> InstructionsRecord | None:
+        return None if key is None else await self.instructions_table.get(key)
+
+    async def start_review(self, key: str, instructions: InstructionsRecord | None,
+                           fn: Callable[[PrRecord | None], PrRecord]) -> PrRecord:
+        """Store the instructions (once per content) and the PR's ``reviewing`` state in one
+        atomic write, before the model runs."""
+        async with self.domain.transaction() as tx:
+            if instructions is not None and await tx.get(INSTRUCTIONS, instructions.key) is None:
+                tx.put(INSTRUCTIONS, instructions.key, instructions)
+            return await tx.update(PRS, key, fn)
+
+
+def utc_iso(value: datetime | None) -> str | None:
+    from datetime import UTC
+
+    return value.astimezone(UTC).isoformat(timespec="seconds") if value else None

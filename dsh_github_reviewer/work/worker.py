@@ -1,0 +1,107 @@
+"""One PR's work, run from its record in order: the owed review, give-up notices, then the
+queued ``/bot`` commands — each step either completes its item or records a failure with
+backoff, so the loop always ends."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from datetime import timedelta
+
+from ..github.errors import GitHubError, RateLimited
+from .chat import CommandProcedure
+from .context import WorkContext, repo_of, short_error
+from .notices import post_notice
+from .records import PrRecord, backoff
+from .review import ReviewProcedure
+
+log = logging.getLogger(__name__)
+
+# A PR's work is a handful of items; more steps than this in one run means records are not
+# changing as they should, and the run yields to the scheduler instead of spinning.
+MAX_STEPS = 50
+
+Slot = Callable[[], AbstractAsyncContextManager[None]]
+
+
+class PrWorker:
+    def __init__(self, ctx: WorkContext, review_slot: Slot, chat_slot: Slot):
+        self.ctx = ctx
+        self.review = ReviewProcedure(ctx)
+        self.command = CommandProcedure(ctx)
+        self.review_slot, self.chat_slot = review_slot, chat_slot
+
+    def due_at(self, rec: PrRecord | None):
+        if rec is None:
+            return None
+        now = self.ctx.clock()
+        if rec.closed_seen_at is not None and rec.status == "reviewing":
+            # A closed PR owes no review, but its commands and notices still run.
+            rec = rec.model_copy(update={"status": "reviewed"})
+        return rec.due_at(self.ctx.cfg.poll_interval_s, now)
+
+    async def run(self, key: str) -> None:
+        for _ in range(MAX_STEPS):
+            if not await self.step(key):
+                return
+        log.warning("%s: %d work steps in one run; yielding", key, MAX_STEPS)
+
+    async def step(self, key: str) -> bool:
+        """Run the next due item of the PR; False when nothing is due now."""
+        rec = await self.ctx.store.pr(key)
+        if rec is None:
+            return False
+        now = self.ctx.clock()
+        interval = self.ctx.cfg.poll_interval_s
+        due = rec.review_due_at(interval, now)
+        if due is not None and due <= now and rec.closed_seen_at is None:
+            async with self.review_slot():
+                await self.review.run(key, rec)
+            return True
+        for notice in rec.notices:
+            if not notice.posted and (notice.next_attempt_at or now) <= now:
+                await self._post_notice(key, notice.trigger)
+                return True
+        for cmd in rec.queued:
+            if (cmd.next_attempt_at or now) <= now:
+                async with self.chat_slot():
+                    await self.command.run(key, rec, cmd)
+                return True
+        return False
+
+    async def _post_notice(self, key: str, trigger: str) -> None:
+        owner, name, number = repo_of(key)
+        rec = await self.ctx.store.pr(key)
+        notice = next((n for n in rec.notices if n.trigger == trigger), None) if rec else None
+        if notice is None:
+            return
+        error: str | None = None
+        wait: float | None = None
+        try:
+            await post_notice(self.ctx.client, owner, name, number, notice,
+                              self.ctx.cfg.review.max_attempts)
+        except RateLimited as exc:
+            error, wait = short_error(exc), exc.wait_s
+        except Exception as exc:
+            if not isinstance(exc, GitHubError):
+                log.exception("%s: cannot post the give-up notice", key)
+            error = short_error(exc)
+        now = self.ctx.clock()
+
+        def apply(e: PrRecord | None) -> PrRecord | None:
+            for n in e.notices if e else []:
+                if n.trigger == trigger:
+                    if error is None:
+                        n.posted, n.next_attempt_at = True, None
+                    else:
+                        n.attempts += 1 if wait is None else 0
+                        n.next_attempt_at = now + (timedelta(seconds=wait) if wait else
+                                                   backoff(n.attempts,
+                                                           self.ctx.cfg.poll_interval_s))
+            return e
+        await self.ctx.store.update_pr(key, apply)
+        if error:
+            log.warning("%s: give-up notice not posted yet: %s", key, error)
+
+
