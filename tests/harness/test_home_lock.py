@@ -55,7 +55,8 @@ def test_lock_dies_with_its_process_even_on_sigkill(tmp_path):
 def test_dsh_run_refuses_a_locked_home_and_read_only_commands_do_not(tmp_path):
     home = tmp_path / "home"
     config = tmp_path / "dsh.toml"
-    config.write_text(f'home = "{home}"\n')
+    # Something to run (the web UI, on any free port): the lock is taken before it starts.
+    config.write_text(f'home = "{home}"\n[web]\nenabled = true\nport = 0\n')
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
     with HomeLock(home):
