@@ -11,10 +11,12 @@ the `/bot` reply being on GitHub.
   after T/2 on average and T at worst, so polling = T/2 + processing (mean) and T + processing
   (worst), at the default T = 120 s. This is the figure of main before the webhook existed.
 
-Throughput: 1,000 open PRs in the sandbox, the reviewer's real receiver on loopback, deliveries
-replayed from the sandbox's own (signed `pull_request.synchronize` and `/bot` comments, fresh
-delivery ids) by 8 client threads; a bounded run of 2,000 deliveries. The model never runs:
-the pollers are not started, so each delivery costs what the receiver does before answering.
+Throughput: 1,000 open PRs in the sandbox, each with a reviewed record; the reviewer's real
+receiver and sink on loopback; deliveries replayed from the sandbox's own (signed
+`pull_request.synchronize` and `/bot` comments, fresh delivery ids) by 8 client threads; a
+bounded run of 2,000 deliveries. Each one costs what happens before the answer: signature,
+parsing, one GitHub read of the PR (sandbox), the atomic record write, the delivery-id write.
+The scheduler and pollers are not started, so the model never runs.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import tempfile
 import threading
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx2
@@ -34,7 +37,10 @@ from dsh_github_reviewer.testing import SandboxGitHub
 from dsh_github_reviewer.testing.deployment import Deployment
 from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
 from dsh_github_reviewer.testing.scenario import FEATURE, REPO, build_shop
+from dsh_github_reviewer.webhook.runtime import start_receivers, stop_receivers
 from dsh_github_reviewer.webhook.signature import sign
+from dsh_github_reviewer.webhook.sink import RecordWork
+from dsh_github_reviewer.work.records import PrRecord, pr_key
 from dsh_harness.testing import ScriptedModelServer
 
 SECRET = "bench-secret"
@@ -147,18 +153,23 @@ async def throughput(prs: int = 1000) -> tuple[float, int, list[int]]:
         for n in range(1, prs + 1):
             st.commit(REPO, f"feature-{n}", {"shop/x.py": f"x = {n}\n"})
             st.open_pull(REPO, f"feature-{n}", title=f"PR {n}", body="b", author="alice")
+        first = {n: st.pull(REPO, n).head_sha for n in range(1, prs + 1)}
         for n in range(1, prs + 1):
-            st.commit(REPO, f"feature-{n}", {"shop/x.py": f"x = {n + 1}\n"})
             st.add_issue_comment(REPO, n, "maintainer", f"/bot question {n}")
+            st.commit(REPO, f"feature-{n}", {"shop/x.py": f"x = {n + 1}\n"})
         await asyncio.to_thread(sb.webhooks.wait_idle, 120)
         bodies = [(d.event, d.body) for d in sb.webhooks.deliveries()
                   if d.action in ("synchronize", "created")]
         dep = Deployment(Path(tmp), sb, model, webhook=hook_block())
         await dep.start()
         app = ReviewerApp.of(dep.harness)
-        from dsh_github_reviewer.webhook.runtime import start_receivers, stop_receivers
-        from dsh_github_reviewer.webhook.sink import WakeAccount
-        servers = await start_receivers(app, WakeAccount(app))
+        store = await dep.store()
+        now = datetime.now(UTC)
+        for n in range(1, prs + 1):  # every PR reviewed at its first head; then a push each
+            head = first[n]
+            await store.update_pr(pr_key("demo", REPO, n), lambda _, h=head: PrRecord(
+                head_sha=h, status="reviewed", updated_at=now, reviewed_head_sha=h))
+        servers = await start_receivers(app, RecordWork(app))
         work = [bodies[i % len(bodies)] for i in range(DELIVERIES)]
         chunks = [work[i::CLIENTS] for i in range(CLIENTS)]
         results: list[int] = []
@@ -170,6 +181,9 @@ async def throughput(prs: int = 1000) -> tuple[float, int, list[int]]:
         await asyncio.to_thread(lambda: [t.join() for t in threads])
         elapsed = time.monotonic() - t0
         await stop_receivers(servers)
+        records = await store.prs()
+        assert sum(r.status == "reviewing" for r in records.values()) == prs, "heads not recorded"
+        assert sum(len(r.queued) for r in records.values()) == prs, "commands not recorded"
         await dep.stop()
         assert model.served == [], "the throughput run must not reach the model"
         sizes = sorted(len(b) for _, b in bodies)

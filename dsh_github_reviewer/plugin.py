@@ -15,7 +15,7 @@ from .runner import Runner
 from .session_key import PrKey, parse_session_id
 from .webhook import deliveries as webhook_deliveries
 from .webhook.runtime import start_receivers, stop_receivers
-from .webhook.sink import WakeAccount
+from .webhook.sink import RecordWork
 from .work import store as work_store
 from .work.service import WorkService
 
@@ -95,8 +95,8 @@ async def dsh_startup(harness):
         app.pass_results = await app.work.run_once()
     else:
         app.work.start()
-        # Deliveries only wake accounts, so the receivers start once the pollers run.
-        app.webhooks = await start_receivers(app, WakeAccount(app))
+        # Deliveries record work and wake the scheduler, so the receivers start after it.
+        app.webhooks = await start_receivers(app, RecordWork(app))
 
 
 @hookimpl

@@ -1,0 +1,119 @@
+"""What a delivery records: the same PR work record a poll would write, durable before the
+receiver answers — with no poll, scheduler or model running here, so whatever is in the
+records after the 200 was written by the delivery itself."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from dsh_github_reviewer.app import ReviewerApp
+from dsh_github_reviewer.testing import SandboxGitHub
+from dsh_github_reviewer.testing.deployment import Deployment
+from dsh_github_reviewer.testing.scenario import FEATURE, REPO, build_shop, model_server
+from dsh_github_reviewer.webhook.runtime import start_receivers, stop_receivers
+from dsh_github_reviewer.webhook.sink import RecordWork
+from dsh_github_reviewer.work.records import PrRecord
+
+SECRET = "sink-s3cret"
+HOOK = f'enabled = true\nport = 0\nsecret = "{SECRET}"\nreconcile_interval_s = 3600'
+
+
+@pytest.fixture
+async def live(tmp_path):
+    """A deployment whose receiver records into storage; its pollers and scheduler stay off."""
+    with SandboxGitHub() as sb, model_server() as model:
+        build_shop(sb, prs=1)
+        dep = await Deployment(tmp_path, sb, model, webhook=HOOK).start()
+        app = ReviewerApp.of(dep.harness)
+        servers = await start_receivers(app, RecordWork(app))
+        sb.add_hook(servers[0].url, SECRET, repo=REPO, ping=False)
+        yield dep, sb
+        await stop_receivers(servers)
+        await dep.stop()
+        assert model.served == []
+
+
+async def settle(sb: SandboxGitHub) -> None:
+    await asyncio.to_thread(sb.webhooks.wait_idle)
+
+
+async def reviewed(dep: Deployment, number: int = 1) -> None:
+    """Seed the PR as reviewed at its current head (as after a first review)."""
+    head = dep.sb.state.pull(REPO, number).head_sha
+    store = await dep.store()
+    key = f"demo:{REPO}#{number}"
+    await store.update_pr(key, lambda _: PrRecord(head_sha=head, status="reviewed",
+                                                  updated_at=datetime.now(UTC),
+                                                  reviewed_head_sha=head))
+
+
+async def test_a_command_is_recorded_before_the_answer(live):
+    dep, sb = live
+    await reviewed(dep)
+    c = sb.state.add_issue_comment(REPO, 1, "maintainer", "/bot is eval safe?")
+    await settle(sb)
+    (d,) = sb.webhooks.deliveries("issue_comment")
+    assert d.status == 200
+    rec = await dep.entry()
+    assert [q.comment_id for q in rec.queued] == [c.id] and rec.processed(c.id)
+    assert rec.queued[0].message == "is eval safe?" and rec.queued[0].author == "maintainer"
+
+
+async def test_filters_are_the_polls(live):
+    dep, sb = live
+    await reviewed(dep)
+    st = sb.state
+    st.add_issue_comment(REPO, 1, "stranger", "/bot do my homework")        # not allowed
+    st.add_issue_comment(REPO, 1, "maintainer", "thanks!")                  # no command
+    st.add_issue_comment(REPO, 1, "shop-review-bot",                        # the bot's own
+                         "/bot hello\n<!-- dsh-github-reviewer:reply-to:1 -->")
+    st.add_issue_comment(REPO, 1, "ci[bot]", "/review", type="Bot")        # a bot
+    await settle(sb)
+    assert all(d.status == 200 for d in sb.webhooks.deliveries())
+    assert (await dep.entry()).queued == []
+    assert (await dep.entry()).status == "reviewed"
+
+
+async def test_a_push_records_the_new_head_and_a_late_old_one_changes_nothing(live):
+    dep, sb = live
+    await reviewed(dep)
+    st = sb.state
+    sb.webhooks.drop_next(2, event="pull_request")  # hold both pushes back
+    first = st.commit(REPO, "feature-1", {"shop/a.py": "a = 1\n"})
+    second = st.commit(REPO, "feature-1", {"shop/a.py": "a = 2\n"})
+    await settle(sb)
+    old, new = sb.webhooks.deliveries("pull_request", "synchronize")
+    assert json_after(old) == first and json_after(new) == second
+    for d in (new, old):  # out of order, as GitHub may deliver them
+        again = sb.webhooks.redeliver(d.id)
+        await asyncio.to_thread(again.done.wait, 10)
+        assert again.status == 200
+    rec = await dep.entry()
+    assert rec.head_sha == second and rec.status == "reviewing"
+
+
+def json_after(d) -> str:
+    return json.loads(d.body)["after"]
+
+
+async def test_drafts_close_and_reopen(live):
+    dep, sb = live
+    st = sb.state
+    st.commit(REPO, "feature-2", dict(FEATURE))
+    st.open_pull(REPO, "feature-2", title="wip", author="alice", draft=True)
+    await settle(sb)
+    assert await dep.entry(2) is None  # a draft is not reviewed
+    st.set_draft(REPO, 2, False)
+    await settle(sb)
+    assert (await dep.entry(2)).status == "reviewing"
+    st.close_pull(REPO, 2)
+    await settle(sb)
+    assert (await dep.entry(2)).closed_seen_at is not None
+    st.reopen_pull(REPO, 2)
+    await settle(sb)
+    assert (await dep.entry(2)).closed_seen_at is None
+    assert all(d.status == 200 for d in sb.webhooks.deliveries())
