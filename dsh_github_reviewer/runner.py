@@ -118,6 +118,9 @@ class Runner:
                      instructions: TrustedInstructions | None, previous_head: str | None,
                      requested_by: str | None = None) -> TurnResult:
         """A review turn; ok only if a COMMENT review for ``trigger`` is on GitHub."""
+        if acct.config.review.team.enabled:
+            return await self._team_review(acct, pr, trigger, instructions, previous_head,
+                                           requested_by)
         base = pr.base.repo
         assert acct.client is not None and base is not None
         # A review already posted for the trigger is looked for by the caller (work.review),
@@ -140,6 +143,25 @@ class Runner:
                               text=result.text)
         return TurnResult(False, result.error or "the model finished without submitting a "
                           "review", result.text)
+
+    async def _team_review(self, acct: AccountRuntime, pr: PullRequest, trigger: str,
+                           instructions: TrustedInstructions | None, previous_head: str | None,
+                           requested_by: str | None) -> TurnResult:
+        """``review.team``: personas read, the coordinator posts (team/review.py). A review
+        that failed closed is still the trigger's one review: the verdict in it blocks the
+        merge, and running the same trigger again would only find it posted."""
+        from .team.review import TeamReview  # the team builds on this module
+
+        result = await TeamReview(self.harness, self.app).review(
+            acct, pr, trigger, instructions, previous_head, requested_by)
+        if not result.posted:
+            return TurnResult(False, result.error or "the review team posted no review")
+        if result.failed:
+            log.warning("%s#%d: review posted but failed closed: %s did not complete",
+                        pr.base.repo.full_name if pr.base.repo else "?", pr.number,
+                        ", ".join(result.failed))
+        return TurnResult(True, review_id=result.review_id, posted_now=result.posted_now,
+                          text=result.verdict)
 
     async def chat(self, acct: AccountRuntime, pr: PullRequest, trigger: str,
                    instructions: TrustedInstructions | None, author: str, message: str,
