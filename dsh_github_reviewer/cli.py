@@ -10,6 +10,7 @@ from typing import Any
 from dsh_harness import DshError, Harness
 
 from .app import PLUGIN_NAME, ReviewerApp
+from .webhook.status import webhook_status
 from .work.records import DOMAIN, split_pr_key
 from .work.store import WorkStore
 
@@ -47,6 +48,7 @@ async def status_data(harness: Harness) -> list[dict[str, Any]]:
     app = ReviewerApp.of(harness)
     domain = await harness.storage.domain(DOMAIN)
     now = datetime.now(UTC)
+    hooks = {h["instance"]: h for h in await webhook_status(app)}
     accounts = []
     for acct in app.accounts.values():
         store = WorkStore(domain, acct.key)
@@ -79,7 +81,9 @@ async def status_data(harness: Harness) -> list[dict[str, Any]]:
             "last_tick_at": _iso(account.last_tick_at),
             "next_tick_at": _iso(account.next_tick_at),
             "rate_limited_until": _iso(account.rate_limited_until),
-            "last_error": account.last_error, "prs": prs})
+            "last_error": account.last_error,
+            "webhook": hooks.get(acct.instance),  # None: polling only
+            "prs": prs})
     return accounts
 
 
@@ -100,6 +104,11 @@ async def cmd_status(harness: Harness, args: argparse.Namespace) -> int:
               + (f", rate limited until {a['rate_limited_until']}"
                  if a["rate_limited_until"] else "")
               + (f", last error: {a['last_error']}" if a["last_error"] else ""))
+        if a["webhook"]:
+            h = a["webhook"]
+            print(f"  webhook on {h['listen']}, reconciling every {h['reconcile_interval_s']:g} "
+                  f"s; last delivery {h['last_delivery_at'] or '-'}"
+                  + (f" ({h['last_event']})" if h["last_event"] else ""))
         for repo, st in a["repository_state"].items():
             if st["last_error"] and (not st["last_ok_at"]
                                      or st["last_error_at"] > st["last_ok_at"]):

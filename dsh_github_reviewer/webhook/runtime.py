@@ -42,7 +42,7 @@ async def start_receivers(app: ReviewerApp, sink: WorkSink) -> list[WebhookServe
         for instance, config in enabled:
             hook = config.webhook
             receiver = Receiver(targets(app, instance), sink, seen, hook.path)
-            server = WebhookServer(receiver, hook.host, hook.port)
+            server = WebhookServer(receiver, hook.host, hook.port, instance)
             await server.start()
             servers.append(server)
     except BaseException:

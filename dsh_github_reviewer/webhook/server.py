@@ -28,8 +28,9 @@ class _Server(uvicorn.Server):
 
 
 class WebhookServer:
-    def __init__(self, receiver: Receiver, host: str, port: int):
+    def __init__(self, receiver: Receiver, host: str, port: int, instance: str = ""):
         self.receiver, self.host, self.requested_port = receiver, host, port
+        self.instance = instance  # the plugin instance whose accounts it serves
         self.path = receiver.path
         self.server: _Server | None = None
         self._sock: socket.socket | None = None

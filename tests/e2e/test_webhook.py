@@ -10,12 +10,15 @@ import signal
 import socket
 import time
 
+import httpx2
 import pytest
 
 from dsh_github_reviewer.app import ReviewerApp
+from dsh_github_reviewer.cli import status_data
 from dsh_github_reviewer.testing.scenario import REPO, build_shop, push_fix
 from dsh_github_reviewer.webhook import deliveries
 from dsh_harness.testing import ScriptedModelServer
+from dsh_harness.web.app import build_app
 
 from .conftest import Deployment
 from .test_crash_resume import dsh, kill_when, slow_policy
@@ -77,6 +80,15 @@ async def test_open_push_and_bot_are_answered_from_deliveries(tmp_path, sandbox8
         await asyncio.sleep(0.5)
         assert len(bot_replies(sandbox80)) == 1 and len(dep.reviews()) == 2
         assert all(d.status == 200 for d in sandbox80.webhooks.deliveries())
+        (account,) = await status_data(dep.harness)
+        hook = account["webhook"]
+        assert hook["listen"] == "127.0.0.1:0/github/webhook"
+        assert hook["reconcile_interval_s"] == 3600 and hook["last_delivery_at"]
+        assert hook["since_start"]["recorded"] >= 3 and hook["since_start"]["rejected"] == 0
+        async with httpx2.AsyncClient(transport=httpx2.ASGITransport(
+                app=build_app(dep.harness)), base_url="http://127.0.0.1") as web:
+            page = (await web.get("/github-reviewer")).text
+        assert "Webhook on 127.0.0.1:0/github/webhook" in page and "recorded" in page
     finally:
         await shutdown(dep)
 
