@@ -4,26 +4,43 @@ A sandbox GitHub (on 127.0.0.N:80, because the real github-mcp-server binary dia
 binding it needs root or CAP_NET_BIND_SERVICE, and without either the demo says so and exits 1)
 holds a small repository and a PR with real findings; a scripted reviewer model serves the
 OpenAI-compatible API with DeepSeek-style prefix caching. The real poller, runner, guarded
-tools and github-mcp-server then do: first review → a new push → re-review in the same session
-→ a /bot question → its answer. Printed: what was posted, and per turn the tokens, cache hits
-and cost.
+tools and github-mcp-server then do: first review (found by a poll) → a new push → re-review in
+the same session → a /bot question → its answer. The push and the question reach the bot as the
+sandbox's signed webhook deliveries to the real receiver, which records the work and wakes the
+scheduler. Printed: what was posted, and per turn the tokens, cache hits and cost.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import secrets
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from dsh_harness import Harness
 
-from .app import SetupError
+from .app import ReviewerApp, SetupError
 from .github.mcp_host import McpError, bundled_binary
 from .session_key import PrKey
 from .testing import LoopbackPortDenied, SandboxGitHub
 from .testing.deployment import Deployment
 from .testing.scenario import REPO, build_shop, model_server, push_fix
+from .webhook.runtime import start_receivers, stop_receivers
+from .webhook.sink import RecordWork
+
+DEMO_WAIT_S = 60.0
+
+
+async def _until(what: str, done) -> None:
+    """Wait for work the sandbox's delivery started (it runs on other threads)."""
+    try:
+        async with asyncio.timeout(DEMO_WAIT_S):
+            while not done():  # noqa: ASYNC110 - the sandbox changes on its own thread
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise SetupError(f"the demo's {what} did not happen within {DEMO_WAIT_S:g} s") from None
 
 
 def _posted(sb: SandboxGitHub) -> dict[str, Any]:
@@ -66,24 +83,39 @@ async def run_demo(as_json: bool = False) -> int:
     with tempfile.TemporaryDirectory(prefix="dsh-demo-") as tmp, sandbox as sb, \
             model_server() as model:
         build_shop(sb)
-        dep = await Deployment(Path(tmp), sb, model).start()
-        steps = []
+        secret = secrets.token_hex(16)
+        hook = f'enabled = true\nport = 0\nsecret = "{secret}"'
+        dep = await Deployment(Path(tmp), sb, model, webhook=hook).start()
+        app = ReviewerApp.of(dep.harness)
+        steps: list[str] = []
+        triggers: list[str] = []
+        servers = []
         try:
             await dep.tick()
             steps.append("first review")
+            triggers.append("poll")
+            servers = await start_receivers(app, RecordWork(app))
+            sb.add_hook(servers[0].url, secret, repo=REPO)
             push_fix(sb)
-            await dep.tick()
+            await _until("re-review", lambda: len(sb.state.reviews_of(REPO, 1)) == 2)
             steps.append("re-review after a push")
+            triggers.append("webhook delivery")
             sb.state.add_issue_comment(REPO, 1, "maintainer",
                                        "/bot Which of your findings are still open?")
-            await dep.tick()
+            await _until("/bot answer", lambda: any(
+                c.user == "shop-review-bot" for c in sb.state.issue_comments_of(REPO, 1)))
             steps.append("/bot question answered")
+            triggers.append("webhook delivery")
             session_id = PrKey("demo", "acme", "shop", 1).session_id
             assert dep.harness is not None
-            report = {"steps": steps, "session": session_id, "posted": _posted(sb),
+            report = {"steps": steps, "triggers": triggers, "session": session_id,
+                      "posted": _posted(sb),
+                      "deliveries": [{"event": d.event, "action": d.action, "status": d.status}
+                                     for d in sb.webhooks.deliveries()],
                       "turns": await session_turns(dep.harness, session_id),
                       "github_requests": sb.stats()}
         finally:
+            await stop_receivers(servers)
             await dep.stop()
     if as_json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
@@ -93,7 +125,8 @@ async def run_demo(as_json: bool = False) -> int:
 
 
 def _print(report: dict[str, Any]) -> None:
-    print(f"Offline demo: {' -> '.join(report['steps'])}")
+    print("Offline demo: " + " -> ".join(f"{s} ({t})" for s, t in zip(
+        report["steps"], report["triggers"], strict=True)))
     print(f"Session: {report['session']}\n")
     for r in report["posted"]["reviews"]:
         print(f"Review {r['id']} ({r['state']}) on {r['commit']}: {r['summary']}")
