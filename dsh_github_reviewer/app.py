@@ -17,6 +17,7 @@ import httpx2
 
 from dsh_harness import AgentWorld, DshError, Harness
 
+from . import run_record
 from .config import AccountConfig, McpSettings, ReviewerConfig
 from .github.auth import AppAuth, PatAuth, load_private_key
 from .github.client import GitHubClient
@@ -24,6 +25,7 @@ from .github.errors import AuthError
 from .github.guard import Guard
 from .github.mcp_host import McpRuntime
 from .prompts import TrustedInstructions, system_prompt
+from .repositories import WatchedRepositories
 from .session_key import PrKey, parse_session_id
 from .team.personas import (
     COORDINATOR,
@@ -58,6 +60,7 @@ class AccountRuntime:
     model: str | None = None
     model_resolved: bool = False
     poller: Any = None
+    watched: WatchedRepositories | None = None  # the repositories it reviews (set by connect)
     # Seconds between polls: poll_interval_s, or webhook.reconcile_interval_s when deliveries
     # trigger the work and polling only reconciles.
     tick_interval_s: float = 0.0
@@ -182,8 +185,16 @@ class ReviewerApp:
             else:
                 acct.auth = PatAuth(cfg.personal_access_token.get_secret_value())  # type: ignore[union-attr]
             acct.client = GitHubClient(cfg.api_url, acct.auth, acct.http)
+            acct.watched = WatchedRepositories(acct.key, cfg, acct.client)
             acct.mcp = McpRuntime(self.mcp_settings(acct), cfg.web_url, cfg.review.tool_timeout_s)
             acct.store = WorkStore(domain, acct.key)
+
+    async def record_start(self) -> None:
+        """Store what this run was started with, for ``status`` in another shell."""
+        domain = await self.harness.storage.domain(run_record.DOMAIN)
+        await run_record.record_start(
+            domain, {k: (a.instance, a.config) for k, a in self.accounts.items()},
+            self.harness.loaded.source)
 
     async def close(self) -> None:
         for acct in self.accounts.values():

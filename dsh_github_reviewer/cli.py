@@ -9,6 +9,7 @@ from typing import Any
 
 from dsh_harness import DshError, Harness
 
+from . import run_record
 from .app import PLUGIN_NAME, ReviewerApp
 from .webhook.status import webhook_status
 from .work.records import DOMAIN, split_pr_key
@@ -47,6 +48,7 @@ async def status_data(harness: Harness) -> list[dict[str, Any]]:
     """Everything ``status`` (CLI, JSON and web page) shows, read from the stored records."""
     app = ReviewerApp.of(harness)
     domain = await harness.storage.domain(DOMAIN)
+    started = await run_record.load(await harness.storage.domain(run_record.DOMAIN))
     now = datetime.now(UTC)
     hooks = {h["instance"]: h for h in await webhook_status(app)}
     accounts = []
@@ -69,15 +71,17 @@ async def status_data(harness: Harness) -> list[dict[str, Any]]:
                             "last_error": c.last_error} for c in e.queued],
                 "gave_up": [{"what": n.what, "error": n.error, "at": _iso(n.created_at),
                              "notice_posted": n.posted} for n in e.notices]})
+        # What the running bot was started with (the shell's environment may differ).
+        view = run_record.status_view(started.get(acct.key),
+                                      run_record.summary(acct.instance, acct.config))
         accounts.append({
-            "account": acct.key, "instance": acct.instance,
-            "repositories": acct.config.repositories,
+            "account": acct.key, "instance": view["instance"],
+            "repositories": view["repositories"], "config": view,
             "repository_state": {
                 repo: {"last_ok_at": _iso(st.last_ok_at), "last_error": st.last_error,
                        "last_error_at": _iso(st.last_error_at)}
                 for repo, st in sorted(account.repos.items())},
-            "mode": "app" if acct.config.app_mode else "pat",
-            "credentials": "set" if acct.config.has_credentials else "unset",
+            "mode": view["mode"], "credentials": view["credentials"],
             "last_tick_at": _iso(account.last_tick_at),
             "next_tick_at": _iso(account.next_tick_at),
             "rate_limited_until": _iso(account.rate_limited_until),
@@ -85,6 +89,23 @@ async def status_data(harness: Harness) -> list[dict[str, Any]]:
             "webhook": hooks.get(acct.instance),  # None: polling only
             "prs": prs})
     return accounts
+
+
+def _config_lines(a: dict[str, Any]) -> list[str]:
+    view = a["config"]
+    if a["repositories"]:
+        repos = ", ".join(a["repositories"])
+    elif a["mode"] == "app":
+        repos = "every repository of its App installation"
+    else:
+        repos = "no repositories (idle)"
+    started = view.get("started_at")
+    head = (f"account {a['account']} ({a['mode']}, credentials {a['credentials']}) — "
+            + (f"as started: {repos}" if started else f"{repos}"))
+    lines = [head, f"  config: {view['source']}" + (f", started {started}" if started else "")]
+    if view["differs"]:
+        lines.append("  this shell reads it differently: " + "; ".join(view["differs"]))
+    return lines
 
 
 async def cmd_status(harness: Harness, args: argparse.Namespace) -> int:
@@ -98,8 +119,8 @@ async def cmd_status(harness: Harness, args: argparse.Namespace) -> int:
     if not data:
         print("no github-reviewer accounts are configured")
     for a in data:
-        print(f"account {a['account']} ({a['mode']}, credentials {a['credentials']}): "
-              f"{', '.join(a['repositories']) or 'no repositories (idle)'}")
+        for line in _config_lines(a):
+            print(line)
         print(f"  last tick {a['last_tick_at'] or '-'}, next {a['next_tick_at'] or '-'}"
               + (f", rate limited until {a['rate_limited_until']}"
                  if a["rate_limited_until"] else "")

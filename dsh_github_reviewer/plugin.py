@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dsh_harness import hookimpl
 
 from . import cli as cli_commands
-from . import web_facts, web_pages, web_view
+from . import once, run_record, web_facts, web_pages, web_view
 from .app import PLUGIN_NAME, ReviewerApp, SetupError
 from .config import ReviewerConfig
 from .runner import Runner
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 
 @hookimpl
 def dsh_storage_domains():
-    return [work_store.domain_spec(), webhook_deliveries.domain_spec()]
+    return [work_store.domain_spec(), webhook_deliveries.domain_spec(), run_record.domain_spec()]
 
 
 @hookimpl
@@ -85,14 +86,20 @@ async def dsh_startup(harness):
     if not app.accounts:
         return
     await app.connect()
+    await app.record_start()
     for acct in app.accounts.values():
-        if not acct.config.repositories:
+        if not acct.config.repositories and acct.config.app_mode:
+            log.info("account %s reviews every repository its App installation %s can access",
+                     acct.key, acct.config.installation_id)
+        elif not acct.config.repositories:
             log.warning("account %s has no repositories: it stays idle (set repositories in "
                         "dsh.toml or GITHUB_REPOSITORIES=owner/repo,...)", acct.key)
     app.work = WorkService(app, Runner(harness, app))
     if harness.run_once:
-        # Per-account pass results stay on the app for whoever reports them.
+        started = datetime.now(UTC)
         app.pass_results = await app.work.run_once()
+        # dsh run --once prints these and exits 1 (cron reads the exit code).
+        return await once.failures(app, app.pass_results, started)
     else:
         app.work.start()
         # Deliveries record work and wake the scheduler, so the receivers start after it.

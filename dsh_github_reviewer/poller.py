@@ -125,11 +125,12 @@ class AccountPoller:
                      account.rate_limited_until.isoformat())
             result.skipped = "rate limited"
             return result
-        if not self.cfg.repositories:
+        assert self.acct.watched is not None
+        if not self.cfg.repositories and not self.acct.watched.from_installation:
             return result  # an idle account makes no GitHub calls
         try:
             await self._own_login(account)
-            for full in self.cfg.repositories:
+            for full in await self.acct.watched.current():
                 try:
                     result.new_work += await self._poll_repo(full, account, now)
                 except RateLimited:

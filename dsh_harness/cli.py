@@ -133,13 +133,18 @@ async def cmd_run(harness: Harness, args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     with HomeLock(harness.home):   # one dsh run per home; refused at once, naming the holder
-        await harness.startup()
+        failures = await harness.startup()
         try:
             if not args.once:
                 log.info("dsh running; press Ctrl-C to stop")
                 await stop.wait()
         finally:
             await harness.shutdown()
+    if failures:
+        # cron runs `dsh run --once`: a failed pass must show in its exit code.
+        for failure in failures:
+            print(f"dsh: run: {failure}", file=sys.stderr)
+        return 1
     return 0
 
 

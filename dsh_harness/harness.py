@@ -297,16 +297,18 @@ class Harness:
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    async def startup(self) -> None:
+    async def startup(self) -> list[str]:
         """Validate, then run every plugin's ``dsh_startup``; on failure, shut down what
-        started."""
+        started. Returns what the plugins reported as failed (with ``run_once``: the pass)."""
         self.validate()
         self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
-            await self.plugins.acall("dsh_startup", harness=self)
+            results = await self.plugins.acall("dsh_startup", harness=self)
         except BaseException:
             await self.shutdown()
             raise
+        return [str(item) for result in results
+                for item in (result if isinstance(result, list | tuple) else [result])]
 
     async def shutdown(self) -> None:
         await self.plugins.acall_all("dsh_shutdown", harness=self)

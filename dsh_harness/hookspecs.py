@@ -134,7 +134,9 @@ def dsh_startup(harness: Any) -> Any:
     Fires once after the harness has opened its services, in ``dsh run``. May be a coroutine;
     the harness awaits every implementation in call order. With ``harness.run_once`` set
     (``dsh run --once``) a plugin does one pass of its work before returning instead of
-    starting loops. A raised error aborts start-up (already started plugins are shut down).
+    starting loops, and returns a list of what failed in that pass (``"<what>: <why>"``, no
+    secrets) or ``None``; any entry makes ``dsh run --once`` print it and exit 1. A raised error
+    aborts start-up (already started plugins are shut down).
     """
 
 
