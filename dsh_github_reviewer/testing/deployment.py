@@ -19,8 +19,11 @@ from .scenario import REPO, deployment_toml
 
 
 class Deployment:
-    def __init__(self, tmp: Path, sb: SandboxGitHub, model, **toml_kw):
+    def __init__(self, tmp: Path, sb: SandboxGitHub, model, clock=None, **toml_kw):
+        # ``clock`` (optional): what the work records and the scheduler take as now, so a
+        # test can move past a backoff without sleeping through it.
         self.tmp, self.sb, self.model, self.toml_kw = tmp, sb, model, toml_kw
+        self.clock = clock
         self.harness: Harness | None = None
         self.pollers: dict[str, AccountPoller] = {}
         self.work: WorkService | None = None
@@ -38,7 +41,8 @@ class Deployment:
         app = ReviewerApp.of(self.harness)
         await app.connect()
         self.runner = Runner(self.harness, app)
-        self.work = app.work = WorkService(app, self.runner)
+        self.work = app.work = (WorkService(app, self.runner, self.clock) if self.clock
+                                else WorkService(app, self.runner))
         self.pollers = self.work.pollers
         return self
 

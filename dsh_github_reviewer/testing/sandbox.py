@@ -40,7 +40,7 @@ RATE_LIMIT = 5000
 
 @dataclass
 class Fault:
-    kind: str  # "primary" | "secondary" | "error"
+    kind: str  # "primary" | "secondary" | "error" | "bad_json"
     status: int = 0
     wait_s: float = 60.0
     path_contains: str | None = None
@@ -159,6 +159,11 @@ class SandboxGitHub:
         with self._lock:
             self.faults += [Fault("error", status, 0, path_contains) for _ in range(times)]
 
+    def inject_bad_json(self, times: int = 1, path_contains: str | None = None) -> None:
+        """The next matching requests get a 200 whose JSON body is cut off."""
+        with self._lock:
+            self.faults += [Fault("bad_json", 200, 0, path_contains) for _ in range(times)]
+
     def stats(self) -> dict[str, int]:
         with self._lock:
             return {"total": len(self.log),
@@ -261,6 +266,8 @@ class SandboxGitHub:
             reset = int(time.time() + fault.wait_s)
             return Reply(403, {"message": "API rate limit exceeded"},
                          {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)})
+        if fault.kind == "bad_json":
+            return Reply(200, '{"message": "cut off in the midd')
         return Reply(fault.status, {"message": "Server Error (sandbox fault)"})
 
     def _installation_token(self, request: Request, path: str) -> Reply:
