@@ -59,3 +59,26 @@ async def test_app_account_reviews_its_installation_repositories(tmp_path, sandb
     await dep.tick()
     assert [r.user for r in sandbox80.state.reviews_of(OTHER, 1)] == [BOT]
     await dep.stop()
+
+
+async def test_dsh_run_once_in_app_mode_from_the_cli(tmp_path, sandbox80, model):
+    """The same through `dsh run --once` and `status`: no repositories configured, the App's
+    installation decides, and status says so."""
+    import json
+
+    from tests.cli_kit import dsh
+
+    build_shop(sandbox80)
+    key_path, public = _app_key(tmp_path)
+    sandbox80.register_app(43, 4300, public, repositories=[REPO])
+    credentials = f'app_id = 43\ninstallation_id = 4300\nprivate_key_path = "{key_path}"'
+    config = Deployment(tmp_path, sandbox80, model, repositories=(),
+                        credentials=credentials).write_config()
+    proc = dsh("--config", str(config), "run", "--once", cwd=tmp_path, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert [r.user for r in sandbox80.state.reviews_of(REPO, 1)] == [BOT]
+    status = dsh("--config", str(config), "github-reviewer", "status", cwd=tmp_path)
+    assert "every repository of its App installation" in status.stdout, status.stdout
+    (account,) = json.loads(dsh("--config", str(config), "github-reviewer", "status", "--json",
+                                cwd=tmp_path).stdout)
+    assert account["mode"] == "app" and account["config"]["differs"] == []
