@@ -48,7 +48,6 @@ class Result:
     detected: int = 0
     skipped: int = 0
     survivors: list[str] = field(default_factory=list)
-    other: dict[str, int] = field(default_factory=dict)
 
     @property
     def score(self) -> float:
@@ -85,6 +84,9 @@ def prepare(workdir: Path, module: str, tests: list[str]) -> None:
     }
     lines = ["", "[tool.mutmut]"] + [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    if "[tool.mutmut]" in text:
+        raise SystemExit("scripts/mutation: pyproject.toml has its own [tool.mutmut]; this script "
+                         "writes one per module, so remove it")
     (workdir / "pyproject.toml").write_text(text + "\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -111,8 +113,7 @@ def collect(workdir: Path, module: str) -> Result:
             result.detected += 1
         elif status in ("survived", "no tests"):
             result.survivors.append(name)
-        else:  # suspicious, not checked, interrupted: not a kill
-            result.other[status] = result.other.get(status, 0) + 1
+        else:  # suspicious, not checked, interrupted: not a kill either
             result.survivors.append(f"{name} ({status})")
     return result
 
