@@ -21,7 +21,7 @@ from .github.errors import RateLimited
 from .github.feeds import FeedMarks, poll_repository
 from .work.context import short_error, utcnow
 from .work.inbox import Inbox, Observations
-from .work.records import PRS, PRUNE_AFTER, AccountRecord, RepoState, split_pr_key
+from .work.records import PRS, AccountRecord, RepoState, split_pr_key
 from .work.scheduler import Scheduler
 from .work.store import WorkStore
 
@@ -217,8 +217,7 @@ class AccountPoller:
                     rec.closed_seen_at = now
                     tx.put(PRS, key, rec)
                     changed = True
-                elif now - rec.closed_seen_at > PRUNE_AFTER and not rec.queued \
-                        and all(n.posted for n in rec.notices):
+                elif rec.prunable(now):
                     tx.delete(PRS, key)
                     log.info("account %s: pruned closed PR %s", self.acct.key, key)
         if changed:

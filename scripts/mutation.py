@@ -30,7 +30,9 @@ COVERING_TESTS: dict[str, list[str]] = {
         "tests/reviewer/test_text_rules.py", "tests/reviewer/test_sanitizer.py"],
     "dsh_github_reviewer/commands.py": [
         "tests/reviewer/test_text_rules.py", "tests/reviewer/test_commands.py"],
-    "dsh_github_reviewer/cursor.py": ["tests/reviewer/test_cursor.py"],
+    "dsh_github_reviewer/work/records.py": [
+        "tests/reviewer/test_work_records.py", "tests/reviewer/test_work_store.py",
+        "tests/reviewer/test_work_attempts.py"],
     "dsh_harness/storage/json_backend.py": [
         "tests/harness/test_storage_contract.py", "tests/harness/test_storage_backends.py"],
     "dsh_harness/storage/sqlite_backend.py": [

@@ -145,6 +145,11 @@ class PrRecord(Record):
         times = [t for t in times if t is not None]
         return min(times) if times else None
 
+    def prunable(self, now: datetime) -> bool:
+        """Gone from the open list for more than ``PRUNE_AFTER`` and owing nothing."""
+        return (self.closed_seen_at is not None and now - self.closed_seen_at > PRUNE_AFTER
+                and not self.queued and all(n.posted for n in self.notices))
+
     def add_notice(self, notice: Notice) -> None:
         if any(n.trigger == notice.trigger for n in self.notices):
             return

@@ -1,0 +1,207 @@
+"""The work records' arithmetic: backoff, what is due when, attempts, caps and pruning.
+
+Intervals and failure counts are chosen so that ``2 ** n * interval`` differs from ``2 * n *
+interval``, ``n ** 2 * interval`` and ``2 ** n / interval``, and the caps are probed at their
+exact edges.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from dsh_github_reviewer.work.records import (
+    MAX_BACKOFF,
+    NOTICES_KEPT,
+    PROCESSED_IDS_CAP,
+    PRUNE_AFTER,
+    Command,
+    Notice,
+    PrRecord,
+    backoff,
+    instructions_key,
+    migrate_v1,
+    pr_key,
+    split_pr_key,
+)
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def sec(s: float) -> timedelta:
+    return timedelta(seconds=s)
+
+
+@pytest.mark.parametrize(("attempts", "interval", "wait"), [
+    (0, 3, 3),            # 2**0 = 1: one interval
+    (1, 3, 6),
+    (3, 3, 24),           # not 2*3*3 = 18, 3**2*3 = 27, 2**3/3
+    (4, 5, 80),
+    (3, 0.5, 4),          # fractional intervals multiply, not divide
+    (10, 1, 1024),        # the exponent stops at 10...
+    (11, 1, 1024),        # ...so 11 failures wait as long as 10
+    (40, 1, 1024),
+    (1, 900, 1800),       # exactly the cap
+    (1, 901, 1800),       # above it: the cap
+    (5, 60, 1800),        # 32 min -> 30 min
+    (4, 112.5, 1800),     # 16 * 112.5 = 1800 exactly
+])
+def test_backoff(attempts, interval, wait):
+    assert backoff(attempts, interval) == sec(wait)
+
+
+def test_max_backoff_is_thirty_minutes():
+    assert MAX_BACKOFF == timedelta(minutes=30)
+
+
+def pr(**kw) -> PrRecord:
+    return PrRecord(head_sha="h", status=kw.pop("status", "reviewing"), updated_at=T0, **kw)
+
+
+def command(cid: int, **kw) -> Command:
+    return Command(comment_id=cid, kind="bot", source="issue", author="a", created_at=T0, **kw)
+
+
+def notice(trigger: str, **kw) -> Notice:
+    return Notice(**{"trigger": trigger, "what": "review", "error": "e", "created_at": T0, **kw})
+
+
+@pytest.mark.parametrize(("kw", "until"), [
+    ({}, None),                                                    # never failed: now
+    ({"fail_count": 3, "last_failed_at": T0}, T0 + sec(24)),       # interval 3 s
+    ({"fail_count": 3}, None),                                     # no failure time: now
+    ({"fail_count": 0, "last_failed_at": T0}, None),
+    ({"not_before": T0 + sec(5)}, T0 + sec(5)),                    # a pause, not a failure
+    ({"fail_count": 3, "last_failed_at": T0, "not_before": T0 + sec(100)}, T0 + sec(100)),
+    ({"fail_count": 3, "last_failed_at": T0, "not_before": T0 + sec(1)}, T0 + sec(24)),
+    ({"status": "reviewed", "fail_count": 3, "last_failed_at": T0}, None),
+    ({"status": "gave_up", "not_before": T0 + sec(5)}, None),
+])
+def test_backoff_until(kw, until):
+    assert pr(**kw).backoff_until(3) == until
+
+
+def test_review_due_at():
+    now = T0 + sec(1)
+    assert pr().review_due_at(3, now) == now
+    assert pr(fail_count=2, last_failed_at=T0).review_due_at(3, now) == T0 + sec(12)
+    assert pr(status="reviewed").review_due_at(3, now) is None
+    assert pr(status="missing_instructions").review_due_at(3, now) is None
+
+
+def test_due_at_is_the_earliest_owed_item():
+    now = T0 + sec(1)
+    assert pr(status="reviewed").due_at(3, now) is None
+    later, soon = T0 + sec(50), T0 + sec(7)
+    rec = pr(status="reviewed", queued=[command(1, next_attempt_at=later),
+                                        command(2, next_attempt_at=soon)])
+    assert rec.due_at(3, now) == soon
+    rec.notices = [notice("n1", next_attempt_at=T0 + sec(2))]
+    assert rec.due_at(3, now) == T0 + sec(2)
+    rec.notices = [notice("n1", next_attempt_at=T0 - sec(9), posted=True)]
+    assert rec.due_at(3, now) == soon               # a posted notice owes nothing
+    rec.queued.append(command(3))                    # no backoff: due now
+    assert rec.due_at(3, now) == now
+    failing = pr(fail_count=1, last_failed_at=T0, queued=[command(4, next_attempt_at=later)])
+    assert failing.due_at(3, now) == T0 + sec(6)
+    owed = pr(queued=[command(4, next_attempt_at=later)])   # a review owed without backoff
+    assert owed.due_at(3, now) == now
+    assert pr(status="reviewed", notices=[notice("n", posted=True)]).due_at(3, now) is None
+
+
+def test_processed_ids_keep_the_newest_up_to_the_cap():
+    rec = pr()
+    for cid in range(1, PROCESSED_IDS_CAP + 1):
+        rec.mark_processed(cid)
+    assert len(rec.processed_comment_ids) == PROCESSED_IDS_CAP and rec.processed(1)
+    rec.mark_processed(5)                            # already there: no change
+    assert rec.processed_comment_ids[0] == 1 and len(rec.processed_comment_ids) == 500
+    rec.mark_processed(10_000)
+    assert rec.processed_comment_ids == [*range(2, PROCESSED_IDS_CAP + 1), 10_000]
+    assert not rec.processed(1) and rec.processed(10_000) and rec.processed(2)
+
+
+def test_notices_are_unique_and_only_posted_ones_are_pruned():
+    rec = pr()
+    rec.add_notice(notice("t1"))
+    rec.add_notice(notice("t1", what="again"))
+    assert [n.what for n in rec.notices] == ["review"]
+    for i in range(2, NOTICES_KEPT + 5):
+        rec.add_notice(notice(f"t{i}"))
+    assert len(rec.notices) == NOTICES_KEPT + 4      # unposted notices are never dropped
+    for n in rec.notices[:6]:
+        n.posted = True
+    rec.add_notice(notice("new"))
+    # Over the limit by 5: the 5 oldest posted notices go, the 6th posted one stays.
+    assert len(rec.notices) == NOTICES_KEPT
+    assert [n.trigger for n in rec.notices[:2]] == ["t6", "t7"]
+    assert rec.notices[0].posted and not rec.notices[1].posted
+    assert rec.notices[-1].trigger == "new"
+
+
+def test_pr_keys():
+    assert pr_key("acct", "Octo/App", 7) == "acct:octo/app#7"
+    assert split_pr_key("acct:octo/app#7") == ("acct", "octo/app", 7)
+    assert split_pr_key(pr_key("a.b-c", "O/R", 12)) == ("a.b-c", "o/r", 12)
+
+
+def test_instructions_key_separates_source_and_text():
+    assert instructions_key("a", "bc") != instructions_key("ab", "c")
+    assert len(instructions_key("s", "t")) == 32
+    assert instructions_key("s", "t") == instructions_key("s", "t")
+
+
+def v1_command(cid: int, kind: str, author: str = "u") -> dict:
+    return {"comment_id": cid, "kind": kind, "source": "issue", "author": author,
+            "created_at": "2026-01-01T12:00:00Z"}
+
+
+def test_migrate_v1_splits_the_account_cursor_into_pr_records():
+    v1 = {"accounts": {"acct": {
+        "prs": {
+            "Octo/App#7": {"head_sha": "h7", "status": "reviewed", "updated_at": "t",
+                           "inflight": v1_command(5, "bot"),
+                           "queued": [v1_command(8, "bot"), v1_command(6, "review", "rev"),
+                                      v1_command(9, "review", "late")],
+                           "instructions": {"source": "s", "text": "t"},
+                           "last_seen_open_at": "t"},
+            "octo/lib#2": {"head_sha": "h2", "status": "reviewing", "updated_at": "t",
+                           "queued": [v1_command(3, "review")]},
+        },
+        "feeds": {"octo/app": {"x": 1}}, "last_tick_at": "t", "last_error": None}}}
+    ikey = instructions_key("s", "t")
+    assert migrate_v1(v1) == {
+        "accounts": {"acct": {"feeds": {"octo/app": {"x": 1}}, "last_tick_at": "t",
+                              "last_error": None}},
+        "prs": {
+            # the in-flight /bot goes back to the front; the first /review makes the PR owe a
+            # review answering it; a later /review is already covered
+            "acct:octo/app#7": {"head_sha": "h7", "status": "reviewing", "updated_at": "t",
+                                "queued": [v1_command(5, "bot"), v1_command(8, "bot")],
+                                "trigger": "acct:cmd:6", "requested_by": "rev",
+                                "instructions_key": ikey},
+            # already reviewing: a queued /review adds nothing
+            "acct:octo/lib#2": {"head_sha": "h2", "status": "reviewing", "updated_at": "t",
+                                "queued": []},
+        },
+        "instructions": {ikey: {"source": "s", "text": "t"}},
+    }
+    assert migrate_v1({}) == {"accounts": {}, "prs": {}, "instructions": {}}
+    assert migrate_v1({"accounts": {"a": {"prs": None}}}) == {
+        "accounts": {"a": {}}, "prs": {}, "instructions": {}}
+
+
+def test_a_closed_pr_is_pruned_after_seven_days_when_it_owes_nothing():
+    closed = pr(status="reviewed", closed_seen_at=T0)
+    week = timedelta(days=7)
+    assert PRUNE_AFTER == week
+    assert not closed.prunable(T0 + week)                         # exactly 7 days: kept
+    assert closed.prunable(T0 + week + sec(1))
+    assert not pr(status="reviewed").prunable(T0 + 10 * week)     # never seen closed
+    owing = pr(status="reviewed", closed_seen_at=T0, queued=[command(1)])
+    assert not owing.prunable(T0 + 2 * week)                      # an unanswered /bot
+    unposted = pr(status="gave_up", closed_seen_at=T0, notices=[notice("n")])
+    assert not unposted.prunable(T0 + 2 * week)                   # a give-up notice to post
+    unposted.notices[0].posted = True
+    assert unposted.prunable(T0 + 2 * week)
