@@ -9,6 +9,7 @@ relied on are read, through pydantic models, and a bad file is an error naming w
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,8 @@ from dsh_harness import DshError, error_lines
 
 from ..commands import association_allowed, parse_command
 
+# GitHub's own rules: owner = letters, digits, hyphens; repository = also '.' and '_'.
+_REPOSITORY = re.compile(r"[A-Za-z0-9-]+/[A-Za-z0-9._-]+")
 REVIEW_ACTIONS = ("opened", "synchronize", "reopened", "ready_for_review")
 
 
@@ -90,6 +93,8 @@ class CiEnv:
         if missing:
             raise CiError(f"not in a GitHub Actions run: {', '.join(missing)} "
                           f"{'is' if len(missing) == 1 else 'are'} not set")
+        if not _REPOSITORY.fullmatch(env["GITHUB_REPOSITORY"]):
+            raise CiError(f"GITHUB_REPOSITORY={env['GITHUB_REPOSITORY']!r} is not <owner>/<repo>")
         return cls(event_name=env["GITHUB_EVENT_NAME"], event_path=Path(env["GITHUB_EVENT_PATH"]),
                    repository=env["GITHUB_REPOSITORY"], token=env.get("GITHUB_TOKEN") or None,
                    api_url=(env.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/"),
@@ -119,6 +124,8 @@ def load_payload(path: Path) -> _Payload:
         raise CiError(f"GITHUB_EVENT_PATH: cannot read {path}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
         raise CiError(f"GITHUB_EVENT_PATH: {path} is not JSON (line {exc.lineno})") from None
+    except UnicodeDecodeError as exc:
+        raise CiError(f"GITHUB_EVENT_PATH: {path} is not UTF-8 text (byte {exc.start})") from None
     try:
         return _Payload.model_validate(raw)
     except ValidationError as exc:

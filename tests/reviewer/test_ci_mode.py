@@ -79,6 +79,13 @@ def test_a_bad_environment_or_event_is_a_clear_error(tmp_path):
     env = env_for(tmp_path, "pull_request", {"pull_request": {"number": "x"}})
     with pytest.raises(CiError, match=r"pull_request\.number"):
         load_payload(env.event_path)
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(CiError, match="is not UTF-8 text"):
+        load_payload(binary)
+    with pytest.raises(CiError, match="'acme' is not <owner>/<repo>"):
+        CiEnv.from_env({"GITHUB_EVENT_NAME": "push", "GITHUB_EVENT_PATH": "e.json",
+                        "GITHUB_REPOSITORY": "acme", "GITHUB_RUN_ID": "1"})
 
 
 def test_cache_stand_in_has_githubs_key_semantics(tmp_path):
