@@ -132,8 +132,10 @@ class TeamReview:
                 acct.guard.begin(sid, turn)
                 try:
                     text = message if isinstance(message, str) else await message(agent, turn)
+                    # A persona's empty answer is no report: it must not enter the replayed
+                    # transcript either (only completed attempts are memory).
                     outcome = await agent.followup(
-                        text, deadline=deadline,
+                        text, deadline=deadline, require_text=flow == "persona",
                         meta={"flow": flow, "trigger": trigger, "persona": key.persona})
                 finally:
                     await acct.guard.end(sid)

@@ -68,6 +68,7 @@ class _Queued:
     meta: dict[str, Any]
     deadline: float | None
     future: asyncio.Future[TurnOutcome]
+    require_text: bool = False
 
 
 class Agent:
@@ -110,16 +111,19 @@ class Agent:
     # -- public API -----------------------------------------------------------------------
 
     def followup(self, text: str, *, meta: dict[str, Any] | None = None,
-                 deadline: float | None = None) -> asyncio.Future[TurnOutcome]:
+                 deadline: float | None = None,
+                 require_text: bool = False) -> asyncio.Future[TurnOutcome]:
         """Queue a user turn; returns a future of its outcome. Turns run one at a time.
 
         ``deadline`` is an absolute ``loop.time()``; default: now + ``world.turn_timeout_s``.
+        ``require_text``: a turn whose final answer is empty is a failed attempt (reason
+        ``error``, never replayed) — for callers to whom an empty answer is no answer.
         """
         loop = asyncio.get_running_loop()
         if deadline is None and self.world.turn_timeout_s:
             deadline = loop.time() + self.world.turn_timeout_s
         fut: asyncio.Future[TurnOutcome] = loop.create_future()
-        self._queue.append(_Queued(text, dict(meta or {}), deadline, fut))
+        self._queue.append(_Queued(text, dict(meta or {}), deadline, fut, require_text))
         self._idle.clear()
         if self._runner is None or self._runner.done():
             self._runner = asyncio.create_task(self._run_queue(), name=f"agent:{self.session_id}")
@@ -178,6 +182,8 @@ class Agent:
             await self._fallback_title(q.text)
             async with asyncio.timeout_at(q.deadline):
                 text = await self._steps(turn, q.meta)
+            if q.require_text and not (text or "").strip():
+                reason, error = "error", "empty answer"
         except TimeoutError:
             reason, error = "deadline", "the turn deadline passed"
         except asyncio.CancelledError:

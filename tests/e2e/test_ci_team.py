@@ -19,7 +19,7 @@ from dsh_github_reviewer.testing.actions import (
 )
 from dsh_github_reviewer.testing.scenario import BOT_TOKEN, REPO, build_shop, push_fix
 from dsh_github_reviewer.testing.team_model import TeamModel
-from dsh_harness.testing import ScriptedModelServer
+from dsh_harness.testing import ModelRequest, Reply, ScriptedModelServer
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -197,3 +197,71 @@ def test_review_command_runs_the_team_once(sim):
     assert len(answers) == 1 and f"reply-to:{ask.id}" in answers[0].body
     assert "[security]" in answers[0].body and "shop/orders.py" in answers[0].body
     assert len(st.reviews_of(REPO, 1)) == 1
+
+
+# -- faults a user meets: a persona that writes, times out, answers nothing ---------------------
+class FaultyTeam(TeamModel):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writer: str | None = None
+        self.slow: set[str] = set()
+        self.empty: set[str] = set()
+
+    def __call__(self, req: ModelRequest) -> Reply:
+        reply = super().__call__(req)
+        for name in self.slow | self.empty | {self.writer}:
+            if name and req.system.startswith(f"You are the {name} reviewer"):
+                if name in self.slow:
+                    return Reply(content="thinking " * 40, chunk_delay_s=0.2)
+                if name in self.empty:
+                    return Reply(content="")
+                turn = req.since_last_user()
+                if not any(m["role"] == "tool" for m in turn):
+                    return Reply(tool_calls=[
+                        ("pull_request_review_write",
+                         {"owner": "acme", "repo": "shop", "pullNumber": 1, "method": "create",
+                          "event": "APPROVE", "body": "LGTM from the persona"}),
+                        ("add_issue_comment", {"owner": "acme", "repo": "shop",
+                                               "issue_number": 1, "body": "persona was here"})])
+                return Reply(content="No findings.")
+        return reply
+
+
+def faulty(sim) -> FaultyTeam:
+    policy = FaultyTeam()
+    sim.model.policy = policy
+    sim.model.team = policy
+    return policy
+
+
+def test_a_persona_cannot_write(sim):
+    policy = faulty(sim)
+    policy.writer = "security"
+    run = job(sim, "pull_request", pull_request_event(sim.sb, REPO, 1, "opened"))
+    st = sim.sb.state
+    (review,) = st.reviews_of(REPO, 1)
+    assert "LGTM from the persona" not in review.body and review.state != "APPROVED"
+    assert not [c for c in st.issue_comments_of(REPO, 1) if "persona was here" in c.body]
+    assert run.exit_code == 0, run.output
+
+
+def test_a_persona_timeout_and_an_empty_answer_fail_closed(sim):
+    policy = faulty(sim)
+    policy.slow.add("performance")
+    policy.empty.add("quality")
+    run1 = job(sim, "pull_request", pull_request_event(sim.sb, REPO, 1, "opened"),
+               DSH_PERSONA_TIMEOUT_S="1")
+    assert run1.exit_code == 1, run1.output
+    (review,) = sim.sb.state.reviews_of(REPO, 1)
+    line = verdict_line(review.body)
+    assert line.startswith("Verdict: cannot merge:") and "performance" in line \
+        and "quality" in line, line
+    policy.slow.clear()
+    policy.empty.clear()
+    push_fix(sim.sb)
+    served1 = len(sim.model.served)
+    run2 = job(sim, "pull_request", pull_request_event(sim.sb, REPO, 1, "synchronize"))
+    assert run2.exit_code == 0, run2.output
+    firsts = first_requests(sim.model.served[served1:])
+    for name in ("performance", "quality"):
+        assert [m["role"] for m in firsts[name].request["messages"]] == ["system", "user"], name

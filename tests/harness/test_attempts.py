@@ -213,3 +213,22 @@ async def test_a_failed_log_write_fails_the_turn_at_once(tmp_path, server):
     users = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
     assert users == ["first", "second"]
     await h.close()
+
+
+async def test_an_empty_answer_is_a_failed_attempt_when_text_is_required(tmp_path, server):
+    sid = "test:attempt:empty"
+    h = make_harness(tmp_path, server.base_url)
+    agent = await h.agents.create(sid)
+    server.push(Reply(content="one"), Reply(content="  "), Reply(content=""),
+                Reply(content="two"))
+    assert (await agent.followup("first")).ok
+    # Without require_text an empty answer completes the turn (a caller may want that)...
+    assert (await agent.followup("second")).ok
+    # ...with it, the turn is a failed attempt: logged, never replayed.
+    failed = await agent.followup("third", require_text=True)
+    assert not failed.ok and failed.reason == "error" and failed.error == "empty answer"
+    assert agent.user_messages() == ["first", "second"]
+    again = await agent.followup("third", require_text=True)
+    assert again.ok and again.text == "two"
+    check_retry(server, first_of_attempt=2, retry=3, committed=1)
+    await h.close()
