@@ -34,6 +34,7 @@ THREADS_QUERY = (
     "first: 100, after: $after) { pageInfo { hasNextPage endCursor } nodes { isResolved "
     "isOutdated resolvedBy { login } comments(first: 1) { nodes { databaseId } } } } } } }")
 MARKER_PREFIX = MARKER.split("{", 1)[0]
+OWN_POST = "<!-- dsh-github-reviewer:"  # every post of the bot carries a marker starting so
 
 
 @dataclass
@@ -82,6 +83,36 @@ def _told(fact: str, history: Sequence[str]) -> bool:
     return any(fact in message for message in history)
 
 
+def _from_a_person(c: ReviewComment, bot_logins: set[str]) -> bool:
+    """Replies by the bot itself (its login, or any post carrying its marker, as its chat
+    answers do) and by other bots are not people's feedback."""
+    return not (c.user.is_bot or c.user.login.lower() in bot_logins
+                or OWN_POST in (c.body or ""))
+
+
+def _last_told_resolution(root_id: int, history: Sequence[str]) -> str | None:
+    """``resolved`` or ``reopened``: the thread's resolution the model was told last."""
+    resolved, reopened = f"thread {root_id} resolved", f"thread {root_id} unresolved again"
+    last = None
+    for message in history:
+        i, j = message.rfind(resolved), message.rfind(reopened)
+        if i >= 0 or j >= 0:
+            last = "resolved" if i > j else "reopened"
+    return last
+
+
+def _resolution_news(root_id: int, state: ThreadState, history: Sequence[str]) -> str | None:
+    """The resolution when it differs from what the model was told last: a thread can be
+    resolved, unresolved and resolved again, and each change matters to the findings."""
+    told = _last_told_resolution(root_id, history)
+    if state.resolved and told != "resolved":
+        who = f" by {sanitize_line(state.resolved_by, 80)}" if state.resolved_by else ""
+        return f"thread {root_id} resolved{who}"
+    if not state.resolved and told == "resolved":
+        return f"thread {root_id} unresolved again (reopened): the finding is open"
+    return None
+
+
 def thread_news(comments: Sequence[ReviewComment], mine: Sequence[Review],
                 states: dict[int, ThreadState], history: Sequence[str]) -> list[ThreadNews]:
     review_ids = {r.id for r in mine}
@@ -92,7 +123,7 @@ def thread_news(comments: Sequence[ReviewComment], mine: Sequence[Review],
     for root in roots:
         news = ThreadNews(root)
         for c in comments:
-            if c.in_reply_to_id != root.id or c.user.login.lower() in bot_logins:
+            if c.in_reply_to_id != root.id or not _from_a_person(c, bot_logins):
                 continue
             body = sanitize(c.body)
             if body.lstrip().lower().startswith(COMMAND_PREFIXES):
@@ -103,16 +134,16 @@ def thread_news(comments: Sequence[ReviewComment], mine: Sequence[Review],
             news.facts.append(f"reply {c.id} by {sanitize_line(c.user.login, 80)} "
                               f"({c.author_association}): {quoted}")
         state = states.get(root.id)
-        if state is not None and state.resolved:
-            who = f" by {sanitize_line(state.resolved_by, 80)}" if state.resolved_by else ""
-            news.facts.append(f"thread {root.id} resolved{who}")
-        elif state is not None and state.outdated:
+        resolution = _resolution_news(root.id, state, history) if state else None
+        if resolution:
+            news.facts.append(resolution)
+        elif state is not None and state.outdated and not state.resolved:
             news.facts.append(f"thread {root.id} outdated (its lines changed)")
         r = root.reactions
         if r is not None and (r.plus_one or r.minus_one):
             news.facts.append(f"thread {root.id} reactions: +1 x{r.plus_one}, "
                               f"-1 x{r.minus_one}")
-        news.facts = [f for f in news.facts if not _told(f, history)]
+        news.facts = [f for f in news.facts if f == resolution or not _told(f, history)]
         if news.facts:
             out.append(news)
     return out

@@ -26,7 +26,7 @@ from .feedback import bot_reviews, render, thread_news, thread_states
 from .github.client import GitHubClient
 from .github.errors import GitHubError, NotFound, RateLimited
 from .github.models import Comparison, PullFile, PullRequest, Review
-from .sanitizer import redact_secrets, sanitize
+from .sanitizer import redact_secrets, sanitize, sanitize_line
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +89,16 @@ def _commit_lines(cmp: Comparison) -> tuple[list[str], int]:
             message = message[:COMMIT_MESSAGE_LIMIT] + " […]"
         out.append(f"{c.sha[:12]} {message}".replace("\n", "\n    "))
     return out, max(0, cmp.total_commits - len(out))
+
+
+def _paths(files: Sequence[PullFile]) -> set[str]:
+    """Every path the entries name, previous names of renamed files included."""
+    return {f.filename for f in files} | {f.previous_filename for f in files
+                                          if f.previous_filename}
+
+
+def _touches(f: PullFile, paths: set[str]) -> bool:
+    return f.filename in paths or f.previous_filename in paths
 
 
 def _key(f: PullFile) -> str | None:
@@ -165,32 +175,48 @@ async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile
         return ReviewInput("again", diff=await shown(files))
     if previous_head == pr.head.sha:
         return ReviewInput("unchanged")
-    in_pr = {f.filename for f in files} | {f.previous_filename for f in files
-                                          if f.previous_filename}
+    in_pr = _paths(files)
     try:
         cmp = await client.compare(owner, repo, previous_head, pr.head.sha)
     except NotFound:
         return ReviewInput("force_push", diff=await shown(files), note=(
-            f"The previously reviewed head {previous_head} is no longer available on GitHub, "
-            "so no interdiff exists; below is the PR's whole prepared diff."))
+            f"The previously reviewed head {previous_head} cannot be compared with the new "
+            "head on GitHub (it is gone, or the histories are unrelated), so no interdiff "
+            "exists; below is the PR's whole prepared diff."))
     commits, more = _commit_lines(cmp)
     if cmp.status == "identical":
         return ReviewInput("unchanged")
     if cmp.status == "ahead":
-        changed = [f for f in cmp.files if f.filename in in_pr or f.previous_filename in in_pr]
+        rest = [f for f in cmp.files if not _touches(f, in_pr)]
+        if rest:
+            # A push that deletes a file the PR added, or reverts a PR change, takes that file
+            # out of the PR's file list, yet it was reviewed: the previous head's PR files
+            # tell it from a file a merge of the base branch brought in (one more comparison,
+            # only in this case).
+            before = await client.compare(owner, repo, pr.base.sha, previous_head)
+            in_pr |= _paths(before.files)
+        changed = [f for f in cmp.files if _touches(f, in_pr)]
         outside = len(cmp.files) - len(changed)
         note = (f"{outside} file(s) changed by the new commits are not part of this PR (for "
                 "example a merge of the base branch) and are not shown." if outside else "")
         return ReviewInput("push", diff=await shown(changed),
                            commits=commits, more_commits=more, note=note)
     differs = await _between_heads(client, owner, repo, previous_head, pr.head.sha, cmp)
-    chosen = [f for f in files if f.filename in differs or f.previous_filename in differs]
+    chosen = [f for f in files if _touches(f, differs)]
+    dropped: list[str] = []
+    if differs - in_pr:
+        # Paths that differ but are not in the PR now: the base's changes a rebase brought
+        # in, or files the PR no longer changes — those the model reviewed must be named.
+        before = await client.compare(owner, repo, pr.base.sha, previous_head)
+        dropped = sorted((differs - in_pr) & _paths(before.files))
+    gone = (f" No longer changed by the PR (deleted or back to the base's content): "
+            f"{', '.join(sanitize_line(p, 200) for p in dropped[:40])}." if dropped else "")
     return ReviewInput("force_push", diff=await shown(chosen),
                        commits=commits, more_commits=more, note=(
         f"The previously reviewed head {previous_head} is not an ancestor of the new head "
         "(force-push or rebase), so there is no interdiff. Below are the PR's current diffs "
         f"of the {len(chosen)} file(s) whose content changed between the two heads; files "
-        "not listed are unchanged since your last review."))
+        f"not listed are unchanged since your last review.{gone}"))
 
 
 async def _feedback(client: GitHubClient, owner: str, repo: str, number: int,

@@ -15,7 +15,7 @@ from dsh_github_reviewer.feedback import (
 )
 from dsh_github_reviewer.github.auth import PatAuth
 from dsh_github_reviewer.github.client import GitHubClient
-from dsh_github_reviewer.github.models import Review, ReviewComment
+from dsh_github_reviewer.github.models import Review, ReviewComment, User
 from dsh_github_reviewer.github.review_submit import marker
 from dsh_github_reviewer.testing import SandboxGitHub
 
@@ -89,3 +89,33 @@ async def test_thread_states_come_from_graphql_review_threads():
             assert states[roots[0].id] == ThreadState(False, False, None)
             # Unavailable GraphQL leaves resolution unknown instead of failing the review.
             assert await thread_states(client, "o", "nope", 1) == {}
+
+
+def test_replies_by_bots_and_by_the_bots_own_posts_are_not_feedback():
+    comments = [comment(1, "bot", "Race here.", review=7),
+                comment(2, "ci-helper[bot]", "Coverage dropped.", reply_to=1),
+                # The bot's chat answer under another login (an App's installation token) is
+                # still its own post: it carries the marker.
+                comment(3, "dsh-app", "Answer.\n\n<!-- dsh-github-reviewer:trigger:x -->",
+                        reply_to=1),
+                comment(4, "carol", "Not a race: the lock is held.", reply_to=1)]
+    comments[1] = comments[1].model_copy(update={"user": User(login="ci-helper[bot]",
+                                                              type="Bot")})
+    (news,) = thread_news(comments, MINE, {}, history=[])
+    assert news.facts == ["reply 4 by carol (MEMBER): Not a race: the lock is held."]
+
+
+def test_a_thread_resolved_then_unresolved_then_resolved_is_told_each_time():
+    comments = [comment(1, "bot", "Race here.", review=7)]
+    resolved = {1: ThreadState(resolved=True, outdated=False, resolved_by="alice")}
+    reopened = {1: ThreadState(resolved=False, outdated=False, resolved_by=None)}
+    history: list[str] = []
+    assert thread_news(comments, MINE, reopened, history) == []  # never resolved: no news
+    told = []
+    for states in (resolved, resolved, reopened, reopened, resolved):
+        news = thread_news(comments, MINE, states, history)
+        told.append(news[0].facts if news else [])
+        history.append(render(news))
+    assert told == [["thread 1 resolved by alice"], [],
+                    ["thread 1 unresolved again (reopened): the finding is open"], [],
+                    ["thread 1 resolved by alice"]]

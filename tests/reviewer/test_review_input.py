@@ -36,7 +36,7 @@ async def test_a_vanished_previous_head_gives_the_whole_diff_with_a_note(sandbox
     small_repo(sandbox)
     pr = await client.get_pull("octo", "app", 1)
     got = await prepare_review(client, pr, ReviewSettings(), "f" * 40, HISTORY)
-    assert got.kind == "force_push" and "is no longer available on GitHub" in got.note
+    assert got.kind == "force_push" and "cannot be compared with the new head" in got.note
     assert "+++ b/app.py" in got.diff
 
 
@@ -63,3 +63,35 @@ async def test_a_failed_preparation_tells_the_model_to_use_the_tools(sandbox, cl
     got = await prepare_review(client, pr, ReviewSettings(), None, [])
     assert got.kind == "unavailable" and got.diff == ""
     assert "pull_request_read method=get_diff" in got.note and "HTTP 500" in got.note
+
+
+async def test_a_push_that_takes_files_out_of_the_pr_still_shows_them(sandbox, client):
+    # Deleting a file the PR added, or reverting a PR change, removes the file from the PR's
+    # file list; it was reviewed, so its interdiff is shown, not called "not part of this PR".
+    st = small_repo(sandbox)
+    st.commit("octo/app", "feature-1", {"new.py": "n = 1\n"})
+    first = st.pull("octo/app", 1).head_sha
+    st.commit("octo/app", "main", {"other.py": "from someone else\n"})
+    st.commit("octo/app", "feature-1", {"new.py": None, "app.py": "def f(x):\n    return x\n"},
+              message="Drop new.py, revert app.py")
+    pr = await client.get_pull("octo", "app", 1)
+    got = await prepare_review(client, pr, ReviewSettings(), first, HISTORY)
+    assert got.kind == "push" and got.note == ""
+    assert "diff --git a/new.py b/new.py\ndeleted file" in got.diff
+    assert "-    return x + 1\n+    return x\n" in got.diff and "other.py" not in got.diff
+
+
+async def test_a_force_push_names_the_files_the_pr_no_longer_changes(sandbox, client):
+    st = small_repo(sandbox)
+    st.commit("octo/app", "feature-1", {"new.py": "n = 1\n"})
+    first = st.pull("octo/app", 1).head_sha
+    st.commit("octo/app", "main", {"other.py": "from someone else\n"})
+    main = st.repo("octo/app").branches["main"]
+    st.commit("octo/app", "feature-1", {"app.py": "def f(x):\n    return x + 2\n"}, onto=main)
+    st.pull("octo/app", 1).base_sha = main
+    pr = await client.get_pull("octo", "app", 1)
+    got = await prepare_review(client, pr, ReviewSettings(), first, HISTORY)
+    assert got.kind == "force_push" and "+    return x + 2" in got.diff
+    assert got.note.endswith("No longer changed by the PR (deleted or back to the base's "
+                             "content): new.py.")
+    assert "other.py" not in got.diff + got.note  # the rebase brought it from the base
