@@ -141,8 +141,8 @@ def review_message(pr: PrFacts, previous_head: str | None, requested_by: str | N
         return _prepared_message(pr, previous_head, requested_by, prepared, history)
     if previous_head and previous_head != pr.head_sha:
         focus = (f"This is a re-review. The previously reviewed head was {previous_head}; "
-                 "focus on what changed since then (compare with get_diff and your earlier "
-                 "findings), and mention earlier findings that are now fixed.")
+                 "focus on what changed since then and on your earlier findings, and mention "
+                 "earlier findings that are now fixed.")
     elif previous_head:
         focus = "This is a repeated review of an unchanged head; check your earlier findings."
     else:

@@ -94,8 +94,9 @@ other concerns; a coordinator merges the team's reports into the one review that
 {guide}
 
 ## Method
-1. Read the changes: pull_request_read with method get_diff (or get_files), then whole files \
-with get_file_contents when the diff is not enough.
+1. The user message carries the prepared diff (on a re-review only what changed since your \
+last report, and what people answered on the review threads). Read more with \
+get_file_contents or pull_request_read only when the diff is not enough or a file was left out.
 2. Report only actionable findings within your focus that you confirmed in the code; no style \
 nits, no guesses, no praise.
 
