@@ -48,7 +48,6 @@ class AccountPoller:
         self.client = acct.client
         self.cfg = acct.config
         self._stop = asyncio.Event()
-        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._tick_lock = asyncio.Lock()
 
@@ -57,10 +56,6 @@ class AccountPoller:
     def start(self) -> None:
         self._stop.clear()
         self._task = asyncio.create_task(self._loop(), name=f"poller:{self.acct.key}")
-
-    def wake(self) -> None:
-        """Tick now instead of at the next interval (a webhook delivery arrived)."""
-        self._wake.set()
 
     async def stop(self) -> None:
         """Stop after the running tick (a tick only records work, so this is quick)."""
@@ -74,10 +69,9 @@ class AccountPoller:
         interval = self.acct.tick_interval_s
         due = loop.time()
         while not self._stop.is_set():
-            self._wake.clear()  # whatever woke us is seen by this tick
             await self.tick()
-            # A tick that overran skips the slots it covered; one a delivery woke early keeps
-            # the schedule (reconciliation stays at its interval).
+            # A tick that overran skips the slots it covered. With the webhook on, the interval
+            # is webhook.reconcile_interval_s: deliveries record work without a poll.
             while due <= loop.time():
                 due += interval
             wait = due - loop.time()
@@ -87,17 +81,11 @@ class AccountPoller:
                     lambda a, at=next_at: setattr(a, "next_tick_at", at))
             except Exception:
                 log.exception("account %s: cannot record the next tick time", self.acct.key)
-            await self._sleep(wait)
-
-    async def _sleep(self, wait: float) -> None:
-        """Until the next tick is due, a wake-up, or stop."""
-        waits = [asyncio.ensure_future(self._stop.wait()),
-                 asyncio.ensure_future(self._wake.wait())]
-        try:
-            await asyncio.wait(waits, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waits:
-                w.cancel()
+            try:
+                async with asyncio.timeout(wait):
+                    await self._stop.wait()
+            except TimeoutError:
+                pass
 
     async def tick(self) -> PassResult:
         if self._tick_lock.locked():

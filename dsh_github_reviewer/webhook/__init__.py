@@ -1,13 +1,15 @@
 """The webhook trigger (issue 14): GitHub tells the bot about a push or a ``/bot`` at once.
 
-A delivery only *records* work — the same PR work a poll would record — and wakes the account;
-it never runs a second review path. Polling continues at ``reconcile_interval_s`` and catches
-whatever a lost delivery missed. Modules, one concern each:
+A delivery only *records* work — the same PR work a poll would record — and wakes the
+scheduler; it never runs a second review path. Polling continues at ``reconcile_interval_s``
+and catches whatever a lost delivery missed. Modules, one concern each:
 
 * ``settings``   — the ``[plugins.github-reviewer.webhook]`` block
 * ``signature``  — ``X-Hub-Signature-256`` verification, constant time, before any parsing
 * ``events``     — the deliveries the reviewer acts on, as pydantic models
 * ``deliveries`` — delivery ids already handled (bounded, durable), so a redelivery is a no-op
 * ``receiver``   — the ASGI app: verify, parse, pick the account, record, answer
+* ``sink``       — what a delivery records, through the account's ``Inbox`` like a poll
 * ``server``     — its own uvicorn listener, apart from the web UI
+* ``runtime``, ``status`` — starting the receivers; what ``status`` and the web UI show
 """

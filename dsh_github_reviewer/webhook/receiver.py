@@ -127,16 +127,19 @@ class Receiver:
             return 200, "duplicate delivery; already handled"
         future: asyncio.Future[tuple[int, str]] = asyncio.get_running_loop().create_future()
         self._inflight[delivery] = future
+        result = (500, "recording was interrupted; redeliver it or wait for reconciliation")
         try:
             result = await self._dispatch(delivery, name, parsed, acts, signed_by)
         except Exception as exc:
             self.counters.failed += 1
-            log.exception("webhook delivery %s (%s): recording failed", delivery, name)
+            log.exception("webhook delivery %s (%s): recording failed", _safe(delivery),
+                          _safe(name))
             result = (500, f"could not record the work ({type(exc).__name__}); "
                            "redeliver it or wait for reconciliation")
         finally:
+            # A duplicate waiting on this one is released even if this task was cancelled.
             self._inflight.pop(delivery, None)
-        future.set_result(result)
+            future.set_result(result)
         return result
 
     async def _dispatch(self, delivery: str, name: str, parsed: events.Envelope | events.Ping,
