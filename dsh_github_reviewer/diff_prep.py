@@ -11,9 +11,12 @@ that read it. The guard still lets the model read any changed file.
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from functools import lru_cache
 
 from .github.models import PullFile
 from .sanitizer import sanitize_code, sanitize_line
@@ -29,13 +32,33 @@ BUILTIN_EXCLUDE: tuple[str, ...] = (
 NAMES_LISTED = 40  # per notice: a PR touching thousands of lockfiles still gets a short notice
 
 
+_UNWRAP = re.compile(r"\(\?s:(.*)\)\\[Zz]", re.S)
+
+
+@lru_cache(maxsize=1024)
+def _path_glob(pattern: str) -> re.Pattern[str]:
+    """A path glob as a regex: ``*`` and ``?`` as in fnmatch (``*`` crosses ``/``), ``**/``
+    also matches no directory at all (``**/gen/*`` covers ``gen/x``, ``src/**/a.py`` covers
+    ``src/a.py``, as in .gitignore), and a trailing ``/`` means everything under it."""
+    pattern = pattern.lstrip("/")
+    if pattern.endswith("/"):
+        pattern += "**"
+    # fnmatch's translation of each piece, without its (?s: ... )\Z wrapper (\z on 3.14).
+    parts = [_UNWRAP.fullmatch(fnmatch.translate(piece)).group(1)  # type: ignore[union-attr]
+             for piece in pattern.split("**/")]
+    return re.compile("(?s:" + "(?:.*/)?".join(parts) + r")\Z")
+
+
 def excluded(path: str, patterns: Iterable[str]) -> bool:
     """A pattern without ``/`` matches the file name in any directory; one with ``/`` matches
-    the whole path (``*`` also crosses ``/``, so ``vendor/*`` is everything under vendor)."""
+    the whole path (``*`` also crosses ``/``, so ``vendor/*`` is everything under vendor; see
+    ``_path_glob`` for ``**/`` and a trailing ``/``)."""
     name = path.rsplit("/", 1)[-1]
     for pattern in patterns:
-        target = path if "/" in pattern else name
-        if fnmatchcase(target, pattern.lstrip("/") if "/" in pattern else pattern):
+        if "/" in pattern:
+            if _path_glob(pattern).match(path):
+                return True
+        elif fnmatchcase(name, pattern):
             return True
     return False
 
