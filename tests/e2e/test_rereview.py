@@ -204,3 +204,24 @@ async def test_review_command_on_an_unchanged_head_sends_no_diff(shop):
     assert "The head is unchanged since your last review" in user
     assert "<diff>" not in user and "<pull_request>" not in user
     assert_prefix_stable(shop.model)
+
+
+async def test_the_submit_is_never_starved_by_the_tool_budget(tmp_path, sandbox80, model):
+    # 31 findings and the shop PR's own on the default budget of 30 tool calls per turn, through
+    # the real loop: the create and 29 comments spend the budget, the other comments are
+    # refused, and the submit still posts the drafted review instead of losing it.
+    st: SandboxState = sandbox80.state
+    build_shop(sandbox80)
+    evals = "".join(f"def f{i}(x):\n    return eval(x)\n\n\n" for i in range(31))
+    st.commit(REPO, "feature-1", {"shop/evals.py": evals})
+    dep = await Deployment(tmp_path, sandbox80, model).start()
+    try:
+        await dep.tick()
+    finally:
+        await dep.stop()
+    (turn,) = review_turns(model)
+    results = [m["content"] for m in turn[-1].request["messages"] if m["role"] == "tool"]
+    assert sum("budget exhausted" in r for r in results) >= 2
+    (review,) = dep.reviews()
+    assert review.state == "COMMENTED"
+    assert len(st.comments_of_review(review.id)) == 29
