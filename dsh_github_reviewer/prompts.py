@@ -159,6 +159,9 @@ _FOCUS = {
     "again": "This is a re-review (last reviewed head: {previous}), but that review is not in "
              "this conversation verbatim, so the PR's whole prepared diff is below. Do not "
              "repeat findings already reported on the PR.",
+    "base_changed": "This is a re-review after the pull request's base branch changed (last "
+                    "reviewed head: {previous}), so its whole prepared diff against the new "
+                    "base is below. Do not repeat unchanged findings.",
     "push": "This is a re-review after new commits. Below is only what changed since the head "
             "you last reviewed ({previous}): the new commits and their diff, restricted to the "
             "PR's files. Review the new code, say which earlier findings it fixes, and do not "

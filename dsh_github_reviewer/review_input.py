@@ -38,8 +38,8 @@ REVIEW_FLOW = "Flow: review"
 
 @dataclass
 class ReviewInput:
-    """The per-turn material; ``kind`` is first | again | push | force_push | unchanged |
-    unavailable."""
+    """The per-turn material; ``kind`` is first | again | base_changed | push | force_push |
+    unchanged | unavailable."""
 
     kind: str
     diff: str = ""
@@ -79,6 +79,12 @@ async def blob_sizes(client: GitHubClient, owner: str, repo: str, sha: str,
 
 def reviewed_in(history: Sequence[str]) -> bool:
     return any(m.startswith(REVIEW_FLOW) for m in history)
+
+
+def _base_branch_changed(base_ref: str, history: Sequence[str]) -> bool:
+    """Whether the base branch the model was last told (prompts' PR block) is another one."""
+    told = [m for m in history if m.startswith(REVIEW_FLOW) and "\nbase branch: " in m]
+    return bool(told) and f"\nbase branch: {base_ref}\n" not in told[-1]
 
 
 def _commit_lines(cmp: Comparison) -> tuple[list[str], int]:
@@ -173,6 +179,10 @@ async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile
         # A lost session, or the earlier review was compacted into a summary: the model
         # no longer has the code it reviewed, so an interdiff alone would mean little.
         return ReviewInput("again", diff=await shown(files))
+    if _base_branch_changed(pr.base.ref, history):
+        # Retargeted to another base branch: the PR's diff is a different one now, whatever
+        # the head did, so the interdiff (or "unchanged") would hide most of it.
+        return ReviewInput("base_changed", diff=await shown(files))
     if previous_head == pr.head.sha:
         return ReviewInput("unchanged")
     in_pr = _paths(files)

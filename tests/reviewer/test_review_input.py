@@ -95,3 +95,19 @@ async def test_a_force_push_names_the_files_the_pr_no_longer_changes(sandbox, cl
     assert got.note.endswith("No longer changed by the PR (deleted or back to the base's "
                              "content): new.py.")
     assert "other.py" not in got.diff + got.note  # the rebase brought it from the base
+
+
+async def test_a_new_base_branch_gives_the_whole_diff_against_it(sandbox, client):
+    # /review after the PR was retargeted: the head is the same but the PR's diff is another.
+    st = small_repo(sandbox)
+    head = st.pull("octo/app", 1).head_sha
+    told = [HISTORY[0] + "\n\n<pull_request>\nrepository: octo/app\nnumber: 1\ntitle: PR 1\n"
+            "author: alice\nurl: u\nbase branch: main\nhead branch: feature-1\n"
+            "</pull_request>"]
+    pr = await client.get_pull("octo", "app", 1)
+    assert (await prepare_review(client, pr, ReviewSettings(), head, told)).kind == "unchanged"
+    st.commit("octo/app", "release", {"README.md": "release\n"}, from_branch="main")
+    st.change_base("octo/app", 1, "release")
+    pr = await client.get_pull("octo", "app", 1)
+    got = await prepare_review(client, pr, ReviewSettings(), head, told)
+    assert got.kind == "base_changed" and "+++ b/app.py" in got.diff
