@@ -37,6 +37,7 @@ def domain_spec() -> DomainSpec:
 
 class DeliveryLog:
     def __init__(self, domain: Domain, cap: int = DEFAULT_CAP):
+        self.domain = domain
         self.table = domain.table(TABLE)
         self.cap = cap
         self._seen: OrderedDict[str, datetime] = OrderedDict()
@@ -53,13 +54,18 @@ class DeliveryLog:
 
     async def remember(self, delivery_id: str, record: Delivery) -> None:
         async with self._lock:
-            await self.table.put(delivery_id, record)
+            # Trim in batches, in the same atomic write, so a steady stream pays one write per
+            # delivery and one larger write per cap/10 deliveries.
+            drop: list[str] = []
+            if len(self._seen) + 1 > self.cap + max(1, self.cap // 10):
+                drop = list(self._seen)[:len(self._seen) + 1 - self.cap]
+            async with self.domain.transaction() as tx:
+                tx.put(TABLE, delivery_id, record)
+                for old in drop:
+                    tx.delete(TABLE, old)
+            for old in drop:
+                del self._seen[old]
             self._seen[delivery_id] = record.received_at
-            # Trim in batches so a steady stream does not pay one delete per delivery.
-            if len(self._seen) > self.cap + max(1, self.cap // 10):
-                while len(self._seen) > self.cap:
-                    old, _ = self._seen.popitem(last=False)
-                    await self.table.delete(old)
 
     def __len__(self) -> int:
         return len(self._seen)
