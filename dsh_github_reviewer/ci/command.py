@@ -23,12 +23,13 @@ from dsh_harness import Harness, error_lines
 from ..app import AccountRuntime, ReviewerApp
 from ..config import TeamSettings
 from ..github.errors import GitHubError, NotFound
-from ..github.models import PullRequest
-from ..github.review_submit import MARKER
+from ..github.models import PullRequest, Review
+from ..github.review_submit import MARKER, marker
 from ..prompts import TrustedInstructions, chat_message
 from ..replies import reply_marker
 from ..runner import facts, pr_key
 from ..sanitizer import redact_secrets
+from ..team import verdict
 from ..team.personas import COORDINATOR, DEFAULT_TEAM
 from ..team.review import TeamReview
 from .event import CiEnv, CiError, CiTask, load_payload, task_for
@@ -100,6 +101,27 @@ async def previous_head(acct: AccountRuntime, pr: PullRequest) -> str | None:
     return ours[-1].commit_id if ours else None
 
 
+async def completed_by_earlier_attempt(acct: AccountRuntime, pr: PullRequest,
+                                       env: CiEnv) -> Review | None:
+    """A review an earlier attempt of this run posted with every persona complete.
+
+    A re-run of the job (a new ``GITHUB_RUN_ATTEMPT``) after a crash or a cancel that came
+    after the post must not review the PR twice; a re-run after a failed-closed review is the
+    documented way to retry, so that one runs again."""
+    base = pr.base.repo
+    assert acct.client is not None and base is not None
+    tags = [marker(f"{acct.key}:ci:{env.run_id}.{n}") for n in range(1, int(env.run_attempt))]
+    if not tags:
+        return None
+    for r in await acct.client.list_reviews(base.owner.login, base.name, pr.number):
+        if r.state == "PENDING" or not r.body or not any(t in r.body for t in tags):
+            continue
+        found = verdict.verdict_of(r.body)
+        if found and "did not complete" not in found:
+            return r
+    return None
+
+
 async def run_ci(harness: Harness, environ: Mapping[str, str] | None = None,
                  account: str | None = None, personas: list[str] | None = None) -> int:
     env = CiEnv.from_env(os.environ if environ is None else environ)
@@ -150,6 +172,12 @@ async def _run(harness: Harness, app: ReviewerApp, acct: AccountRuntime, env: Ci
     team = TeamReview(harness, app)
     if task.kind == "chat":
         return await _chat(team, acct, pr, task, instructions)
+    if task.comment_id is None:
+        earlier = await completed_by_earlier_attempt(acct, pr, env)
+        if earlier is not None:
+            say(f"review {earlier.id} was already posted by an earlier attempt of this run "
+                f"and every persona completed; not posting again")
+            return 0
     trigger = (f"{acct.key}:cmd:{task.comment_id}" if task.comment_id is not None
                else f"{acct.key}:ci:{env.run_id}.{env.run_attempt}")
     personas = acct.config.review.team.personas

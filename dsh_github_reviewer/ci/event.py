@@ -95,6 +95,9 @@ class CiEnv:
                           f"{'is' if len(missing) == 1 else 'are'} not set")
         if not _REPOSITORY.fullmatch(env["GITHUB_REPOSITORY"]):
             raise CiError(f"GITHUB_REPOSITORY={env['GITHUB_REPOSITORY']!r} is not <owner>/<repo>")
+        for var in ("GITHUB_RUN_ID", "GITHUB_RUN_ATTEMPT"):
+            if env.get(var) and not env[var].isdigit():
+                raise CiError(f"{var}={env[var]!r} is not a number")
         return cls(event_name=env["GITHUB_EVENT_NAME"], event_path=Path(env["GITHUB_EVENT_PATH"]),
                    repository=env["GITHUB_REPOSITORY"], token=env.get("GITHUB_TOKEN") or None,
                    api_url=(env.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/"),

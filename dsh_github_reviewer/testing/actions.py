@@ -163,10 +163,13 @@ class ActionsSimulator:
 
     def run(self, event_name: str, payload: dict[str, Any], *,
             inputs: dict[str, str] | None = None, env: dict[str, str] | None = None,
-            run_attempt: int = 1, timeout_s: float = 300) -> RunResult:
-        """One job. ``inputs`` are the action's ``with:``; ``env`` the workflow's ``env:``."""
-        self.next_run_id += 1
-        run_id = self.next_run_id
+            run_attempt: int = 1, run_id: int | None = None,
+            timeout_s: float = 300) -> RunResult:
+        """One job. ``inputs`` are the action's ``with:``; ``env`` the workflow's ``env:``;
+        ``run_id`` of an earlier run with a higher ``run_attempt`` is a re-run of that job."""
+        if run_id is None:
+            self.next_run_id += 1
+            run_id = self.next_run_id
         runner = self.root / "runners" / f"{run_id}-{run_attempt}"
         if runner.exists():
             raise RuntimeError(f"runner directory {runner} already exists")

@@ -161,6 +161,29 @@ def test_a_persona_that_never_answers_fails_the_check_closed(sim):
     assert [e.get("committed", True) for e in ends] == [False, False, True]
 
 
+def test_a_rerun_retries_a_failed_closed_review_but_never_repeats_a_complete_one(sim):
+    sb, model = sim.sb, sim.model
+    model.team.fail.add("security")
+    event = pull_request_event(sb, REPO, 1, "opened")
+    first = job(sim, "pull_request", event, DSH_MODEL_MAX_RETRIES="0")
+    assert first.exit_code == 1 and len(sb.state.reviews_of(REPO, 1)) == 1
+    model.team.fail.clear()
+    # "Re-run failed jobs": the same run id, the next attempt, the same event file.
+    second = sim.run("pull_request", event, run_id=first.run_id, run_attempt=2,
+                     inputs={"deepseek-api-key": "k", "model-base-url": model.base_url},
+                     env={"DSH_MODEL_RETRY_BASE_S": "0.01"})
+    assert second.exit_code == 0, second.output
+    assert second.restored_key == first.saved_key, "the exact key of the run's first attempt"
+    reviews = sb.state.reviews_of(REPO, 1)
+    assert len(reviews) == 2 and "did not complete" not in verdict_line(reviews[1].body)
+    # A third attempt (e.g. the job was killed after the post, before it exited) posts nothing.
+    served = len(model.served)
+    third = sim.run("pull_request", event, run_id=first.run_id, run_attempt=3,
+                    inputs={"deepseek-api-key": "k", "model-base-url": model.base_url})
+    assert third.exit_code == 0 and "already posted by an earlier attempt" in third.output
+    assert len(sb.state.reviews_of(REPO, 1)) == 2 and len(model.served) == served
+
+
 def test_fork_pr_without_secrets_posts_nothing(sim):
     sb, model = sim.sb, sim.model
     st = sb.state

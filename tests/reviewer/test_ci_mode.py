@@ -86,6 +86,10 @@ def test_a_bad_environment_or_event_is_a_clear_error(tmp_path):
     with pytest.raises(CiError, match="'acme' is not <owner>/<repo>"):
         CiEnv.from_env({"GITHUB_EVENT_NAME": "push", "GITHUB_EVENT_PATH": "e.json",
                         "GITHUB_REPOSITORY": "acme", "GITHUB_RUN_ID": "1"})
+    with pytest.raises(CiError, match="GITHUB_RUN_ATTEMPT='x' is not a number"):
+        CiEnv.from_env({"GITHUB_EVENT_NAME": "push", "GITHUB_EVENT_PATH": "e.json",
+                        "GITHUB_REPOSITORY": "a/b", "GITHUB_RUN_ID": "1",
+                        "GITHUB_RUN_ATTEMPT": "x"})
 
 
 def test_cache_stand_in_has_githubs_key_semantics(tmp_path):
