@@ -183,8 +183,10 @@ async def _run(harness: Harness, app: ReviewerApp, acct: AccountRuntime, env: Ci
     personas = acct.config.review.team.personas
     say(f"reviewing {env.repository}#{pr.number} at {pr.head.sha[:12]} with "
         f"{', '.join(personas)} and the coordinator")
+    earlier = tuple(f"{acct.key}:ci:{env.run_id}.{n}" for n in range(1, int(env.run_attempt))
+                    ) if task.comment_id is None else ()
     result = await team.review(acct, pr, trigger, instructions, await previous_head(acct, pr),
-                               task.requested_by)
+                               task.requested_by, same_review=earlier)
     for persona, outcome in result.outcomes.items():
         say(f"  {persona}: {'completed' if outcome.ok else 'did not complete'} "
             f"({'; '.join(outcome.attempts) or 'no attempt'})")

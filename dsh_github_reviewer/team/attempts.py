@@ -18,6 +18,8 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from dsh_harness import Harness
+
 from ..sanitizer import redact_secrets
 
 log = logging.getLogger(__name__)
@@ -78,3 +80,24 @@ async def run_attempts(label: str, candidates: list[str | None], per_model: int,
             if persistent:
                 break
     return Outcome(False, None, last_error, tried, None)
+
+
+async def reported_before(harness: Harness, session_id: str, triggers: tuple[str, ...],
+                          head: str) -> str | None:
+    """The final answer of the newest completed persona turn for one of ``triggers`` on
+    ``head``, or None. Only committed turns count: a failed attempt is never a report."""
+    if not await harness.sessions.exists(session_id):
+        return None
+    events = (await harness.sessions.read(session_id)).events
+    starts = {e.turn: e.meta for e in events if e.type == "turn_start"}
+    done = {e.turn for e in events if e.type == "turn_end" and e.committed}
+    answers: dict[int, str] = {}
+    for e in events:
+        if e.type == "assistant_message" and not e.tool_calls:
+            answers[e.turn] = e.content or ""
+    for turn in sorted(done, reverse=True):
+        meta = starts.get(turn) or {}
+        if (meta.get("flow") == "persona" and meta.get("trigger") in triggers
+                and meta.get("head") == head and answers.get(turn, "").strip()):
+            return answers[turn]
+    return None

@@ -27,7 +27,7 @@ from ..runner import facts, pr_key, scope_for
 from ..sanitizer import redact_secrets, sanitize
 from ..session_key import PrKey
 from . import verdict
-from .attempts import AttemptResult, Outcome, run_attempts
+from .attempts import AttemptResult, Outcome, reported_before, run_attempts
 from .messages import Report, coordinator_message, persona_message
 from .personas import COORDINATOR
 
@@ -68,7 +68,10 @@ class TeamReview:
     async def review(self, acct: AccountRuntime, pr: PullRequest, trigger: str,
                      instructions: TrustedInstructions | None, previous_head: str | None,
                      requested_by: str | None = None,
-                     personas: list[str] | None = None) -> TeamResult:
+                     personas: list[str] | None = None,
+                     same_review: tuple[str, ...] = ()) -> TeamResult:
+        """``same_review``: earlier triggers of this very review (CI: the run's earlier
+        attempts) whose completed persona reports of this head are reused."""
         team = acct.config.review.team
         names = list(personas if personas is not None else team.personas)
         base = pr.base.repo
@@ -90,7 +93,8 @@ class TeamReview:
             async def one(name: str) -> tuple[str, Outcome]:
                 async with limit:
                     return name, await self._persona(acct, key.with_persona(name), pr, trigger,
-                                                     previous_head, requested_by)
+                                                     previous_head, requested_by,
+                                                     (trigger, *same_review))
             outcomes = dict(await asyncio.gather(*(one(n) for n in names)))
             reports = [Report(n, outcomes[n].text if outcomes[n].ok else None,
                               outcomes[n].error) for n in names]
@@ -136,7 +140,8 @@ class TeamReview:
                     # transcript either (only completed attempts are memory).
                     outcome = await agent.followup(
                         text, deadline=deadline, require_text=flow == "persona",
-                        meta={"flow": flow, "trigger": trigger, "persona": key.persona})
+                        meta={"flow": flow, "trigger": trigger, "persona": key.persona,
+                              "head": pr.head.sha})
                 finally:
                     await acct.guard.end(sid)
         except TimeoutError:
@@ -150,8 +155,16 @@ class TeamReview:
         return AttemptResult(True, outcome.text), turn
 
     async def _persona(self, acct: AccountRuntime, key: PrKey, pr: PullRequest, trigger: str,
-                       previous_head: str | None, requested_by: str | None) -> Outcome:
+                       previous_head: str | None, requested_by: str | None,
+                       triggers: tuple[str, ...]) -> Outcome:
         team = acct.config.review.team
+        # A restart after a crash (or a CI re-run) runs the same review again: a persona that
+        # already reported on this head for it keeps that report. Asking again would make it
+        # say "nothing new" (its report is in its conversation), and the coordinator would
+        # then post a review without those findings.
+        earlier = await reported_before(self.harness, key.session_id, triggers, pr.head.sha)
+        if earlier is not None:
+            return Outcome(True, earlier, None, ["reused: reported before a restart"])
 
         async def message(agent: Agent, turn: GuardTurn) -> str:
             # Like the single reviewer: the prepared diff, or only what changed since this

@@ -168,6 +168,7 @@ def test_a_rerun_retries_a_failed_closed_review_but_never_repeats_a_complete_one
     first = job(sim, "pull_request", event, DSH_MODEL_MAX_RETRIES="0")
     assert first.exit_code == 1 and len(sb.state.reviews_of(REPO, 1)) == 1
     model.team.fail.clear()
+    calls = dict(model.team.calls)
     # "Re-run failed jobs": the same run id, the next attempt, the same event file.
     second = sim.run("pull_request", event, run_id=first.run_id, run_attempt=2,
                      inputs={"deepseek-api-key": "k", "model-base-url": model.base_url},
@@ -176,6 +177,13 @@ def test_a_rerun_retries_a_failed_closed_review_but_never_repeats_a_complete_one
     assert second.restored_key == first.saved_key, "the exact key of the run's first attempt"
     reviews = sb.state.reviews_of(REPO, 1)
     assert len(reviews) == 2 and "did not complete" not in verdict_line(reviews[1].body)
+    # The personas that completed in attempt 1 keep their reports of this head (asked again,
+    # they would call their findings old news), so the new review still carries them.
+    assert model.team.calls["quality"] == calls["quality"]
+    assert model.team.calls["performance"] == calls["performance"]
+    bodies = [c.body for c in sb.state.comments_of_review(reviews[1].id)]
+    assert any(b.startswith("[quality]") for b in bodies), bodies
+    assert any(b.startswith("[security]") for b in bodies), bodies
     # A third attempt (e.g. the job was killed after the post, before it exited) posts nothing.
     served = len(model.served)
     third = sim.run("pull_request", event, run_id=first.run_id, run_attempt=3,

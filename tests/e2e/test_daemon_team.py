@@ -50,3 +50,33 @@ async def test_daemon_team_reviews_then_resumes_every_session(tmp_path, sandbox8
             assert len(seen) == 4
         finally:
             await dep.stop()
+
+
+class SlowTeam(TeamModel):
+    def __call__(self, req):
+        reply = super().__call__(req)
+        reply.chunk_delay_s = 0.1
+        return reply
+
+
+def test_sigkill_while_the_coordinator_writes_then_restart(tmp_path, sandbox80):
+    """Killed after every persona reported, while the coordinator comments: the restart posts
+    the one review of the trigger, with the findings the personas reported before the kill."""
+    from .test_crash_resume import dsh, finish, kill_when
+
+    build_shop(sandbox80)
+    with ScriptedModelServer(policy=SlowTeam()) as model:
+        config = Deployment(tmp_path, sandbox80, model, extra_account=TEAM).write_config()
+        proc = dsh(config)
+        kill_when(proc, lambda: any("add_comment_to_pending_review" in str(s.request)
+                                    for s in model.served), "the coordinator's comments")
+        assert sandbox80.state.reviews_of("acme/shop", 1) == []
+        finish(config)
+        (review,) = sandbox80.state.reviews_of("acme/shop", 1)
+        assert review.state == "COMMENTED"
+        assert not [r for r in sandbox80.state.reviews if r.state == "PENDING"]
+        comments = {(c.path, c.line) for c in sandbox80.state.comments_of_review(review.id)}
+        assert {("shop/orders.py", 10), ("shop/orders.py", 15)} <= comments, review.body
+        assert "Verdict: cannot merge: " in review.body and "did not complete" not in review.body
+        finish(config)
+        assert len(sandbox80.state.reviews_of("acme/shop", 1)) == 1
