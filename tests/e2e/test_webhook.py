@@ -60,7 +60,7 @@ def bot_replies(sb) -> list:
     return [c for c in sb.state.issue_comments_of(REPO, 1) if c.user == "shop-review-bot"]
 
 
-async def test_open_push_and_bot_are_answered_from_deliveries(tmp_path, sandbox80, model):
+async def test_open_push_bot_and_retarget_are_answered_from_deliveries(tmp_path, sandbox80, model):
     build_shop(sandbox80, prs=0)
     dep, url = await running(tmp_path, sandbox80, model)
     try:
@@ -75,10 +75,15 @@ async def test_open_push_and_bot_are_answered_from_deliveries(tmp_path, sandbox8
         assert heads[1] == st.pull(REPO, 1).head_sha and heads[0] != heads[1]
         st.add_issue_comment(REPO, 1, "maintainer", "/bot what changed?")
         await wait_until(lambda: len(bot_replies(sandbox80)) == 1)
+        # Retargeted to another base branch: the same head is reviewed against it, once.
+        st.commit(REPO, "release", {"RELEASE.md": "1.0\n"})
+        st.change_base(REPO, 1, "release")
+        await wait_until(lambda: len(dep.reviews()) == 3)
+        assert dep.reviews()[2].commit_id == heads[1]
         # The bot's own reply was delivered too, and did nothing.
         await asyncio.to_thread(sandbox80.webhooks.wait_idle)
         await asyncio.sleep(0.5)
-        assert len(bot_replies(sandbox80)) == 1 and len(dep.reviews()) == 2
+        assert len(bot_replies(sandbox80)) == 1 and len(dep.reviews()) == 3
         assert all(d.status == 200 for d in sandbox80.webhooks.deliveries())
         (account,) = await status_data(dep.harness)
         hook = account["webhook"]

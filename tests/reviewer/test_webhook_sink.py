@@ -117,3 +117,24 @@ async def test_drafts_close_and_reopen(live):
     await settle(sb)
     assert (await dep.entry(2)).closed_seen_at is None
     assert all(d.status == 200 for d in sb.webhooks.deliveries())
+
+
+async def test_a_retarget_owes_a_review_of_the_same_head_once(live):
+    dep, sb = live
+    st = sb.state
+    st.commit(REPO, "release", {"RELEASE.md": "1.0\n"})
+    await reviewed(dep)
+    head = st.pull(REPO, 1).head_sha
+    st.change_base(REPO, 1, "release")
+    await settle(sb)
+    (d,) = sb.webhooks.deliveries("pull_request", "edited")
+    assert d.status == 200
+    rec = await dep.entry()
+    base = st.pull(REPO, 1).base_sha
+    assert rec.status == "reviewing" and rec.head_sha == head
+    assert rec.trigger == f"demo:retarget:{head}:{base}"
+    # A redelivery, or a title edit, changes nothing more.
+    again = sb.webhooks.redeliver(d.id)
+    await asyncio.to_thread(again.done.wait, 10)
+    assert again.status == 200
+    assert (await dep.entry()).trigger == rec.trigger
