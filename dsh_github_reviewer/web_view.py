@@ -196,7 +196,8 @@ def build(session: Any, events: list, facts: dict[str, Any]) -> dict[str, Any] |
             review, chat = None, None
     reviews.reverse()  # newest first
     posted = [r for r in reviews if r.posted]
-    return {"template": "pr_review.html", "context": {
+    title = f"{key.owner}/{key.repo}#{key.number}" + (f": {pr['title']}" if pr.get("title") else "")
+    return {"template": "pr_review.html", "title": title, "context": {
         "pr": pr, "key": key, "latest": posted[0] if posted else None,
         "reviews": reviews, "chats": chats, "pr_url": pr_url}}
 

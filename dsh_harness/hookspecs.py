@@ -203,8 +203,9 @@ def dsh_web_session_view(harness: Any, session: Any, events: list, facts: dict) 
 
     Fires when ``/sessions/<id>`` is rendered, with the session header, all its events so far
     and its facts (see ``dsh_web_session_facts``). Return ``None`` to leave the generic page,
-    or ``{"template": name, "context": {...}}``: that template (from a directory added with
-    ``router.add_template_dir``) is rendered above the raw turns, which are then folded in a
-    ``<details>``. First non-``None`` result wins. Runs in a worker thread while the page
-    renders; it must not block on I/O.
+    or ``{"template": name, "context": {...}, "title": text}``: that template (from a directory
+    added with ``router.add_template_dir``) is rendered above the raw turns, which are then
+    folded in a ``<details>``; the optional ``title`` replaces the session's title as the
+    page's heading (the reviewer: ``owner/repo#n: <PR title>``). First non-``None`` result
+    wins. Runs in a worker thread while the page renders; it must not block on I/O.
     """

@@ -197,7 +197,9 @@ class WebApp:
             facts=log.digest["facts"])
         if not (isinstance(view, dict) and isinstance(view.get("template"), str)):
             return None
-        return {"template": view["template"], "context": dict(view.get("context") or {})}
+        title = view.get("title")
+        return {"template": view["template"], "context": dict(view.get("context") or {}),
+                "title": title if isinstance(title, str) and title.strip() else None}
 
     @staticmethod
     def _live_headers(resp: Response, log: LiveLog) -> None:

@@ -194,7 +194,8 @@ def login_page(error: str) -> str:
 
 LOGIN_PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>dsh · sign in</title><link rel="stylesheet" href="/static/style.css"></head>
+<title>dsh · sign in</title><link rel="stylesheet" href="/static/style.css">
+<link rel="icon" href="/static/favicon.svg" type="image/svg+xml"></head>
 <body class="login"><form method="post" action="/login"><h1>dsh</h1>{error}
 <label>Access token <input type="password" name="token" autocomplete="current-password"
 autofocus required></label><button type="submit">Sign in</button></form></body></html>"""

@@ -122,8 +122,10 @@ def page(browser, served):
     """A signed-in page that records dialogs and every request leaving the UI's origin."""
     context = browser.new_context()
     page = context.new_page()
-    page.dialogs, page.foreign = [], []
+    page.dialogs, page.foreign, page.failed = [], [], []
     page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+    page.on("response", lambda r: page.failed.append(f"{r.status} {r.url}")
+            if r.status >= 400 else None)
     page.on("request", lambda r: None if r.url.startswith(served.base_url)
             else page.foreign.append(r.url))
     page.goto(served.base_url + "/login")

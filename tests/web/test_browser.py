@@ -61,6 +61,8 @@ def test_pr_page_shows_the_review_as_posted_then_the_conversation(page, served):
     assert posted, "the loop posted a review on the sandbox"
     comments = state.comments_of_review(posted[-1].id)
     assert comments, "with inline comments"
+    assert page.locator("h1").inner_text() == (
+        "acme/shop#1: Fix <script>alert('title')</script> & more"), "the PR, not the session"
     review = page.locator("section.review")
     assert "Review as posted" in review.locator("h2").inner_text()
     # The summary as posted (GitHub's body is the summary plus the hidden trigger marker).
@@ -104,8 +106,9 @@ def test_pr_page_shows_the_review_as_posted_then_the_conversation(page, served):
     main = page.inner_text("main")
     assert "<script>alert('title')</script>" in main
     page.click("details.result >> nth=0")
-    # ...and nothing executed or loaded from elsewhere.
+    # ...and nothing executed or loaded from elsewhere, and nothing failed to load.
     assert page.dialogs == [] and page.foreign == []
+    assert page.failed == [], "no resource answered 4xx/5xx"
     assert page.locator("main script").count() == 0
     assert page.locator("main iframe, main img, main :not(figure.chart) > svg").count() == 0
     assert page.locator("a[href^='javascript:']").count() == 0
