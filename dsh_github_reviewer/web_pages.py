@@ -14,6 +14,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from . import cli as cli_commands
+from .app import ReviewerApp
+from .cursor import DOMAIN, CursorStore
 from .session_key import PrKey
 
 PAGE_SIZE = 50
@@ -115,6 +117,47 @@ class PrIndex:
         self._source = entries
 
 
+@dataclass
+class PollView:
+    """What the last complete poll of an account says about which PRs are still open."""
+
+    last_tick_at: Any
+    seen_open: dict[str, Any]  # cursor key -> last_seen_open_at
+    repos: set[str]
+
+
+async def poll_views(harness: Any) -> dict[str, PollView]:
+    """Per account whose last poll finished without an error: the PRs it saw open. A PR's
+    state in its facts is as of its last turn; a PR closed or merged since has no new turn."""
+    app = ReviewerApp.of(harness)
+    domain = await harness.storage.domain(DOMAIN)
+    out = {}
+    for acct in app.accounts.values():
+        cursor = await CursorStore(domain, acct.key).load()
+        if cursor.last_tick_at is None or cursor.last_error:
+            continue  # a repository may not have been listed: nothing is known as closed
+        out[acct.key] = PollView(cursor.last_tick_at,
+                                 {k: e.last_seen_open_at for k, e in cursor.prs.items()},
+                                 {r.lower() for r in acct.config.repositories})
+    return out
+
+
+def state_of(row: PrRow, polls: dict[str, PollView]) -> tuple[str | None, str]:
+    """(state, why) — 'closed' when the last poll did not list the PR among the open ones
+    (closed or merged; the poller lists only open PRs), else the state at its last turn."""
+    poll = polls.get(row.key[0])
+    if poll is None or row.state not in (None, "open"):
+        return row.state, "as of the PR's last turn"
+    key = f"{row.repo.lower()}#{row.key[3]}"
+    if key in poll.seen_open:
+        seen = poll.seen_open[key]
+        if seen is not None and seen < poll.last_tick_at:
+            return "closed", "not open at the last poll (closed or merged)"
+    elif row.repo.lower() in poll.repos:  # its entry was pruned: unseen for days
+        return "closed", "not open at the last polls (closed or merged)"
+    return row.state, "as of the PR's last turn"
+
+
 def hit(u: list) -> float:
     prompt = u[0] + u[1]
     return 100.0 * u[1] / prompt if prompt else 0.0
@@ -135,6 +178,7 @@ def register(router: Any) -> None:
                  if (not q or r.matches(q)) and (not repo or r.repo == repo)]
         pages = max(1, math.ceil(len(shown) / PAGE_SIZE))
         page = min(page, pages)
+        polls = await poll_views(router.harness)
 
         def page_url(n: int) -> str:
             return "/prs?" + urlencode({k: v for k, v in (("q", q), ("repo", repo), ("page", n))
@@ -143,14 +187,16 @@ def register(router: Any) -> None:
             request, "reviewer_prs.html", rows=shown[(page - 1) * PAGE_SIZE: page * PAGE_SIZE],
             total=len(shown), page=page, pages=pages, q=q, repo=repo, page_url=page_url,
             repos=index.repos, accounts=index.accounts, hit=hit,
+            state_of=lambda r: state_of(r, polls),
             charted=[repo] if repo in index.repos else sorted(
                 index.repos, key=lambda n: index.repos[n]["usage"][3], reverse=True)[:CHARTS])
 
     async def prs_api(request):
         index.build(await router.catalog.entries())
+        polls = await poll_views(router.harness)
         return router.json({"prs": [{
             "account": r.key[0], "repo": r.repo, "number": r.key[3], "session": r.session_id,
-            "title": r.title, "author": r.author, "state": r.state, "url": r.url,
+            "title": r.title, "author": r.author, "state": state_of(r, polls)[0], "url": r.url,
             "last_review": r.last_review, "last_outcome": r.last_outcome,
             "reviews": r.reviews, "questions": r.questions, "turns": r.turns,
             "cost_usd": r.usage[3], "cache_hit_pct": round(r.hit_pct, 1),

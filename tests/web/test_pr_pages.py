@@ -188,3 +188,50 @@ def test_only_a_web_url_in_the_submit_note_becomes_the_review_link():
     for note in [None, "", "rejected", "review javascript:alert(1)", "review data:x",
                  "review https://a.test/x onmouseover=1"]:
         assert review_url(note) is None, note
+
+
+async def test_a_pr_closed_since_its_last_turn_shows_closed_after_a_clean_poll(tmp_path, server):
+    """A PR's facts say 'open' as of its last turn; a closed or merged PR gets no new turn, so
+    /prs asks the account's cursor whether the last poll still listed it."""
+    from datetime import UTC, datetime, timedelta
+
+    from dsh_github_reviewer.cursor import DOMAIN, CursorStore, PrEntry
+
+    text = config_text(server.base_url) + (
+        '[plugins.github-reviewer]\nplugin = "dsh-github-reviewer"\n'
+        '[[plugins.github-reviewer.accounts]]\nname = "demo"\n'
+        'personal_access_token = "ghp_' + "x" * 36 + '"\napi_url = "http://127.0.0.1:9"\n'
+        'repositories = ["acme/shop"]\n')
+    h = Harness(parse_config(text, "t.toml", tmp_path), load_entry_points=False,
+                plugins=[("dsh-github-reviewer", reviewer_plugin)])
+    for n in (7, 8, 9):
+        await pr_session(h, PrKey("demo", "acme", "shop", n).session_id)
+    store = CursorStore(await h.storage.domain(DOMAIN), "demo")
+    now = datetime.now(UTC)
+
+    def polled(c, error=None):
+        c.last_tick_at, c.last_error = now, error
+        for n, seen in ((7, now), (8, now - timedelta(minutes=5))):  # 9: pruned long ago
+            c.prs[f"acme/shop#{n}"] = PrEntry(head_sha="a" * 40, status="reviewed",
+                                               updated_at=now, last_seen_open_at=seen)
+
+    async def states(c) -> dict[int, str]:
+        prs = (await c.get("/api/github-reviewer/prs")).json()["prs"]
+        return {p["number"]: p["state"] for p in prs}
+
+    try:
+        await check_states(h, store, polled, states)
+    finally:
+        await h.close()
+
+
+async def check_states(h, store, polled, states) -> None:
+    async with client(h) as c:
+        assert await states(c) == {7: "open", 8: "open", 9: "open"}, "no poll yet: last turn"
+        await store.update(lambda cur: polled(cur, error="acme/shop: 502"))
+        assert await states(c) == {7: "open", 8: "open", 9: "open"}, "a failed poll proves nothing"
+        await store.update(polled)
+        assert await states(c) == {7: "open", 8: "closed", 9: "closed"}
+        page = (await c.get("/prs")).text
+        assert page.count('class="badge state-closed"') == 2
+        assert "not open at the last poll (closed or merged)" in page
