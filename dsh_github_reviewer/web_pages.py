@@ -15,8 +15,9 @@ from urllib.parse import urlencode
 
 from . import cli as cli_commands
 from .app import ReviewerApp
-from .cursor import DOMAIN, CursorStore
 from .session_key import PrKey
+from .work.records import DOMAIN, split_pr_key
+from .work.store import WorkStore
 
 PAGE_SIZE = 50
 CHARTS = 10  # cost-per-day charts on /prs: the costliest repositories (or the filtered one)
@@ -119,42 +120,43 @@ class PrIndex:
 
 @dataclass
 class PollView:
-    """What the last complete poll of an account says about which PRs are still open."""
+    """What an account's stored work records say about which of its PRs were seen closed."""
 
-    last_tick_at: Any
-    seen_open: dict[str, Any]  # cursor key -> last_seen_open_at
+    polled: bool  # the account has completed a poll (records of its PRs are current)
+    closed: dict[str, Any]  # "owner/repo#n" -> closed_seen_at (None: open)
     repos: set[str]
 
 
 async def poll_views(harness: Any) -> dict[str, PollView]:
-    """Per account whose last poll finished without an error: the PRs it saw open. A PR's
-    state in its facts is as of its last turn; a PR closed or merged since has no new turn."""
+    """Per account: the PRs the poller or a webhook saw closed. A PR's state in its facts is
+    as of its last turn, and a PR closed or merged since gets no new turn."""
     app = ReviewerApp.of(harness)
     domain = await harness.storage.domain(DOMAIN)
     out = {}
     for acct in app.accounts.values():
-        cursor = await CursorStore(domain, acct.key).load()
-        if cursor.last_tick_at is None or cursor.last_error:
-            continue  # a repository may not have been listed: nothing is known as closed
-        out[acct.key] = PollView(cursor.last_tick_at,
-                                 {k: e.last_seen_open_at for k, e in cursor.prs.items()},
+        store = WorkStore(domain, acct.key)
+        account = await store.load_account()
+        closed = {}
+        for key, rec in (await store.prs()).items():
+            _, repo, number = split_pr_key(key)
+            closed[f"{repo}#{number}"] = rec.closed_seen_at
+        out[acct.key] = PollView(account.last_tick_at is not None, closed,
                                  {r.lower() for r in acct.config.repositories})
     return out
 
 
 def state_of(row: PrRow, polls: dict[str, PollView]) -> tuple[str | None, str]:
-    """(state, why) — 'closed' when the last poll did not list the PR among the open ones
-    (closed or merged; the poller lists only open PRs), else the state at its last turn."""
+    """(state, why) — 'closed' when the PR was seen closed or merged since its last turn (or
+    its record was pruned, days after), else the state at its last turn."""
     poll = polls.get(row.key[0])
     if poll is None or row.state not in (None, "open"):
         return row.state, "as of the PR's last turn"
     key = f"{row.repo.lower()}#{row.key[3]}"
-    if key in poll.seen_open:
-        seen = poll.seen_open[key]
-        if seen is not None and seen < poll.last_tick_at:
-            return "closed", "not open at the last poll (closed or merged)"
-    elif row.repo.lower() in poll.repos:  # its entry was pruned: unseen for days
-        return "closed", "not open at the last polls (closed or merged)"
+    if key in poll.closed:
+        if poll.closed[key] is not None:
+            return "closed", "seen closed or merged since its last turn"
+    elif poll.polled and row.repo.lower() in poll.repos:
+        return "closed", "closed or merged days ago (its record was pruned)"
     return row.state, "as of the PR's last turn"
 
 

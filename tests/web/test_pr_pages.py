@@ -190,12 +190,12 @@ def test_only_a_web_url_in_the_submit_note_becomes_the_review_link():
         assert review_url(note) is None, note
 
 
-async def test_a_pr_closed_since_its_last_turn_shows_closed_after_a_clean_poll(tmp_path, server):
+async def test_a_pr_closed_since_its_last_turn_shows_closed(tmp_path, server):
     """A PR's facts say 'open' as of its last turn; a closed or merged PR gets no new turn, so
-    /prs asks the account's cursor whether the last poll still listed it."""
-    from datetime import UTC, datetime, timedelta
+    /prs asks the account's work records whether it was seen closed since."""
 
-    from dsh_github_reviewer.cursor import DOMAIN, CursorStore, PrEntry
+    from dsh_github_reviewer.work.records import DOMAIN, pr_key
+    from dsh_github_reviewer.work.store import WorkStore
 
     text = config_text(server.base_url) + (
         '[plugins.github-reviewer]\nplugin = "dsh-github-reviewer"\n'
@@ -204,34 +204,35 @@ async def test_a_pr_closed_since_its_last_turn_shows_closed_after_a_clean_poll(t
         'repositories = ["acme/shop"]\n')
     h = Harness(parse_config(text, "t.toml", tmp_path), load_entry_points=False,
                 plugins=[("dsh-github-reviewer", reviewer_plugin)])
-    for n in (7, 8, 9):
-        await pr_session(h, PrKey("demo", "acme", "shop", n).session_id)
-    store = CursorStore(await h.storage.domain(DOMAIN), "demo")
-    now = datetime.now(UTC)
+    try:
+        for n in (7, 8, 9):
+            await pr_session(h, PrKey("demo", "acme", "shop", n).session_id)
+        await check_states(h, WorkStore(await h.storage.domain(DOMAIN), "demo"), pr_key)
+    finally:
+        await h.close()
 
-    def polled(c, error=None):
-        c.last_tick_at, c.last_error = now, error
-        for n, seen in ((7, now), (8, now - timedelta(minutes=5))):  # 9: pruned long ago
-            c.prs[f"acme/shop#{n}"] = PrEntry(head_sha="a" * 40, status="reviewed",
-                                               updated_at=now, last_seen_open_at=seen)
+
+async def check_states(h, store, pr_key) -> None:
+    from datetime import UTC, datetime
+
+    from dsh_github_reviewer.work.records import PrRecord
+
+    now = datetime.now(UTC)
 
     async def states(c) -> dict[int, str]:
         prs = (await c.get("/api/github-reviewer/prs")).json()["prs"]
         return {p["number"]: p["state"] for p in prs}
 
-    try:
-        await check_states(h, store, polled, states)
-    finally:
-        await h.close()
-
-
-async def check_states(h, store, polled, states) -> None:
+    def record(closed):
+        return lambda _: PrRecord(head_sha="a" * 40, status="reviewed", updated_at=now,
+                                  closed_seen_at=closed)
     async with client(h) as c:
-        assert await states(c) == {7: "open", 8: "open", 9: "open"}, "no poll yet: last turn"
-        await store.update(lambda cur: polled(cur, error="acme/shop: 502"))
-        assert await states(c) == {7: "open", 8: "open", 9: "open"}, "a failed poll proves nothing"
-        await store.update(polled)
-        assert await states(c) == {7: "open", 8: "closed", 9: "closed"}
+        assert await states(c) == {7: "open", 8: "open", 9: "open"}, "no record: last turn"
+        await store.update_pr(pr_key("demo", "acme/shop", 7), record(None))
+        await store.update_pr(pr_key("demo", "acme/shop", 8), record(now))
+        assert await states(c) == {7: "open", 8: "closed", 9: "open"}, "9: never polled"
+        await store.update_account(lambda a: setattr(a, "last_tick_at", now))
+        assert await states(c) == {7: "open", 8: "closed", 9: "closed"}, "9: record pruned"
         page = (await c.get("/prs")).text
         assert page.count('class="badge state-closed"') == 2
-        assert "not open at the last poll (closed or merged)" in page
+        assert "seen closed or merged since its last turn" in page
