@@ -296,3 +296,43 @@ def test_a_persona_timeout_and_an_empty_answer_fail_closed(sim):
     firsts = first_requests(sim.model.served[served1:])
     for name in ("performance", "quality"):
         assert [m["role"] for m in firsts[name].request["messages"]] == ["system", "user"], name
+
+
+def test_a_ci_session_resumes_in_the_daemon(sim, tmp_path):
+    """One session format: the sessions a CI job saved, put in a daemon's home (account named
+    like the action's), resume there — each persona and the coordinator extend their CI
+    conversation, and their first requests are prefix-cache hits."""
+    import asyncio
+    import shutil
+
+    from dsh_github_reviewer.testing.deployment import Deployment
+
+    sb, model = sim.sb, sim.model
+    run1 = job(sim, "pull_request", pull_request_event(sb, REPO, 1, "opened"))
+    assert run1.exit_code == 0, run1.output
+    last1: dict[str, object] = {}
+    for s in model.served:
+        if s.fault is None:
+            last1[who(s)] = s
+    home = tmp_path / "daemon"
+    shutil.copytree(run1.runner_dir / "temp/dsh-review/sessions", home / "home/sessions")
+    push_fix(sb)
+    served1 = len(model.served)
+    team = '\n[plugins.github-reviewer.accounts.review.team]\npersonas = ["quality", ' \
+           '"security", "performance"]\n'
+
+    async def daemon() -> None:
+        dep = await Deployment(home, sb, model, accounts=("actions",),
+                               extra_account=team).start()
+        try:
+            await dep.tick("actions")
+        finally:
+            await dep.stop()
+    asyncio.run(daemon())
+    assert len(sb.state.reviews_of(REPO, 1)) == 2
+    firsts = first_requests(model.served[served1:])
+    assert set(firsts) == {*PERSONAS, "coordinator"}
+    for name, first in firsts.items():
+        before = last1[name].request["messages"]
+        assert first.request["messages"][:len(before)] == before, name
+        assert first.cache_hit_tokens / first.prompt_tokens > 0.5, name
