@@ -58,6 +58,19 @@ def scope_for(pr: PullRequest, flow: str, trigger: str) -> Scope:
                  flow=flow, trigger=trigger)
 
 
+async def review_turn_message(acct: AccountRuntime, pr: PullRequest, previous_head: str | None,
+                              requested_by: str | None, agent: Agent, turn: GuardTurn) -> str:
+    """A review turn's user message (the single reviewer's and every persona's): per-turn facts
+    only, so the system prompt stays byte-stable — the prepared diff or only what changed since
+    the session's last completed review, and people's feedback on the bot's threads."""
+    assert acct.client is not None
+    history = agent.user_messages()
+    prepared = await prepare_review(acct.client, pr, acct.config.review, previous_head, history)
+    if prepared.files is not None:
+        turn.use_files(prepared.files)
+    return review_message(facts(pr), previous_head, requested_by, prepared, history)
+
+
 class Runner:
     def __init__(self, harness: Harness, app: ReviewerApp):
         self.harness, self.app = harness, app
@@ -127,15 +140,7 @@ class Runner:
         # which also checks that it was posted on this head.
 
         async def message(p: PullRequest, agent: Agent, turn: GuardTurn) -> str:
-            # Per-turn facts only (the system prompt stays byte-stable): the prepared diff or
-            # only what changed since the last review, and people's feedback on its threads.
-            assert acct.client is not None
-            history = agent.user_messages()
-            prepared = await prepare_review(acct.client, p, acct.config.review, previous_head,
-                                            history)
-            if prepared.files is not None:
-                turn.use_files(prepared.files)
-            return review_message(facts(p), previous_head, requested_by, prepared, history)
+            return await review_turn_message(acct, p, previous_head, requested_by, agent, turn)
 
         turn, result = await self._turn(acct, pr, "review", trigger, instructions, message)
         if turn is not None and turn.submitted is not None:

@@ -8,11 +8,9 @@ untrusted text, so they are sanitized and cannot close or open a report element 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..prompts import PrFacts, review_message
-from ..review_input import ReviewInput
 from ..sanitizer import sanitize, sanitize_line
 from .verdict import failed_verdict
 
@@ -25,12 +23,6 @@ class Report:
     persona: str
     text: str | None  # None: the persona did not complete
     error: str | None = None
-
-
-def persona_message(pr: PrFacts, previous_head: str | None, requested_by: str | None,
-                    prepared: ReviewInput | None = None, history: Sequence[str] = ()) -> str:
-    """The single reviewer's review message: a persona reviews the same material."""
-    return review_message(pr, previous_head, requested_by, prepared, history)
 
 
 def _report_text(text: str) -> str:

@@ -22,13 +22,12 @@ from ..github.guard import GuardTurn
 from ..github.models import PullRequest
 from ..github.review_submit import Draft, find_posted, post_review
 from ..prompts import TrustedInstructions
-from ..review_input import prepare_review
-from ..runner import facts, pr_key, scope_for
+from ..runner import facts, pr_key, review_turn_message, scope_for
 from ..sanitizer import redact_secrets, sanitize
 from ..session_key import PrKey
 from . import verdict
 from .attempts import AttemptResult, Outcome, reported_before, run_attempts
-from .messages import Report, coordinator_message, persona_message
+from .messages import Report, coordinator_message
 from .personas import COORDINATOR
 
 log = logging.getLogger(__name__)
@@ -167,15 +166,8 @@ class TeamReview:
             return Outcome(True, earlier, None, ["reused: reported before a restart"])
 
         async def message(agent: Agent, turn: GuardTurn) -> str:
-            # Like the single reviewer: the prepared diff, or only what changed since this
-            # persona's last completed review, plus people's feedback on the bot's threads.
-            assert acct.client is not None
-            history = agent.user_messages()
-            prepared = await prepare_review(acct.client, pr, acct.config.review, previous_head,
-                                            history)
-            if prepared.files is not None:
-                turn.use_files(prepared.files)
-            return persona_message(facts(pr), previous_head, requested_by, prepared, history)
+            # A persona reviews the same material as the single reviewer.
+            return await review_turn_message(acct, pr, previous_head, requested_by, agent, turn)
 
         async def attempt(model: str | None) -> AttemptResult:
             result, _ = await self.run_turn(acct, key, pr, model, "persona", trigger, message,
