@@ -24,7 +24,9 @@ from ..sanitizer import redact_secrets
 
 log = logging.getLogger(__name__)
 
-_PERSISTENT = re.compile(r"HTTP 4(0[0-9]|1[0-9]|2[0-8]|[3-9][0-9])\b")
+# The status the provider reported (``HTTP 404: <body>``), not a status quoted in a body; 408
+# (request timeout), 409 (conflict) and 429 (rate limit) pass, as the OpenAI SDK retries them.
+_PERSISTENT = re.compile(r"(?:^|: )HTTP 4(?!08|09|29)\d\d(?::|$)")
 
 
 @dataclass
@@ -45,7 +47,7 @@ class Outcome:
 
 
 def is_persistent(error: str | None) -> bool:
-    """A failure the same model will repeat: an HTTP 4xx other than 429."""
+    """A failure the same model will repeat: an HTTP 4xx other than 408, 409 and 429."""
     return bool(error and _PERSISTENT.search(error))
 
 

@@ -137,6 +137,10 @@ async def test_attempts_retry_the_same_model_then_move_on():
     assert not out.ok and calls == ["p/a", "p/b", "p/b", "p/b"]
     assert out.error == "turn ended: deadline: the turn deadline passed"
     assert is_persistent("HTTP 400: bad") and not is_persistent("HTTP 429: slow down")
+    assert is_persistent("turn ended: error: provider 'p': HTTP 404: no such model")
+    assert not is_persistent("provider 'p': HTTP 408: request timeout")
+    assert not is_persistent("provider 'p': HTTP 500: upstream said HTTP 404: gone "
+                             "(gave up after 5 attempts)"), "a status quoted in a body"
 
 
 def test_team_config_is_validated():
