@@ -104,3 +104,29 @@ async def test_full_disk_then_space_freed_reviews_again_without_restart(tmp_path
     await asyncio.sleep(0.5)
     assert len(replies_to(sandbox80, cmd.id)) == 1 and len(dep.reviews()) == 2
     await dep.stop()
+
+
+async def test_disk_filling_during_a_turn_fails_it_at_once_and_work_resumes(
+        tmp_path, sandbox80, tmpfs_home):
+    filled = []
+
+    def filling(req):
+        # The disk fills while the model works on the first review: the session log's next
+        # write fails. With the turn deadline at its default (900 s), the review below can only
+        # come within the wait if the failed write ended the turn at once.
+        if not filled and req.last_user_text().startswith("Flow: review"):
+            fill(tmpfs_home)
+            filled.append(True)
+        return reviewer_policy(req)
+
+    with ScriptedModelServer(policy=filling) as model:
+        build_shop(sandbox80)
+        dep = await Deployment(tmp_path, sandbox80, model).start()
+        dep.work.start()
+        await wait_until(lambda: filled)
+        await asyncio.sleep(2)     # the failed turn, its unrecordable failure, a held retry
+        assert dep.reviews() == []
+        (tmpfs_home / "ballast").unlink()
+        await wait_until(lambda: len(dep.reviews()) == 1, limit_s=60)
+        await dep.stop()
+        assert no_pending_reviews(sandbox80)
