@@ -111,3 +111,18 @@ async def test_a_new_base_branch_gives_the_whole_diff_against_it(sandbox, client
     pr = await client.get_pull("octo", "app", 1)
     got = await prepare_review(client, pr, ReviewSettings(), head, told)
     assert got.kind == "base_changed" and "+++ b/app.py" in got.diff
+
+
+async def test_preparing_the_same_push_again_is_all_conditional_hits(sandbox, client):
+    # A retried turn prepares the same material: reviews, files and the comparison are all
+    # conditional requests, so the retry costs no rate limit.
+    st = small_repo(sandbox)
+    first = st.pull("octo/app", 1).head_sha
+    st.commit("octo/app", "feature-1", {"lib.py": "x = 1\n"})
+    pr = await client.get_pull("octo", "app", 1)
+    one = await prepare_review(client, pr, ReviewSettings(), first, HISTORY)
+    requests, hits = client.counters.requests, client.counters.not_modified
+    again = await prepare_review(client, pr, ReviewSettings(), first, HISTORY)
+    assert again.diff == one.diff and "+++ b/lib.py" in again.diff
+    assert client.counters.requests - requests == 3
+    assert client.counters.not_modified - hits == 3
