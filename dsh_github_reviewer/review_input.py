@@ -107,6 +107,20 @@ def _touches(f: PullFile, paths: set[str]) -> bool:
     return f.filename in paths or f.previous_filename in paths
 
 
+async def _reviewed_paths(client: GitHubClient, owner: str, repo: str, base_sha: str,
+                          previous_head: str) -> set[str]:
+    """The PR's files at the previously reviewed head; empty (and logged) when GitHub cannot
+    compare them (a base branch rewritten since): the interdiff is still worth giving."""
+    try:
+        return _paths((await client.compare(owner, repo, base_sha, previous_head)).files)
+    except RateLimited:
+        raise
+    except GitHubError as exc:
+        log.warning("%s/%s: the files of the reviewed head %s are unavailable: %s", owner,
+                    repo, previous_head[:12], exc)
+        return set()
+
+
 def _key(f: PullFile) -> str | None:
     return None if f.status == "removed" else f.sha
 
@@ -203,8 +217,7 @@ async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile
             # out of the PR's file list, yet it was reviewed: the previous head's PR files
             # tell it from a file a merge of the base branch brought in (one more comparison,
             # only in this case).
-            before = await client.compare(owner, repo, pr.base.sha, previous_head)
-            in_pr |= _paths(before.files)
+            in_pr |= await _reviewed_paths(client, owner, repo, pr.base.sha, previous_head)
         changed = [f for f in cmp.files if _touches(f, in_pr)]
         outside = len(cmp.files) - len(changed)
         note = (f"{outside} file(s) changed by the new commits are not part of this PR (for "
@@ -217,8 +230,8 @@ async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile
     if differs - in_pr:
         # Paths that differ but are not in the PR now: the base's changes a rebase brought
         # in, or files the PR no longer changes — those the model reviewed must be named.
-        before = await client.compare(owner, repo, pr.base.sha, previous_head)
-        dropped = sorted((differs - in_pr) & _paths(before.files))
+        reviewed = await _reviewed_paths(client, owner, repo, pr.base.sha, previous_head)
+        dropped = sorted((differs - in_pr) & reviewed)
     gone = (f" No longer changed by the PR (deleted or back to the base's content): "
             f"{', '.join(sanitize_line(p, 200) for p in dropped[:40])}." if dropped else "")
     return ReviewInput("force_push", diff=await shown(chosen),

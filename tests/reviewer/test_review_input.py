@@ -126,3 +126,17 @@ async def test_preparing_the_same_push_again_is_all_conditional_hits(sandbox, cl
     assert again.diff == one.diff and "+++ b/lib.py" in again.diff
     assert client.counters.requests - requests == 3
     assert client.counters.not_modified - hits == 3
+
+
+async def test_the_reviewed_heads_files_unavailable_still_gives_the_interdiff(sandbox, client):
+    st = small_repo(sandbox)
+    first = st.pull("octo/app", 1).head_sha
+    st.commit("octo/app", "main", {"other.py": "from someone else\n"})
+    merged = dict(st.commits[st.repo("octo/app").branches["main"]].tree)
+    merged["app.py"] = "def f(x):\n    return x + 10\n"
+    st.commit("octo/app", "feature-1", merged, message="Merge main")
+    st.pull("octo/app", 1).base_sha = st.repo("octo/app").branches["main"]
+    pr = await client.get_pull("octo", "app", 1)
+    sandbox.inject_error(404, times=1, path_contains=f"/compare/{pr.base.sha}")
+    got = await prepare_review(client, pr, ReviewSettings(), first, HISTORY)
+    assert got.kind == "push" and "+++ b/app.py" in got.diff and "other.py" not in got.diff
