@@ -81,7 +81,23 @@ def render_file(f: PullFile) -> str:
         if f.status == "renamed":
             head += [f"rename from {old}", f"rename to {new}"]
         head += [f"--- a/{old}", f"+++ b/{new}"]
-    return "\n".join(head) + "\n" + sanitize_code(f.patch).rstrip("\n") + "\n"
+    return "\n".join(head) + "\n" + _sanitize_patch(f.patch or "").rstrip("\n") + "\n"
+
+
+def _sanitize_patch(patch: str) -> str:
+    """``sanitize_code`` keeps the line count, but a multi-line HTML comment it removes takes
+    the diff's ``+``/``-``/space prefixes of the lines inside it along: put them back, or the
+    model counts those lines on the wrong side and its LEFT line numbers drift."""
+    clean = sanitize_code(patch)
+    raw_lines, clean_lines = patch.split("\n"), clean.split("\n")
+    if len(raw_lines) != len(clean_lines):
+        return clean
+    out = []
+    for raw, line in zip(raw_lines, clean_lines, strict=True):
+        mark = raw[:1]
+        out.append(mark + line if mark in ("+", "-", " ") and not line.startswith(mark)
+                   else line)
+    return "\n".join(out)
 
 
 def _size(n: int) -> str:
