@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 from . import cli as cli_commands
 from .app import ReviewerApp
 from .session_key import PrKey
-from .work.records import DOMAIN, split_pr_key
+from .work.records import DOMAIN, pr_key
 from .work.store import WorkStore
 
 PAGE_SIZE = 50
@@ -118,46 +118,39 @@ class PrIndex:
         self._source = entries
 
 
-@dataclass
-class PollView:
-    """What an account's stored work records say about which of its PRs were seen closed."""
-
-    polled: bool  # the account has completed a poll (records of its PRs are current)
-    closed: dict[str, Any]  # "owner/repo#n" -> closed_seen_at (None: open)
-    repos: set[str]
+LAST_TURN = "as of the PR's last turn"
 
 
-async def poll_views(harness: Any) -> dict[str, PollView]:
-    """Per account: the PRs the poller or a webhook saw closed. A PR's state in its facts is
-    as of its last turn, and a PR closed or merged since gets no new turn."""
+async def states_of(harness: Any, rows: list[PrRow]) -> dict[tuple, tuple[str | None, str]]:
+    """(state, why) per row. A PR's state in its facts is as of its last turn, and a PR
+    closed or merged since gets no new turn; its work record says so (``closed_seen_at``, set
+    by the poller or a webhook), or is gone (pruned days after closing, once the account has
+    polled). Reads the shown rows' records only (a page costs O(page)), all at once for more."""
     app = ReviewerApp.of(harness)
     domain = await harness.storage.domain(DOMAIN)
-    out = {}
-    for acct in app.accounts.values():
-        store = WorkStore(domain, acct.key)
-        account = await store.load_account()
-        closed = {}
-        for key, rec in (await store.prs()).items():
-            _, repo, number = split_pr_key(key)
-            closed[f"{repo}#{number}"] = rec.closed_seen_at
-        out[acct.key] = PollView(account.last_tick_at is not None, closed,
-                                 {r.lower() for r in acct.config.repositories})
+    stores: dict[str, tuple[WorkStore, bool, dict[str, Any] | None]] = {}
+    out: dict[tuple, tuple[str | None, str]] = {}
+    for r in rows:
+        acct = app.accounts.get(r.key[0])
+        if acct is None or r.state not in (None, "open"):
+            out[r.key] = (r.state, LAST_TURN)
+            continue
+        if acct.key not in stores:
+            store = WorkStore(domain, acct.key)
+            polled = (await store.load_account()).last_tick_at is not None
+            stores[acct.key] = (store, polled,
+                                await store.prs() if len(rows) > PAGE_SIZE else None)
+        store, polled, every = stores[acct.key]
+        key = pr_key(acct.key, r.repo, r.key[3])
+        rec = every.get(key) if every is not None else await store.pr(key)
+        if rec is not None and rec.closed_seen_at is not None:
+            out[r.key] = ("closed", "seen closed or merged since its last turn")
+        elif rec is None and polled and r.repo.lower() in {
+                x.lower() for x in acct.config.repositories}:
+            out[r.key] = ("closed", "closed or merged days ago (its record was pruned)")
+        else:
+            out[r.key] = (r.state, LAST_TURN)
     return out
-
-
-def state_of(row: PrRow, polls: dict[str, PollView]) -> tuple[str | None, str]:
-    """(state, why) — 'closed' when the PR was seen closed or merged since its last turn (or
-    its record was pruned, days after), else the state at its last turn."""
-    poll = polls.get(row.key[0])
-    if poll is None or row.state not in (None, "open"):
-        return row.state, "as of the PR's last turn"
-    key = f"{row.repo.lower()}#{row.key[3]}"
-    if key in poll.closed:
-        if poll.closed[key] is not None:
-            return "closed", "seen closed or merged since its last turn"
-    elif poll.polled and row.repo.lower() in poll.repos:
-        return "closed", "closed or merged days ago (its record was pruned)"
-    return row.state, "as of the PR's last turn"
 
 
 def hit(u: list) -> float:
@@ -180,25 +173,26 @@ def register(router: Any) -> None:
                  if (not q or r.matches(q)) and (not repo or r.repo == repo)]
         pages = max(1, math.ceil(len(shown) / PAGE_SIZE))
         page = min(page, pages)
-        polls = await poll_views(router.harness)
+        rows = shown[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
+        states = await states_of(router.harness, rows)
 
         def page_url(n: int) -> str:
             return "/prs?" + urlencode({k: v for k, v in (("q", q), ("repo", repo), ("page", n))
                                         if v})
         return await router.render(
-            request, "reviewer_prs.html", rows=shown[(page - 1) * PAGE_SIZE: page * PAGE_SIZE],
+            request, "reviewer_prs.html", rows=rows,
             total=len(shown), page=page, pages=pages, q=q, repo=repo, page_url=page_url,
             repos=index.repos, accounts=index.accounts, hit=hit,
-            state_of=lambda r: state_of(r, polls),
+            state_of=lambda r: states[r.key],
             charted=[repo] if repo in index.repos else sorted(
                 index.repos, key=lambda n: index.repos[n]["usage"][3], reverse=True)[:CHARTS])
 
     async def prs_api(request):
         index.build(await router.catalog.entries())
-        polls = await poll_views(router.harness)
+        states = await states_of(router.harness, index.rows)
         return router.json({"prs": [{
             "account": r.key[0], "repo": r.repo, "number": r.key[3], "session": r.session_id,
-            "title": r.title, "author": r.author, "state": state_of(r, polls)[0], "url": r.url,
+            "title": r.title, "author": r.author, "state": states[r.key][0], "url": r.url,
             "last_review": r.last_review, "last_outcome": r.last_outcome,
             "reviews": r.reviews, "questions": r.questions, "turns": r.turns,
             "cost_usd": r.usage[3], "cache_hit_pct": round(r.hit_pct, 1),

@@ -236,3 +236,10 @@ async def check_states(h, store, pr_key) -> None:
         page = (await c.get("/prs")).text
         assert page.count('class="badge state-closed"') == 2
         assert "seen closed or merged since its last turn" in page
+        import dsh_github_reviewer.web_pages as web_pages
+
+        size, web_pages.PAGE_SIZE = web_pages.PAGE_SIZE, 1  # more rows than a page: bulk read
+        try:
+            assert await states(c) == {7: "open", 8: "closed", 9: "closed"}
+        finally:
+            web_pages.PAGE_SIZE = size
