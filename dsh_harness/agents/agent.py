@@ -54,6 +54,8 @@ class TurnOutcome:
     turn: int
     reason: str
     text: str | None = None
+    # Why the turn failed; on a completed turn, a log flush that failed after the turn was
+    # committed (the turn still counts: see ``Agent._run_turn``).
     error: str | None = None
     usage: Usage = field(default_factory=Usage)
 
@@ -200,7 +202,16 @@ class Agent:
             if reason == "completed":
                 end = await session.record(TurnEnd, turn=turn, reason="completed",
                                            usage=session.turn_usage(turn))
-                await session.flush()
+                try:
+                    await session.flush()
+                except SessionWriteError as exc:
+                    # The turn is in the log as committed (every reader, and the next load,
+                    # sees it), so it is reported completed: a caller told "error" would retry
+                    # the same text and the history would hold it twice. Only a crash before
+                    # the OS writes the file back can still lose it; the next load then closes
+                    # the turn as an uncommitted attempt, which is never replayed.
+                    return TurnOutcome(turn=turn, reason="completed", text=text,
+                                       error=str(exc), usage=end.usage)
             else:
                 # A failed attempt: logged, never replayed; a retry starts from the same prefix.
                 end = await session.close_open_turn(reason, error)

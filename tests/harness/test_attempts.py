@@ -232,3 +232,33 @@ async def test_an_empty_answer_is_a_failed_attempt_when_text_is_required(tmp_pat
     assert again.ok and again.text == "two"
     check_retry(server, first_of_attempt=2, retry=3, committed=1)
     await h.close()
+
+
+async def test_a_failed_flush_after_the_turn_committed_reports_it_completed(tmp_path, server):
+    """The turn's end is in the log as committed when its fsync fails (EIO injected at the
+    store): the caller is told it completed, so it does not retry the same text and the
+    history never holds that user turn twice."""
+    sid = "test:attempt:flush"
+    h = make_harness(tmp_path, server.base_url)
+    agent = await h.agents.get_or_open(sid)
+    store = h.sessions.store
+    server.push(Reply(content="one"), Reply(content="two"), Reply(content="three"))
+    assert (await agent.followup("first")).ok
+    flush = store.flush
+
+    async def failing_flush(session_id):
+        store.flush = flush
+        raise OSError(5, "Input/output error")
+    store.flush = failing_flush
+    outcome = await agent.followup("second")
+    assert outcome.ok and outcome.text == "two"
+    assert "flushing the session log failed" in outcome.error
+    assert agent.session.broken is not None
+    line = json.loads(_session_file(tmp_path, sid).read_text().splitlines()[-1])
+    assert line["type"] == "turn_end" and line["committed"] is True
+    agent2 = await h.agents.get_or_open(sid)  # the broken agent is dropped and reloaded
+    assert agent2 is not agent
+    assert (await agent2.followup("third")).ok
+    users = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
+    assert users == ["first", "second", "third"]
+    await h.close()
