@@ -30,7 +30,7 @@ from ..replies import reply_marker
 from ..runner import facts, pr_key
 from ..sanitizer import redact_secrets
 from ..team import verdict
-from ..team.personas import COORDINATOR, DEFAULT_TEAM
+from ..team.personas import BUILT_IN, COORDINATOR, DEFAULT_TEAM, resolve
 from ..team.review import TeamReview
 from .event import CiEnv, CiError, CiTask, load_payload, task_for
 
@@ -169,6 +169,13 @@ async def _run(harness: Harness, app: ReviewerApp, acct: AccountRuntime, env: Ci
         say(f"no {INSTRUCTIONS_PATH} in the base repository and no review.default_instructions:"
             " nothing is reviewed (add the file to enable reviews)")
         return 0
+    undefined = [n for n in acct.config.review.team.personas if resolve(n, instructions) is None]
+    if undefined:
+        # Every run would post a failed-closed review naming them: a configuration error.
+        raise CiError(f"persona{'s' if len(undefined) > 1 else ''} {', '.join(undefined)} "
+                      f"{'are' if len(undefined) > 1 else 'is'} not defined: built in are "
+                      f"{', '.join(BUILT_IN)}; define others as '## Persona: <name>' sections "
+                      f"of {instructions.source}")
     team = TeamReview(harness, app)
     if task.kind == "chat":
         return await _chat(team, acct, pr, task, instructions)

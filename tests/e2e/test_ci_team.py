@@ -192,6 +192,17 @@ def test_a_rerun_retries_a_failed_closed_review_but_never_repeats_a_complete_one
     assert len(sb.state.reviews_of(REPO, 1)) == 2 and len(model.served) == served
 
 
+def test_an_undefined_persona_is_a_configuration_error(sim):
+    run = sim.run("pull_request", pull_request_event(sim.sb, REPO, 1, "opened"), inputs={
+        "deepseek-api-key": "k", "model-base-url": sim.model.base_url,
+        "personas": "quality, ghost"})
+    assert run.exit_code == 2, run.output
+    assert "dsh-review: persona ghost is not defined: built in are quality, security, " \
+        "performance; define others as '## Persona: <name>' sections of acme/shop@main:" \
+        ".github/review_instructions.md" in run.output
+    assert sim.sb.state.reviews_of(REPO, 1) == [] and sim.model.served == []
+
+
 def test_fork_pr_without_secrets_posts_nothing(sim):
     sb, model = sim.sb, sim.model
     st = sb.state
