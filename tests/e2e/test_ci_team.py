@@ -118,6 +118,13 @@ def test_two_runs_restore_the_team_and_hit_the_prefix_cache(sim):
     assert ("shop/orders.py", 15) not in comments2, "eval() was already reported in run 1"
     # The session files of both runs are the harness's own JSONL logs, named by session id.
     assert sessions_in(run2.runner_dir) == {quote(i, safe="") + ".jsonl" for i in ids}
+    # The job's token and the provider key are in no file the job leaves, nor in its log.
+    for run in (run1, run2):
+        assert BOT_TOKEN not in run.output and "scripted-model" not in run.output
+        for path in (run.runner_dir / "temp").rglob("*"):
+            if path.is_file():
+                data = path.read_bytes()
+                assert BOT_TOKEN.encode() not in data and b"scripted-model" not in data, path
 
 
 def test_a_persona_that_never_answers_fails_the_check_closed(sim):
