@@ -18,7 +18,7 @@ from dsh_github_reviewer.testing.actions import (
     pull_request_event,
 )
 from dsh_github_reviewer.testing.scenario import BOT_TOKEN, REPO, build_shop, push_fix
-from dsh_github_reviewer.testing.team_model import TeamModel
+from dsh_github_reviewer.testing.team_model import ScriptedFailure, TeamModel
 from dsh_harness.testing import ModelRequest, Reply, ScriptedModelServer
 
 pytestmark = pytest.mark.slow
@@ -255,8 +255,13 @@ class FaultyTeam(TeamModel):
         self.writer: str | None = None
         self.slow: set[str] = set()
         self.empty: set[str] = set()
+        self.coordinator_breaks = False  # fails once its inline comments are on the draft
 
     def __call__(self, req: ModelRequest) -> Reply:
+        if self.coordinator_breaks and req.system.startswith("You are the coordinator") and \
+                any(c["function"]["name"] == "add_comment_to_pending_review"
+                    for m in req.since_last_user() for c in m.get("tool_calls") or []):
+            raise ScriptedFailure("the coordinator's model broke mid-review")
         reply = super().__call__(req)
         for name in self.slow | self.empty | {self.writer}:
             if name and req.system.startswith(f"You are the {name} reviewer"):
@@ -354,3 +359,20 @@ def test_a_ci_session_resumes_in_the_daemon(sim, tmp_path):
         before = last1[name].request["messages"]
         assert first.request["messages"][:len(before)] == before, name
         assert first.cache_hit_tokens / first.prompt_tokens > 0.5, name
+
+
+def test_a_coordinator_that_breaks_mid_review_leaves_one_failed_closed_review(sim):
+    """Its pending draft (with inline comments) must not block the reports' fallback review:
+    one review, the reports in it, no PENDING review left, the check fails."""
+    policy = faulty(sim)
+    policy.coordinator_breaks = True
+    run = job(sim, "pull_request", pull_request_event(sim.sb, REPO, 1, "opened"),
+              DSH_MODEL_MAX_RETRIES="0")
+    assert run.exit_code == 1, run.output
+    st = sim.sb.state
+    (review,) = st.reviews_of(REPO, 1)
+    assert review.state == "COMMENTED"
+    assert not [r for r in st.reviews if r.state == "PENDING"]
+    assert verdict_line(review.body) == "Verdict: cannot merge: coordinator did not complete"
+    assert "### security" in review.body and "eval" in review.body
+
