@@ -51,15 +51,21 @@ TAIL_CHECK = 64 * 1024
 
 @dataclass(frozen=True)
 class LogMark:
-    """Where a log ended when it was released: the file's identity, its length and line count
-    then, and a checksum of the last ``TAIL_CHECK`` bytes before that end. A later load that
-    finds the same file, no shorter, with the same bytes before the mark reads only what
-    follows it; anything else (replaced, truncated, rewritten) means a whole load."""
+    """Where a log ended when it was released: the file's identity, its length, line count and
+    modification time then, and a checksum of the last ``TAIL_CHECK`` bytes before that end.
+
+    A later load that finds the same file untouched (same length and mtime) or only grown,
+    with the same bytes before the mark, reads only what follows it; anything else (replaced,
+    truncated, rewritten at the same length, a changed tail) means a whole load. What this
+    cannot see without re-reading the prefix (which is what it avoids) is an in-place edit
+    before the tail window of a file that also grew: the process then keeps what it had
+    loaded, the log's own version is what a reader (CLI, web UI) or a restart sees."""
 
     dev: int
     ino: int
     offset: int
     lines: int
+    mtime_ns: int
     tail_sha256: bytes
 
 
@@ -177,7 +183,8 @@ class JsonlSessionStore(SessionStore):
                 st = os.fstat(fd)
                 if st.st_size < offset:
                     return None
-                return LogMark(st.st_dev, st.st_ino, offset, lines, _tail_sum(fd, offset))
+                return LogMark(st.st_dev, st.st_ino, offset, lines, st.st_mtime_ns,
+                               _tail_sum(fd, offset))
             finally:
                 os.close(fd)
         return await asyncio.to_thread(read)
@@ -196,8 +203,10 @@ class JsonlSessionStore(SessionStore):
             try:
                 st = os.fstat(fd)
                 if ((st.st_dev, st.st_ino) != (mark.dev, mark.ino) or st.st_size < mark.offset
+                        or (st.st_size == mark.offset and st.st_mtime_ns != mark.mtime_ns)
                         or _tail_sum(fd, mark.offset) != mark.tail_sha256):
-                    return None  # replaced, truncated or rewritten: load it whole
+                    # Replaced, truncated, rewritten at the same length or in its tail.
+                    return None
                 return os.pread(fd, st.st_size - mark.offset, mark.offset)
             finally:
                 os.close(fd)

@@ -142,9 +142,39 @@ async def test_resume_after_evict_reads_only_what_was_appended(tmp_path, server)
     await h.close()
 
 
+def _damage_head(path) -> None:
+    """Corrupt line 3 in place (same length, same inode), far before the checked tail."""
+    raw = path.read_bytes()
+    assert len(raw) > 100_000
+    lines = raw.split(b"\n")
+    lines[2] = lines[2].replace(b'"turn":1', b'"turn":x', 1)
+    with path.open("r+b") as f:
+        f.write(b"\n".join(lines))
+
+
+async def test_a_same_length_rewrite_means_a_whole_load(tmp_path, server):
+    """The tail checksum cannot see an edit before its window, but a file of the released
+    length with another mtime is not the one this process left: it is loaded whole, and the
+    damage is reported instead of being papered over by the in-memory copy."""
+    sid = "test:rewrite"
+    path = tmp_path / "home" / "sessions" / file_name(sid)
+    server.push(Reply(content="one " * 30_000))
+    h = make_harness(tmp_path, server.base_url)
+    agent = await h.agents.get_or_open(sid)
+    assert (await agent.followup("first")).ok
+    assert await h.agents.evict(sid)
+    size = path.stat().st_size
+    _damage_head(path)
+    assert path.stat().st_size == size
+    with pytest.raises(Exception, match="line 3 is corrupted"):
+        await h.agents.get_or_open(sid)
+    await h.close()
+
+
 async def test_incremental_resume_skips_a_damaged_head(tmp_path, server):
-    """Proof that the prefix is not re-read: damage beyond the checked tail window goes
-    unnoticed by the resume after evict, and is reported by a whole read."""
+    """Proof that the prefix is not re-read: when the file also grew (another writer
+    appended), damage beyond the checked tail window goes unnoticed by the resume after evict,
+    and is reported by a whole read (the documented limit of the mark)."""
     sid = "test:head"
     path = tmp_path / "home" / "sessions" / file_name(sid)
     server.push(Reply(content="one " * 30_000), Reply(content="two"))
@@ -152,11 +182,10 @@ async def test_incremental_resume_skips_a_damaged_head(tmp_path, server):
     agent = await h.agents.get_or_open(sid)
     assert (await agent.followup("first")).ok
     assert await h.agents.evict(sid)
-    raw = path.read_bytes()
-    assert len(raw) > 100_000
-    lines = raw.split(b"\n")
-    lines[2] = lines[2].replace(b'"turn":1', b'"turn":x', 1)  # same length
-    path.write_bytes(b"\n".join(lines))
+    _damage_head(path)
+    seq = agent.session.events[-1].seq + 1
+    with path.open("ab") as f:
+        f.write(dump_line(TitleSet(seq=seq, at=AT, title="set elsewhere", pinned=True)))
     again = await h.agents.get_or_open(sid)
     assert again.session is agent.session
     assert (await again.followup("second")).ok
