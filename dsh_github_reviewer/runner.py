@@ -174,7 +174,16 @@ class Runner:
         async def text(p: PullRequest, _agent: Agent, _turn: GuardTurn) -> str:
             return chat_message(facts(p), author, message, path, line)
 
-        _, result = await self._turn(acct, pr, "chat", trigger, instructions, text)
+        if acct.config.review.team.enabled:
+            # The team's coordinator answers: it holds the reports (as in CI mode).
+            from .team.review import TeamReview
+
+            answer = await TeamReview(self.harness, self.app).chat(
+                acct, pr, trigger, instructions,
+                chat_message(facts(pr), author, message, path, line))
+            result = TurnResult(answer.ok, answer.error, answer.text)
+        else:
+            _, result = await self._turn(acct, pr, "chat", trigger, instructions, text)
         if result.ok:
             result.text = redact_secrets(result.text or "").strip()
         return result

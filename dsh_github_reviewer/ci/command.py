@@ -27,10 +27,10 @@ from ..github.models import PullRequest, Review
 from ..github.review_submit import MARKER, marker
 from ..prompts import TrustedInstructions, chat_message
 from ..replies import reply_marker
-from ..runner import facts, pr_key
+from ..runner import facts
 from ..sanitizer import redact_secrets
 from ..team import verdict
-from ..team.personas import BUILT_IN, COORDINATOR, DEFAULT_TEAM, resolve
+from ..team.personas import BUILT_IN, DEFAULT_TEAM, resolve
 from ..team.review import TeamReview
 from .event import CiEnv, CiError, CiTask, load_payload, task_for
 
@@ -212,16 +212,8 @@ async def _chat(team: TeamReview, acct: AccountRuntime, pr: PullRequest, task: C
                 instructions: TrustedInstructions) -> int:
     """A /bot question, answered by the coordinator, who holds the team's reports."""
     assert task.comment_id is not None and acct.client is not None and pr.base.repo
-    key = pr_key(acct, pr).with_persona(COORDINATOR)
-    app = team.app
-    app.pinned_instructions[key.cursor_key] = instructions
-    try:
-        result, _ = await team.run_turn(
-            acct, key, pr, team.candidates(acct)[0], "chat", f"{acct.key}:chat:{task.comment_id}",
-            chat_message(facts(pr), task.author, task.message, None, None),
-            acct.config.review.turn_timeout_s)
-    finally:
-        app.pinned_instructions.pop(key.cursor_key, None)
+    result = await team.chat(acct, pr, f"{acct.key}:chat:{task.comment_id}", instructions,
+                             chat_message(facts(pr), task.author, task.message, None, None))
     text = (result.text or "").strip()
     if not result.ok:
         say(f"the /bot answer failed: {result.error}")

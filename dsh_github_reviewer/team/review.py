@@ -105,6 +105,25 @@ class TeamReview:
         finally:
             self.app.pinned_instructions.pop(key.cursor_key, None)
 
+    async def chat(self, acct: AccountRuntime, pr: PullRequest, trigger: str,
+                   instructions: TrustedInstructions | None, message: str) -> AttemptResult:
+        """A /bot question, answered by the coordinator, who holds the team's reports (both
+        modes, so the conversation is the same session wherever it continues)."""
+        key = pr_key(acct, pr)
+        # A review of this PR in progress has pinned them already: leave its pin alone.
+        pinned = key.cursor_key in self.app.pinned_instructions
+        if not pinned:
+            self.app.pinned_instructions[key.cursor_key] = instructions
+        try:
+            await self.app.resolve_model(acct)
+            result, _ = await self.run_turn(acct, key.with_persona(COORDINATOR), pr,
+                                            self.candidates(acct)[0], "chat", trigger, message,
+                                            acct.config.review.turn_timeout_s)
+        finally:
+            if not pinned:
+                self.app.pinned_instructions.pop(key.cursor_key, None)
+        return result
+
     # -- one session's attempt ------------------------------------------------------------------
 
     async def run_turn(self, acct: AccountRuntime, key: PrKey, pr: PullRequest, model: str | None,

@@ -48,6 +48,15 @@ async def test_daemon_team_reviews_then_resumes_every_session(tmp_path, sandbox8
                 assert len(s.request["messages"]) > 3, "resumed, not a new conversation"
                 assert s.cache_hit_tokens / s.prompt_tokens > 0.5
             assert len(seen) == 4
+
+            # /bot is answered by the coordinator, who holds the team's reports (as in CI);
+            # no single-reviewer session appears next to the team.
+            ask = sandbox80.state.add_issue_comment("acme/shop", 1, "maintainer",
+                                                    "/bot what did the team find?")
+            await dep.tick()
+            (answer,) = [c for c in dep.bot_comments() if f"reply-to:{ask.id}" in c.body]
+            assert "[security]" in answer.body and "shop/orders.py" in answer.body
+            assert {s.id for s in await dep.harness.sessions.summaries()} == ids
         finally:
             await dep.stop()
 
