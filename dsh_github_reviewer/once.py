@@ -1,8 +1,9 @@
 """What failed in a ``dsh run --once`` pass, as lines for its exit status.
 
 cron relies on the exit code, so a pass counts as failed when an account's tick was skipped
-(rate limited) or hit errors, or when a review or command of the pass failed or was given up.
-A failure left from an earlier pass and not retried in this one is not reported again.
+(rate limited) or hit errors, or when any attempt of the pass failed: a review, a ``/bot``
+command or a give-up notice — whether it waits to be retried or was given up. A failure left
+from an earlier pass and not retried in this one is not reported again.
 """
 
 from __future__ import annotations
@@ -30,9 +31,18 @@ async def failures(app: ReviewerApp, results: dict[str, PassResult],
             continue
         for pr_key, rec in sorted((await store.prs()).items()):
             _, repo, number = split_pr_key(pr_key)
-            if rec.last_failed_at is not None and rec.last_failed_at >= started:
-                out.append(f"account {key}: {repo}#{number}: review failed: "
-                           f"{rec.last_error or 'no review was posted'}")
-            out += [f"account {key}: {repo}#{number}: gave up on {n.what}: {n.error}"
+            where = f"account {key}: {repo}#{number}"
+            if _since(rec.last_failed_at, started):
+                out.append(f"{where}: review failed: {rec.last_error or 'no review was posted'}")
+            out += [f"{where}: /bot {c.comment_id} failed, retried later: {c.last_error}"
+                    for c in rec.queued if _since(c.last_failed_at, started)]
+            out += [f"{where}: gave up on {n.what}: {n.error}"
                     for n in rec.notices if n.created_at >= started]
+            out += [f"{where}: notice about {n.what} not posted: {n.post_error}"
+                    for n in rec.notices
+                    if not n.posted and _since(n.last_failed_at, started)]
     return out
+
+
+def _since(at: datetime | None, started: datetime) -> bool:
+    return at is not None and at >= started

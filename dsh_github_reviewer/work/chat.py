@@ -94,7 +94,7 @@ class CommandProcedure:
                 if c.comment_id != cmd.comment_id:
                     continue
                 c.attempts += 1
-                c.last_error = error
+                c.last_error, c.last_failed_at = error, now
                 c.next_attempt_at = now + backoff(c.attempts, interval)
                 if c.attempts >= limit:
                     e.queued.remove(c)

@@ -63,6 +63,8 @@ class Command(Record):
     attempts: int = Field(default=0, ge=0)
     next_attempt_at: datetime | None = None
     last_error: str | None = None
+    # When the last counted attempt failed: `run --once` names a pass's failed attempts.
+    last_failed_at: datetime | None = None
 
 
 class Notice(Record):
@@ -75,6 +77,9 @@ class Notice(Record):
     posted: bool = False
     attempts: int = Field(default=0, ge=0)
     next_attempt_at: datetime | None = None
+    # Why and when posting the notice last failed (it is retried with backoff).
+    post_error: str | None = None
+    last_failed_at: datetime | None = None
 
 
 class InstructionsRecord(Record):

@@ -93,8 +93,9 @@ class PrWorker:
             for n in e.notices if e else []:
                 if n.trigger == trigger:
                     if error is None:
-                        n.posted, n.next_attempt_at = True, None
+                        n.posted, n.next_attempt_at, n.post_error = True, None, None
                     else:
+                        n.post_error, n.last_failed_at = error, now
                         n.attempts += 1 if wait is None else 0
                         n.next_attempt_at = now + (timedelta(seconds=wait) if wait else
                                                    backoff(n.attempts,

@@ -44,12 +44,23 @@ async def test_run_once_exit_code_names_the_failed_pass(tmp_path, sandbox80, mod
     proc = dsh("--config", str(config), "run", "--once", cwd=tmp_path, timeout=240)
     assert proc.returncode == 0, proc.stderr
 
-    # A review that fails in the pass (the model keeps answering 500) fails the pass too.
+    # A /bot command whose turn fails waits for its retry: the pass still failed, and says so.
+    ask = sandbox80.state.add_issue_comment(REPO, 1, "maintainer", "/bot anything left?")
+    model.inject(*[Fault.server_error()] * 5)   # one model request's 5 attempts
+    proc = dsh("--config", str(config), "run", "--once", cwd=tmp_path, timeout=240)
+    assert proc.returncode == 1, proc.stderr
+    assert (f"dsh: run: account demo: {REPO}#1: /bot {ask.id} failed, retried later: "
+            in proc.stderr), proc.stderr
+    assert "review failed" not in proc.stderr
+
+    # A review that fails in the pass (the model keeps answering 500) fails the pass too. The
+    # /bot above is due again in this pass: enough faults for both turns, in either order.
     push_fix(sandbox80)
-    model.inject(*[Fault.server_error()] * 6)
+    model.inject(*[Fault.server_error()] * 10)
     proc = dsh("--config", str(config), "run", "--once", cwd=tmp_path, timeout=240)
     assert proc.returncode == 1
-    assert f"dsh: run: account demo: {REPO}#1: review failed: " in proc.stderr
+    assert f"dsh: run: account demo: {REPO}#1: review failed: " in proc.stderr, [
+        x for x in proc.stderr.splitlines() if "dsh: run" in x or "ERROR" in x]
 
 
 async def test_status_shows_what_the_running_bot_stored(tmp_path, sandbox80, model):
