@@ -7,7 +7,9 @@ Turns and attempts: ``Agent.followup`` returns a ``TurnOutcome``; one that is no
 failed attempt, kept in the session log but never replayed to the model. Retrying is calling
 ``followup`` again with the same text: the new attempt starts from the same committed prefix
 (a full prefix-cache hit), whether the agent stayed live or was evicted and resumed. A failed
-session-log write ends the turn at once with reason ``error``.
+session-log write ends the turn at once with reason ``error`` — except a failed flush after the
+turn was committed to the log: that turn is ``ok`` (retrying it would repeat it in the history)
+and ``TurnOutcome.error`` says the flush failed.
 """
 
 from .agents import (

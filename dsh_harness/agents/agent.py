@@ -198,6 +198,23 @@ class Agent:
         except Exception as exc:
             log.exception("turn %d of %s failed", turn, session.id)
             reason, error = "error", f"{type(exc).__name__}: {exc}"
+        closing = asyncio.ensure_future(self._end_turn(turn, reason, error, text))
+        while True:
+            try:
+                return await asyncio.shield(closing)
+            except asyncio.CancelledError:
+                # A cancel (``cancel()``, shutdown) that lands while the turn's end is being
+                # written is too late to change it: the end is written all the same and the
+                # caller gets the outcome the log records, never a future left pending.
+                if closing.cancelled():
+                    raise
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+
+    async def _end_turn(self, turn: int, reason: str, error: str | None,
+                        text: str | None) -> TurnOutcome:
+        session = self.session
         try:
             if reason == "completed":
                 end = await session.record(TurnEnd, turn=turn, reason="completed",

@@ -262,3 +262,34 @@ async def test_a_failed_flush_after_the_turn_committed_reports_it_completed(tmp_
     users = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
     assert users == ["first", "second", "third"]
     await h.close()
+
+
+async def test_a_cancel_while_the_turn_end_is_written_is_too_late(tmp_path, server):
+    """``agent.cancel()`` landing during the completed turn's fsync (slowed at the store) used
+    to leave the caller's future pending forever; the end is written all the same and the
+    caller gets the outcome the log records."""
+    sid = "test:attempt:lateflush"
+    h = make_harness(tmp_path, server.base_url)
+    agent = await h.agents.get_or_open(sid)
+    store = h.sessions.store
+    server.push(Reply(content="one"), Reply(content="two"), Reply(content="three"))
+    assert (await agent.followup("first")).ok
+    flush, flushing = store.flush, asyncio.Event()
+
+    async def slow_flush(session_id):
+        store.flush = flush
+        flushing.set()
+        await asyncio.sleep(0.2)
+        await flush(session_id)
+    store.flush = slow_flush
+    pending = agent.followup("second")
+    await flushing.wait()
+    agent.cancel()
+    outcome = await asyncio.wait_for(pending, 30)
+    assert outcome.ok and outcome.text == "two" and outcome.error is None
+    line = json.loads(_session_file(tmp_path, sid).read_text().splitlines()[-1])
+    assert line["type"] == "turn_end" and line["committed"] is True
+    assert (await agent.followup("third")).ok
+    users = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
+    assert users == ["first", "second", "third"]
+    await h.close()
