@@ -1,0 +1,45 @@
+"""Issue 16 item 9 on the web: the status page shows the config the running bot recorded at
+start, and marks what this server's reading of the same config differs in (ASGI transport)."""
+
+from __future__ import annotations
+
+import dsh_github_reviewer.plugin as reviewer_plugin
+from dsh_github_reviewer.app import ReviewerApp
+from dsh_harness import Harness, parse_config
+
+from ..harness.agent_kit import config_text
+from .test_pr_pages import client, server  # noqa: F401  (fixture)
+
+TOKEN = "ghp_" + "s" * 36
+
+
+def make(tmp_path, model, env: dict[str, str]) -> Harness:
+    text = config_text(model.base_url) + (
+        '[plugins.github-reviewer]\nplugin = "dsh-github-reviewer"\n'
+        '[[plugins.github-reviewer.accounts]]\nname = "demo"\n'
+        'personal_access_token = "${GITHUB_TOKEN:-}"\napi_url = "http://127.0.0.1:9"\n'
+        'repositories = "${GITHUB_REPOSITORIES:-}"\n')
+    return Harness(parse_config(text, "t.toml", tmp_path, env), load_entry_points=False, env=env,
+                   plugins=[("dsh-github-reviewer", reviewer_plugin)])
+
+
+async def test_status_page_shows_the_running_bots_config_and_what_differs(tmp_path, server):  # noqa: F811
+    service = make(tmp_path, server, {"GITHUB_TOKEN": TOKEN,
+                                      "GITHUB_REPOSITORIES": "acme/shop,acme/api"})
+    try:
+        await ReviewerApp.of(service).record_start()   # what `dsh run` does at start
+    finally:
+        await service.close()
+
+    shell = make(tmp_path, server, {})   # `dsh web` started from a shell without the variables
+    try:
+        async with client(shell) as c:
+            page = (await c.get("/github-reviewer")).text
+    finally:
+        await shell.close()
+    assert "Repositories as started: acme/shop, acme/api" in page
+    assert "credentials set" in page and TOKEN not in page
+    assert "Config: dsh run (pid " in page and "started <time" in page
+    differs = page.split('class="error differs">', 1)[1].split("</p>", 1)[0]
+    assert differs.startswith("This server reads the config differently:")
+    assert "credentials (shell: unset)" in differs and "repositories (shell: none)" in differs
