@@ -1,4 +1,4 @@
-"""Comment commands: ``/review`` and ``/bot <message>`` (spec §3)."""
+"""Comment commands: ``/review`` and ``/bot <message>``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The plugin's config block (spec §1): accounts, review limits, the MCP server process.
+"""The plugin's config block: accounts, review limits, the MCP server process.
+
+Every key, default and rule is documented in ``docs/config.en.md`` (``docs/config.md``).
 
 Errors name the exact field path (the harness prefixes ``plugins.<instance>``) and never echo a
 value, because values may be tokens.

@@ -1,4 +1,4 @@
-"""One account's poll loop (spec §2): observe, record, wake — never wait for reviews.
+"""One account's poll loop: observe, record, wake — never wait for reviews.
 
 A tick polls each repository with three conditional requests (``github.feeds``), records what
 needs work through the ``Inbox`` (one atomic write per repository, feed marks included), and

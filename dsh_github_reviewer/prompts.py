@@ -1,4 +1,4 @@
-"""What the model reads (spec §4).
+"""What the model reads.
 
 The system prompt holds only stable text — role, trust boundary, method, tool rules and the
 trusted instructions with their source — so it is byte-identical across the turns of a PR's

@@ -1,4 +1,4 @@
-"""Posting /bot answers exactly once, in the right place (spec §3).
+"""Posting /bot answers exactly once, in the right place.
 
 Each reply carries a hidden marker naming the command comment it answers; before posting,
 the PR's comments are checked for it, so a command re-run after a crash never answers twice.

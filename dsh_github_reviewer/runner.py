@@ -1,4 +1,4 @@
-"""Drive one turn of a PR's session: a review or a /bot chat (spec §4).
+"""Drive one turn of a PR's session: a review or a /bot chat.
 
 The turn deadline covers agent set-up too [fix]: it starts before the session is opened and
 the same absolute deadline bounds the agent's turn. The guard's per-turn state is registered

@@ -1,4 +1,4 @@
-"""Untrusted text (PR titles, bodies, diffs, comments) made safe for a prompt (spec §6).
+"""Untrusted text (PR titles, bodies, diffs, comments) made safe for a prompt.
 
 The steps run in the spec's order, repeated until nothing changes: one step can expose work for
 an earlier one (``&#38;#65;`` decodes to ``&#65;``; removing a zero-width space can join the two

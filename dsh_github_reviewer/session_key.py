@@ -1,4 +1,4 @@
-"""Session ids of PR conversations (spec §4).
+"""Session ids of PR conversations.
 
 ``github:<account>:<owner>:<repo>:pr:<n>`` is the PR's own conversation (the single reviewer,
 or the team's coordinator in the daemon's history); a review team adds one session per persona,

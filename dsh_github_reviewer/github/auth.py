@@ -1,4 +1,4 @@
-"""Credentials (spec §7): a static PAT, or a GitHub App installation token.
+"""Credentials: a static PAT, or a GitHub App installation token.
 
 App mode signs an RS256 JWT (iat now-60 s, exp now+540 s, iss app id), exchanges it for an
 installation token, caches that until 5 minutes (or the asking turn's whole deadline, if longer)

@@ -1,4 +1,4 @@
-"""A thin async GitHub REST client over httpx2 (spec §7).
+"""A thin async GitHub REST client over httpx2.
 
 Why not gidgethub: its ETag cache is keyed by URL alone and shared by whatever token the
 instance holds, it does not tell the caller that an answer was a free 304 (the API-budget

@@ -1,4 +1,4 @@
-"""The four guarded tools (spec §5): the only way the model touches GitHub.
+"""The four guarded tools: the only way the model touches GitHub.
 
 Every call runs the same pipeline: no active turn → error; chat turn + write tool → error;
 validate and normalize (``guard_rules``; errors cost no budget); budget; the call (MCP for

@@ -1,4 +1,4 @@
-"""Validation of the model's tool arguments (spec §5), as pure functions of the turn's scope.
+"""Validation of the model's tool arguments, as pure functions of the turn's scope.
 
 Each function returns the normalized arguments that may go out, or raises ``Rejected`` with
 the text the model gets back. Rejected calls never reach GitHub and never use the budget.

@@ -1,4 +1,4 @@
-"""The MCP host (spec §8): github-mcp-server over stdio, a fresh process per turn.
+"""The MCP host: github-mcp-server over stdio, a fresh process per turn.
 
 A new process per turn because installation tokens expire and the server reads its token once.
 Tool schemas are discovered once per runtime by a dedicated short-lived process; a burst of new

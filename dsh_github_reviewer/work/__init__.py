@@ -1,4 +1,4 @@
-"""Durable per-PR work (spec §2-§3): records, inbox, scheduler and the PR procedures.
+"""Durable per-PR work: records, inbox, scheduler and the PR procedures.
 
 * ``records`` — the stored layout (one record per PR, one per account, instructions by hash).
 * ``store`` — reads/writes of one account's records; ``domain_spec()`` with the v1 migration.

@@ -1,4 +1,4 @@
-"""A ``/bot`` command of one PR (spec §3): one chat turn, one reply, exactly once.
+"""A ``/bot`` command of one PR: one chat turn, one reply, exactly once.
 
 The command stays in the PR record's queue until its reply is on GitHub (or the model had
 nothing to say); a failure of the turn, of GitHub or of the runner counts an attempt with

@@ -1,4 +1,4 @@
-"""The review procedure of one PR (spec §2): trusted instructions, then one review turn.
+"""The review procedure of one PR: trusted instructions, then one review turn.
 
 Runs only from the PR's record: the record says ``reviewing`` (with the trigger it answers)
 before the model runs and ``reviewed`` only after the review is on GitHub. Every way out —

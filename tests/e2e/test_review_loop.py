@@ -1,4 +1,5 @@
-"""Spec §2-§4 end to end: real github-mcp-server + sandbox GitHub + scripted model server."""
+"""The review loop end to end (poll, review, /review and /bot): real github-mcp-server,
+sandbox GitHub and the scripted model server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GitHub traffic must not grow with the number of open PRs (spec §2 [fix])."""
+"""GitHub traffic must not grow with the number of open PRs."""
 
 from __future__ import annotations
 

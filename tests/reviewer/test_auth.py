@@ -1,4 +1,4 @@
-"""Spec §7 App auth, end to end against the sandbox token endpoint with a fresh RSA key."""
+"""App auth, end to end against the sandbox token endpoint with a fresh RSA key."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Spec §7 REST client against the sandbox: conditional requests, rate limits, errors."""
+"""REST client against the sandbox: conditional requests, rate limits, errors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Spec §3-§4 edges of the command rules: who may command the bot, whose PRs are ignored."""
+"""Edges of the command rules: who may command the bot, whose PRs are ignored."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Spec §1: every rule of the reviewer's config block, through the real dsh.toml path."""
+"""Every rule of the reviewer's config block, through the real dsh.toml path."""
 
 from __future__ import annotations
 

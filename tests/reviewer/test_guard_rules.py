@@ -1,4 +1,4 @@
-"""Spec §5, table-driven: every allow and reject rule of the guard, with its message.
+"""Table-driven: every allow and reject rule of the guard, with its message.
 
 Rejection texts are part of the tool contract (the model reads them to correct its call), so
 they are compared whole, and allowed calls are compared as the whole outgoing arguments.

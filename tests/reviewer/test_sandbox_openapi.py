@@ -114,7 +114,7 @@ def test_sandbox_responses_match_githubs_description(components, responses, sche
 
 
 def test_list_items_lack_size_fields_like_github(responses):
-    # facts.md: only the single-PR object has changed_files/additions/deletions.
+    # GitHub's REST API: only the single-PR object has changed_files/additions/deletions.
     assert "changed_files" not in responses["pull-request-simple"][0]
     assert "changed_files" in responses["pull-request"][0]
 

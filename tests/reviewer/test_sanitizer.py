@@ -1,4 +1,4 @@
-"""Spec §6, the sanitizer's edges: what must go, and just as much what must stay.
+"""The sanitizer's edges: what must go, and just as much what must stay.
 
 ``test_text_rules.py`` has the rule table; this file pins the boundaries (entity range, control
 range, the line cap), ``sanitize_code`` (tool output: diffs and files, line-preserving) and the

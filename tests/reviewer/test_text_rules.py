@@ -1,4 +1,4 @@
-"""Spec §3, §4, §6: sanitizer, secret redaction, command parser, session keys."""
+"""Sanitizer, secret redaction, command parser, session keys."""
 
 from __future__ import annotations
 
