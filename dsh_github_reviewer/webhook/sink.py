@@ -15,7 +15,7 @@ import asyncio
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from ..commands import author_ignored, parse_command
+from ..commands import parse_command
 from ..github.models import PullSummary
 from ..work.inbox import Observations
 from ..work.records import PrRecord, pr_key
@@ -56,10 +56,7 @@ class RecordWork:
             pr = await self.current(acct, repo, event.number)
             if pr.state != "open":
                 return f"{repo}#{event.number} is {pr.state}; nothing to record"
-            if event.base_changed:
-                keys = await self.retargeted(acct, repo, pr)
-                if keys:
-                    return keys
+            # A retarget is seen by the inbox (the record keeps the base branch), as by a poll.
             return Observations(repo=repo, pulls=[pr])
         if isinstance(event, events.IssueCommentEvent | events.ReviewCommentEvent):
             comment = event.comment
@@ -80,37 +77,6 @@ class RecordWork:
         owner, name = repo.split("/")
         async with asyncio.timeout(READ_PR_TIMEOUT_S):
             return await acct.client.get_pull(owner, name, number)
-
-    async def retargeted(self, acct: AccountRuntime, repo: str, pr: PullSummary) -> list[str]:
-        """A PR moved to another base branch: its diff is a different one, so a reviewed PR
-        owes a review of the same head against the new base.
-
-        The trigger names head and base SHA, so a redelivery (or a crash after the post) finds
-        the review already on GitHub by its marker instead of posting another. A new head, a
-        review already owed, a draft or an ignored author go through the inbox as usual. Only a
-        delivery sees a retarget (a poll compares heads), so a lost one is not reconciled; the
-        next push or a ``/review`` covers it.
-        """
-        assert acct.store is not None
-        if pr.draft or author_ignored(pr.user.login, acct.config.ignore_authors):
-            return []
-        key = pr_key(acct.key, repo.lower(), pr.number)
-        trigger = f"{acct.key}:retarget:{pr.head.sha}:{pr.base.sha}"
-        now = datetime.now(UTC)
-        marked: list[str] = []
-
-        def apply(rec: PrRecord | None) -> PrRecord | None:
-            if rec is None or rec.head_sha != pr.head.sha or rec.status == "reviewing" \
-                    or rec.closed_seen_at is not None or rec.base_sha == pr.base.sha:
-                return rec
-            rec.status, rec.updated_at, rec.trigger, rec.requested_by = (
-                "reviewing", now, trigger, None)
-            rec.fail_count, rec.last_failed_sha, rec.last_failed_at = 0, None, None
-            rec.not_before = None
-            marked.append(key)
-            return rec
-        await acct.store.update_pr(key, apply)
-        return marked
 
     async def closed(self, acct: AccountRuntime, repo: str, number: int) -> str:
         """Queued work of a closed PR waits: the worker skips a closed record, and a reopen

@@ -141,18 +141,43 @@ class Inbox:
         if rec is None:
             return PrRecord(head_sha=head, status="reviewing", updated_at=now,
                             title=sanitize_line(pr.title), base_sha=pr.base.sha,
+                            base_ref=pr.base.ref,
                             trigger=self.trigger("auto", head))
         if rec.head_sha == head:
-            return rec
+            return self._retargeted(key, rec, pr, now)
         cap = self.config.review.max_reviews_per_pr
         if cap and rec.reviews_done >= cap:
             self._log_once(key, head, "cap", "%s: %d automatic reviews done (cap); not "
                            "reviewing head %s", key, rec.reviews_done, head)
             return rec
         rec.head_sha, rec.status, rec.updated_at = head, "reviewing", now
-        rec.title, rec.base_sha = sanitize_line(pr.title), pr.base.sha
+        rec.title, rec.base_sha, rec.base_ref = sanitize_line(pr.title), pr.base.sha, pr.base.ref
         rec.trigger, rec.requested_by = self.trigger("auto", head), None
         # A new head is new work: earlier failures (and a give-up) belong to the old head.
+        rec.fail_count, rec.last_failed_sha, rec.last_failed_at = 0, None, None
+        rec.not_before = None
+        return rec
+
+    def _retargeted(self, key: str, rec: PrRecord, pr: PullSummary,
+                    now: datetime) -> PrRecord:
+        """The same head on another base branch is another diff: a reviewed PR owes a review.
+
+        A poll and an ``edited`` delivery both land here, so a lost delivery is caught by the
+        next poll. The trigger names head and base SHA: a redelivery, or a crash after the
+        post, finds the review on GitHub by its marker instead of posting another. The branch
+        name is compared, not the SHA: the base branch moving on (a merge into main) is no
+        retarget. A record written before base refs were kept adopts the current one.
+        """
+        if rec.base_ref is None:
+            rec.base_ref = pr.base.ref
+            return rec
+        if rec.base_ref == pr.base.ref or rec.status == "reviewing":
+            return rec
+        log.info("%s: base branch %s -> %s; reviewing head %s again", key, rec.base_ref,
+                 pr.base.ref, pr.head.sha)
+        rec.status, rec.updated_at, rec.requested_by = "reviewing", now, None
+        rec.base_sha, rec.base_ref = pr.base.sha, pr.base.ref
+        rec.trigger = self.trigger("retarget", f"{pr.head.sha}:{pr.base.sha}")
         rec.fail_count, rec.last_failed_sha, rec.last_failed_at = 0, None, None
         rec.not_before = None
         return rec
@@ -178,6 +203,7 @@ class Inbox:
                 return None  # a PR this account does not know and did not list: ignore
             rec = PrRecord(head_sha=pr.head.sha, status="reviewing", updated_at=now,
                            title=sanitize_line(pr.title), base_sha=pr.base.sha,
+                            base_ref=pr.base.ref,
                            trigger=self.trigger("auto", pr.head.sha))
         rec.mark_processed(c.id)
         if parsed.kind == "review":

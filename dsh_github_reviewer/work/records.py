@@ -101,6 +101,9 @@ class PrRecord(Record):
     updated_at: datetime
     title: str = ""
     base_sha: str | None = None
+    # The base branch the PR was last recorded/reviewed against: a poll that lists it on
+    # another branch (a retarget whose delivery was lost) owes a review of the same head.
+    base_ref: str | None = None
     reviewed_head_sha: str | None = None
     last_review_started_at: datetime | None = None
     # What the owed review answers: "<account>:auto:<sha>" or "<account>:cmd:<comment id>".

@@ -100,7 +100,7 @@ class ReviewProcedure:
         def reviewing(e: PrRecord | None) -> PrRecord:
             assert e is not None
             e.last_review_started_at, e.updated_at = started, started
-            e.title, e.base_sha = sanitize_line(pr.title), pr.base.sha
+            e.title, e.base_sha, e.base_ref = sanitize_line(pr.title), pr.base.sha, pr.base.ref
             e.instructions_key = stored.key
             return e
         rec = await ctx.store.start_review(key, stored, reviewing)
@@ -154,7 +154,7 @@ class ReviewProcedure:
             if e is None:
                 return None
             e.head_sha, e.status, e.updated_at = pr.head.sha, "missing_instructions", now
-            e.title, e.base_sha = sanitize_line(pr.title), pr.base.sha
+            e.title, e.base_sha, e.base_ref = sanitize_line(pr.title), pr.base.sha, pr.base.ref
             e.trigger, e.requested_by, e.fail_count, e.not_before = None, None, 0, None
             e.last_error = f"no {INSTRUCTIONS_PATH} in the base repository"
             return e

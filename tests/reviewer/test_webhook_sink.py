@@ -41,14 +41,15 @@ async def settle(sb: SandboxGitHub) -> None:
     await asyncio.to_thread(sb.webhooks.wait_idle)
 
 
-async def reviewed(dep: Deployment, number: int = 1) -> None:
-    """Seed the PR as reviewed at its current head (as after a first review)."""
-    head = dep.sb.state.pull(REPO, number).head_sha
+async def reviewed(dep: Deployment, number: int = 1, base_sha: str | None = None) -> None:
+    """Seed the PR as reviewed at its current head and base (as after a first review)."""
+    pull = dep.sb.state.pull(REPO, number)
     store = await dep.store()
     key = f"demo:{REPO}#{number}"
-    await store.update_pr(key, lambda _: PrRecord(head_sha=head, status="reviewed",
-                                                  updated_at=datetime.now(UTC),
-                                                  reviewed_head_sha=head))
+    await store.update_pr(key, lambda _: PrRecord(
+        head_sha=pull.head_sha, status="reviewed", updated_at=datetime.now(UTC),
+        reviewed_head_sha=pull.head_sha, base_ref=pull.base_ref,
+        base_sha=base_sha or pull.base_sha))
 
 
 async def test_a_command_is_recorded_before_the_answer(live):
@@ -138,3 +139,36 @@ async def test_a_retarget_owes_a_review_of_the_same_head_once(live):
     await asyncio.to_thread(again.done.wait, 10)
     assert again.status == 200
     assert (await dep.entry()).trigger == rec.trigger
+
+
+async def test_a_lost_retarget_is_caught_by_the_poll_with_the_same_trigger(live):
+    dep, sb = live
+    st = sb.state
+    st.commit(REPO, "release", {"RELEASE.md": "1.0\n"})
+    await reviewed(dep)
+    head = st.pull(REPO, 1).head_sha
+    sb.webhooks.drop_next(1, event="pull_request")  # the `edited` delivery is lost
+    st.change_base(REPO, 1, "release")
+    await settle(sb)
+    assert (await dep.entry()).status == "reviewed"
+    await dep.pollers["demo"].tick()  # reconciliation
+    rec = await dep.entry()
+    base = st.pull(REPO, 1).base_sha
+    assert rec.status == "reviewing" and rec.head_sha == head and rec.base_ref == "release"
+    assert rec.trigger == f"demo:retarget:{head}:{base}"
+    # The lost delivery arriving late owes nothing more: the same trigger, not a second one.
+    (d,) = sb.webhooks.deliveries("pull_request", "edited")
+    again = sb.webhooks.redeliver(d.id)
+    await asyncio.to_thread(again.done.wait, 10)
+    assert again.status == 200 and (await dep.entry()).model_dump() == rec.model_dump()
+
+
+async def test_the_base_branch_moving_on_is_no_retarget(live):
+    dep, sb = live
+    # Reviewed against an older commit of the same base branch; the branch moves on again.
+    await reviewed(dep, base_sha="0" * 40)
+    sb.state.commit(REPO, sb.state.pull(REPO, 1).base_ref, {"NEWS.md": "more\n"})
+    await settle(sb)
+    await dep.pollers["demo"].tick()
+    rec = await dep.entry()
+    assert rec.status == "reviewed" and rec.trigger is None
