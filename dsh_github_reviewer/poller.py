@@ -27,6 +27,9 @@ from .work.store import WorkStore
 
 log = logging.getLogger(__name__)
 
+# The earliest a poll asked for by a failed delivery runs after the previous tick started.
+RECONCILE_SOON_S = 30.0
+
 
 @dataclass
 class PassResult:
@@ -48,6 +51,7 @@ class AccountPoller:
         self.client = acct.client
         self.cfg = acct.config
         self._stop = asyncio.Event()
+        self._soon = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._tick_lock = asyncio.Lock()
 
@@ -60,15 +64,23 @@ class AccountPoller:
     async def stop(self) -> None:
         """Stop after the running tick (a tick only records work, so this is quick)."""
         self._stop.set()
+        self._soon.set()
         if self._task is not None:
             await self._task
             self._task = None
+
+    def reconcile_soon(self) -> None:
+        """A delivery could not be recorded (GitHub slow or failing, storage failing) and
+        GitHub does not retry it: poll early instead of at the next reconciliation slot, so its
+        work waits about ``RECONCILE_SOON_S`` rather than up to ``reconcile_interval_s``."""
+        self._soon.set()
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
         interval = self.acct.tick_interval_s
         due = loop.time()
         while not self._stop.is_set():
+            started = loop.time()
             await self.tick()
             # A tick that overran skips the slots it covered. With the webhook on, the interval
             # is webhook.reconcile_interval_s: deliveries record work without a poll.
@@ -83,9 +95,15 @@ class AccountPoller:
                 log.exception("account %s: cannot record the next tick time", self.acct.key)
             try:
                 async with asyncio.timeout(wait):
+                    await self._soon.wait()
+                # Asked early: still at most one early tick per RECONCILE_SOON_S, so failing
+                # deliveries (GitHub down) do not turn into a poll per delivery.
+                early = min(due, started + RECONCILE_SOON_S)
+                async with asyncio.timeout(max(0.0, early - loop.time())):
                     await self._stop.wait()
             except TimeoutError:
                 pass
+            self._soon.clear()
 
     async def tick(self) -> PassResult:
         if self._tick_lock.locked():

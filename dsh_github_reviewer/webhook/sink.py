@@ -34,10 +34,17 @@ class RecordWork:
 
     async def record(self, account: str, event: events.Envelope, delivery_id: str) -> str:
         acct = self.app.accounts[account]
-        result = await self.observe(acct, event)
-        if isinstance(result, str):
-            return f"account {account}: {result}"
-        keys = result if isinstance(result, list) else await acct.inbox.record(result)
+        try:
+            result = await self.observe(acct, event)
+            if isinstance(result, str):
+                return f"account {account}: {result}"
+            keys = result if isinstance(result, list) else await acct.inbox.record(result)
+        except Exception:
+            # The receiver answers 500 and GitHub does not retry: have the reconciliation poll
+            # catch this delivery's work soon instead of at its next slot.
+            if acct.poller is not None:
+                acct.poller.reconcile_soon()
+            raise
         if keys and self.app.work is not None:
             self.app.work.scheduler.wake(account, keys)
         return f"account {account}: recorded" + (f", work due on {', '.join(keys)}"

@@ -13,6 +13,7 @@ import time
 import httpx2
 import pytest
 
+from dsh_github_reviewer import poller
 from dsh_github_reviewer.app import ReviewerApp
 from dsh_github_reviewer.cli import status_data
 from dsh_github_reviewer.testing.scenario import REPO, build_shop, push_fix
@@ -190,3 +191,25 @@ def test_a_delivery_during_a_sigkill_is_recovered_after_restart(tmp_path, sandbo
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(timeout=60)
+
+
+async def test_a_delivery_that_cannot_be_recorded_asks_for_an_early_poll(tmp_path, sandbox80,
+                                                                         model, monkeypatch):
+    """GitHub fails the read of the PR: the receiver answers 500 (nothing remembered, GitHub
+    does not retry) and the next poll comes early instead of after reconcile_interval_s."""
+    monkeypatch.setattr(poller, "RECONCILE_SOON_S", 0.5)
+    build_shop(sandbox80)
+    dep, url = await running(tmp_path, sandbox80, model)  # reconciliation every hour
+    try:
+        await wait_until(lambda: len(dep.reviews()) == 1)
+        sandbox80.add_hook(url, SECRET, repo=REPO, ping=False)
+        sandbox80.inject_error(502, times=1, path_contains=f"/repos/{REPO}/pulls/1")
+        sandbox80.state.add_issue_comment(REPO, 1, "maintainer", "/bot and the cart?")
+        await wait_until(lambda: len(bot_replies(sandbox80)) == 1, limit_s=30)
+        (failed,) = [d for d in sandbox80.webhooks.deliveries("issue_comment")
+                     if json.loads(d.body)["comment"]["user"]["login"] == "maintainer"]
+        assert failed.status == 500
+        domain = await dep.harness.storage.domain(deliveries.DOMAIN)
+        assert failed.id not in await domain.table(deliveries.TABLE).all()
+    finally:
+        await shutdown(dep)
