@@ -17,7 +17,8 @@ from .work.store import WorkStore
 
 
 def register(cli: Any) -> None:
-    parser = cli.add_command("github-reviewer", "the GitHub reviewer: status and offline demo")
+    parser = cli.add_command("github-reviewer",
+                             "the GitHub reviewer: status, offline demo, one review in CI")
     sub = parser.add_subparsers(dest="reviewer_command", metavar="SUBCOMMAND", required=True)
     text = "cursor state per account and PR, as the running bot stored it"
     status = sub.add_parser("status", help=text, description=text)
@@ -30,8 +31,9 @@ def register(cli: Any) -> None:
     demo.add_argument("--json", action="store_true")
     # The demo brings its own sandbox and config: it runs from any directory.
     demo.set_defaults(handler=cmd_demo, needs_config=False)
-    ci = sub.add_parser("ci", help="inside a GitHub Actions job: review the event's PR once "
-                                   "with the review team, then exit (see action.yml)")
+    text = ("inside a GitHub Actions job: review the event's PR once with the review team, "
+            "then exit (see action.yml and docs/ci.en.md)")
+    ci = sub.add_parser("ci", help=text, description=text)
     ci.add_argument("--account", default=None,
                     help="the account whose review settings apply (default: the only one)")
     ci.add_argument("--personas", default=None,

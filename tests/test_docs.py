@@ -128,6 +128,11 @@ def test_every_config_key_is_documented(doc):
 
 def _cli_tree():
     """Every (command path, long options) of the real parser, plugins' commands included."""
+    return [(path, options) for path, options, _ in _cli_parsers()]
+
+
+def _cli_parsers():
+    """Every (command path, long options, parser) of the real parser, plugins' included."""
     import argparse
 
     from dsh_harness import load_config
@@ -144,7 +149,7 @@ def _cli_tree():
                          if o.startswith("--") and o not in ("--help", "--version", "--config",
                                                              "--verbose"))
         if path:
-            yield path, options
+            yield path, options, p
         for action in subs:
             for name, child in action.choices.items():
                 yield from walk(child, (*path, name))
@@ -162,6 +167,12 @@ def test_every_cli_command_and_option_is_in_the_readme():
             if needed not in words:
                 problems.append(f"{' '.join(path)}: {needed}")
     assert problems == [], f"missing from README's command list: {problems}"
+
+
+def test_every_command_says_what_it_does_in_its_help():
+    """``dsh X --help`` opens with a description, not just the usage line (issue 16 item 10)."""
+    bare = [" ".join(path) for path, _, parser in _cli_parsers() if not parser.description]
+    assert bare == [], f"commands whose --help has no description: {bare}"
 
 
 @pytest.mark.parametrize("doc", ["docs/architecture.en.md", "docs/architecture.md"])
