@@ -15,7 +15,7 @@ from .config import ReviewerConfig
 from .runner import Runner
 from .session_key import PrKey, parse_session_id
 from .webhook import deliveries as webhook_deliveries
-from .webhook.runtime import start_receivers, stop_receivers
+from .webhook.runtime import bind_receivers, start_receivers, stop_receivers
 from .webhook.sink import RecordWork
 from .work import store as work_store
 from .work.service import WorkService
@@ -101,9 +101,12 @@ async def dsh_startup(harness):
         # dsh run --once prints these and exits 1 (cron reads the exit code).
         return await once.failures(app, app.pass_results, started)
     else:
+        # A taken webhook port stops the start before the first poll (one line, exit 1)...
+        sink = RecordWork(app)
+        app.webhooks = await bind_receivers(app, sink)
         app.work.start()
-        # Deliveries record work and wake the scheduler, so the receivers start after it.
-        app.webhooks = await start_receivers(app, RecordWork(app))
+        # ...but deliveries record work and wake the scheduler, so they are served after it.
+        app.webhooks = await start_receivers(app, sink, app.webhooks)
 
 
 @hookimpl

@@ -111,6 +111,14 @@ def test_web_port_out_of_range_and_busy_port(tmp_path):
             f'home = "state"\n[web]\nenabled = true\nport = {port}\n')
         err = one_line_error(dsh("run", cwd=tmp_path, timeout=30))
         assert f"web UI cannot listen on 127.0.0.1:{port}" in err
+        # The webhook receiver's own listener on the busy port: the same, one line.
+        webhook = (f'\n[plugins.github-reviewer.webhook]\nenabled = true\nsecret = "s"\n'
+                   f'port = {port}\n')
+        (tmp_path / "dsh.toml").write_text(reviewer_toml(
+            account=f'personal_access_token = "{PAT}"\napi_url = "http://127.0.0.1:9"\n'
+                    'repositories = ["acme/shop"]', extra_blocks=webhook))
+        err = one_line_error(dsh("run", cwd=tmp_path, env=KEYS, timeout=60))
+        assert f"webhook receiver cannot listen on 127.0.0.1:{port}" in err
 
 
 # -- 6: config check rejects what run rejects (one validation) ---------------------------------

@@ -31,7 +31,8 @@ def targets(app: ReviewerApp, instance: str) -> list[Target]:
     return out
 
 
-async def start_receivers(app: ReviewerApp, sink: WorkSink) -> list[WebhookServer]:
+async def bind_receivers(app: ReviewerApp, sink: WorkSink) -> list[WebhookServer]:
+    """The receivers with their addresses taken, not yet serving (``WebhookBindError``)."""
     enabled = [(i, c) for i, c in app.instances.items() if c.webhook.enabled]
     if not enabled:
         return []
@@ -42,12 +43,23 @@ async def start_receivers(app: ReviewerApp, sink: WorkSink) -> list[WebhookServe
         for instance, config in enabled:
             hook = config.webhook
             receiver = Receiver(targets(app, instance), sink, seen, hook.path)
-            server = WebhookServer(receiver, hook.host, hook.port, instance)
-            await server.start()
-            servers.append(server)
+            servers.append(WebhookServer(receiver, hook.host, hook.port, instance))
+            servers[-1].bind()
     except BaseException:
+        await stop_receivers(servers)
+        raise
+    return servers
+
+
+async def start_receivers(app: ReviewerApp, sink: WorkSink,
+                          bound: list[WebhookServer] | None = None) -> list[WebhookServer]:
+    """Serve the receivers (``bound`` from ``bind_receivers``; else bind them first)."""
+    servers = bound if bound is not None else await bind_receivers(app, sink)
+    try:
         for server in servers:
-            await server.stop()
+            await server.start()
+    except BaseException:
+        await stop_receivers(servers)
         raise
     return servers
 

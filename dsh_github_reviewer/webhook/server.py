@@ -11,13 +11,15 @@ from collections.abc import Iterator
 
 import uvicorn
 
+from dsh_harness import DshError
+
 from .receiver import Receiver
 
 log = logging.getLogger(__name__)
 
 
-class WebhookBindError(RuntimeError):
-    pass
+class WebhookBindError(DshError):
+    """The operator's to fix (a taken port, a bad host): ``dsh run`` prints one line, exits 1."""
 
 
 class _Server(uvicorn.Server):
@@ -36,8 +38,12 @@ class WebhookServer:
         self._sock: socket.socket | None = None
         self.task: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
-        # Bind here, not in uvicorn: a taken port is then a clear error, not uvicorn's exit.
+    def bind(self) -> None:
+        """Take the address now, serve later: ``dsh run`` binds before its first poll, so a
+        taken port stops the start before any work. Bound here, not in uvicorn: a taken port
+        is then a clear error, not uvicorn's exit."""
+        if self._sock is not None:
+            return
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -47,10 +53,14 @@ class WebhookServer:
             sock.close()
             raise WebhookBindError(f"webhook receiver cannot listen on {self.host}:"
                                    f"{self.requested_port}: {exc.strerror or exc}") from None
+        self._sock = sock
+
+    async def start(self) -> None:
+        self.bind()
+        sock = self._sock
         config = uvicorn.Config(self.receiver.app(), log_level="warning", lifespan="off",
                                 access_log=False, timeout_keep_alive=5)
         self.server = _Server(config)
-        self._sock = sock
         self.task = asyncio.create_task(self.server.serve(sockets=[sock]),
                                         name="github-webhook")
         while not self.server.started:
