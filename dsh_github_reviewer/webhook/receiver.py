@@ -123,7 +123,9 @@ class Receiver:
         running = self._inflight.get(delivery)
         if running is not None:  # the same id again while the first is being recorded
             self.counters.duplicates += 1
-            await asyncio.shield(running)
+            status, outcome = await asyncio.shield(running)
+            if status >= 400:  # the first failed: this copy did no work either
+                return status, outcome
             return 200, "duplicate delivery; already handled"
         future: asyncio.Future[tuple[int, str]] = asyncio.get_running_loop().create_future()
         self._inflight[delivery] = future

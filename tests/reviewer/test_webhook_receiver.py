@@ -233,6 +233,17 @@ async def test_a_concurrent_duplicate_waits_for_the_first(receiver, sandbox_deli
     assert len(receiver.sink.calls) == 1
 
 
+async def test_a_concurrent_duplicate_of_a_failed_delivery_fails_too(receiver,
+                                                                    sandbox_deliveries):
+    # A 200 for the copy would tell GitHub the work is recorded when nothing is.
+    body = sandbox_deliveries["pull_request.opened:octo/app"]
+    receiver.sink.delay, receiver.sink.fail = 0.2, 1
+    first, second = await asyncio.gather(post(receiver, body, delivery="d-y"),
+                                         post(receiver, body, delivery="d-y"))
+    assert (first.status_code, second.status_code) == (500, 500)
+    assert receiver.sink.calls == [] and not receiver.deliveries.seen("d-y")
+
+
 async def test_the_delivery_log_is_durable_and_bounded(domain, targets, sandbox_deliveries):
     _, dom = domain
     log = await deliveries.DeliveryLog(dom, cap=10).load()
