@@ -40,7 +40,9 @@ async def test_a_vanished_previous_head_gives_the_whole_diff_with_a_note(sandbox
     assert "+++ b/app.py" in got.diff
 
 
-async def test_a_merge_of_the_base_branch_shows_only_the_prs_files(sandbox, client):
+def merge_main_into_the_pr(sandbox) -> str:
+    """A commit on main, then a push to the PR merging it (and changing app.py); returns the
+    head before the push."""
     st = small_repo(sandbox)
     first = st.pull("octo/app", 1).head_sha
     st.commit("octo/app", "main", {"other.py": "from someone else\n"})
@@ -50,6 +52,11 @@ async def test_a_merge_of_the_base_branch_shows_only_the_prs_files(sandbox, clie
     # GitHub diffs a PR against the merge base; the sandbox has no merge commits, so move the
     # PR's base to the merged main to get the same file list.
     st.pull("octo/app", 1).base_sha = st.repo("octo/app").branches["main"]
+    return first
+
+
+async def test_a_merge_of_the_base_branch_shows_only_the_prs_files(sandbox, client):
+    first = merge_main_into_the_pr(sandbox)
     pr = await client.get_pull("octo", "app", 1)
     got = await prepare_review(client, pr, ReviewSettings(), first, HISTORY)
     assert got.kind == "push" and "+++ b/app.py" in got.diff and "other.py" not in got.diff
@@ -129,13 +136,7 @@ async def test_preparing_the_same_push_again_is_all_conditional_hits(sandbox, cl
 
 
 async def test_the_reviewed_heads_files_unavailable_still_gives_the_interdiff(sandbox, client):
-    st = small_repo(sandbox)
-    first = st.pull("octo/app", 1).head_sha
-    st.commit("octo/app", "main", {"other.py": "from someone else\n"})
-    merged = dict(st.commits[st.repo("octo/app").branches["main"]].tree)
-    merged["app.py"] = "def f(x):\n    return x + 10\n"
-    st.commit("octo/app", "feature-1", merged, message="Merge main")
-    st.pull("octo/app", 1).base_sha = st.repo("octo/app").branches["main"]
+    first = merge_main_into_the_pr(sandbox)
     pr = await client.get_pull("octo", "app", 1)
     sandbox.inject_error(404, times=1, path_contains=f"/compare/{pr.base.sha}")
     got = await prepare_review(client, pr, ReviewSettings(), first, HISTORY)
