@@ -7,11 +7,6 @@ as @octokit/openapi (fetched once with `npm pack`, cached under ~/.cache).
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import tarfile
-import tempfile
 from pathlib import Path
 
 import httpx2
@@ -20,30 +15,15 @@ from openapi_schema_validator import OAS30Validator
 
 from dsh_github_reviewer.testing import SandboxGitHub
 
+from .npm_kit import cache_dir, npm_files
+
 VERSION = "23.0.2"
 DOCS = ["api.github.com.json", "ghes-3.19.json"]
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / \
-    "dsh-github-reviewer" / f"octokit-openapi-{VERSION}"
+CACHE = cache_dir(f"octokit-openapi-{VERSION}")
 
 
 def fetch_descriptions() -> Path:
-    if all((CACHE / d).exists() for d in DOCS):
-        return CACHE
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.fail("npm is needed once to fetch @octokit/openapi (GitHub's REST description)")
-    with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([npm, "pack", f"@octokit/openapi@{VERSION}", "--silent",
-                        "--pack-destination", tmp], check=True, capture_output=True,
-                       timeout=300)
-        (tarball,) = Path(tmp).glob("*.tgz")
-        CACHE.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(tarball) as tar:
-            for name in DOCS:
-                member = tar.getmember(f"package/generated/{name}")
-                with tar.extractfile(member) as src, open(CACHE / name, "wb") as dst:
-                    shutil.copyfileobj(src, dst)
-    return CACHE
+    return npm_files("@octokit/openapi", VERSION, [f"generated/{d}" for d in DOCS], CACHE)
 
 
 @pytest.fixture(scope="module", params=DOCS)

@@ -8,14 +8,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import re
-import shutil
-import subprocess
-import tarfile
-import tempfile
 import threading
-from pathlib import Path
 
 import pytest
 from jsonschema import Draft7Validator
@@ -27,28 +21,15 @@ from starlette.routing import Route
 from dsh_github_reviewer.testing import SandboxGitHub
 from dsh_harness.testing import ThreadedServer
 
+from .npm_kit import cache_dir, npm_files
+
 VERSION = "7.6.1"
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / \
-    "dsh-github-reviewer" / f"octokit-webhooks-schemas-{VERSION}"
+CACHE = cache_dir(f"octokit-webhooks-schemas-{VERSION}")
 
 
 def fetch_schema() -> dict:
-    path = CACHE / "schema.json"
-    if not path.exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.fail("npm is needed once to fetch @octokit/webhooks-schemas")
-        with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run([npm, "pack", f"@octokit/webhooks-schemas@{VERSION}", "--silent",
-                            "--pack-destination", tmp], check=True, capture_output=True,
-                           timeout=300)
-            (tarball,) = Path(tmp).glob("*.tgz")
-            CACHE.mkdir(parents=True, exist_ok=True)
-            with tarfile.open(tarball) as tar:
-                member = tar.extractfile("package/schema.json")
-                assert member is not None
-                path.write_bytes(member.read())
-    return json.loads(path.read_text())
+    npm_files("@octokit/webhooks-schemas", VERSION, ["schema.json"], CACHE)
+    return json.loads((CACHE / "schema.json").read_text())
 
 
 class Collector:
