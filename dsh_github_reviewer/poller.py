@@ -54,6 +54,10 @@ class AccountPoller:
         self._soon = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._tick_lock = asyncio.Lock()
+        # Repositories whose last poll in this process was recorded in full: an unchanged (304)
+        # listing of one of them holds nothing new. After a failed recording it is observed
+        # again in full, since the ETag cache already holds the answer that was never recorded.
+        self._recorded: set[str] = set()
 
     # -- loop ---------------------------------------------------------------------------------
 
@@ -199,13 +203,23 @@ class AccountPoller:
         owner, name = full.split("/")
         marks = account.feeds.get(full.lower()) or FeedMarks(issue_comments_since=now,
                                                               review_comments_since=now)
+        repo = full.lower()
+        clean = repo in self._recorded
+        # Not clean until this poll is recorded: a failure anywhere below (even in the feeds,
+        # after the listing's answer was cached) makes the next poll observe in full.
+        self._recorded.discard(repo)
         snap = await poll_repository(self.client, owner, name, marks)
+        if snap.unchanged and clean:
+            self._recorded.add(repo)
+            return 0   # an idle repository: three free 304s, no read or write of a record
         keys = await self.inbox.record(Observations(
             repo=full, pulls=snap.pulls,
             comments=[*snap.issue_comments, *snap.review_comments],
-            marks=snap.marks, at=now, complete=True))
-        if not snap.pulls_unchanged:
+            marks=snap.marks, at=now, complete=True,
+            pulls_seen_before=snap.pulls_unchanged and clean))
+        if not (snap.pulls_unchanged and clean):
             await self._mark_closed(full, {p.number for p in snap.pulls}, now)
+        self._recorded.add(repo)
         if keys:
             self.scheduler.wake(self.acct.key, keys)
         return len(keys)

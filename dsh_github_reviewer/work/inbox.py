@@ -48,6 +48,9 @@ class Observations:
     # True when ``pulls`` is every open PR of the repository (a poll), so PRs missing from it
     # are closed; a webhook delivery of one PR leaves it False.
     complete: bool = False
+    # True when ``pulls`` is the same listing already recorded: it only tells which PR a
+    # comment belongs to, so a busy account's tick does not re-read every PR record.
+    pulls_seen_before: bool = False
 
 
 @dataclass
@@ -95,7 +98,7 @@ class Inbox:
                     before[key] = rec.model_dump_json() if rec else None
                 return records[key]
 
-            for pr in obs.pulls:
+            for pr in () if obs.pulls_seen_before else obs.pulls:
                 key = pr_key(self.account, repo, pr.number)
                 records[key] = self._observe_pull(key, await load(pr.number), pr, now)
             for c in sorted(obs.comments, key=lambda c: (c.created_at, c.id)):
