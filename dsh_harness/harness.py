@@ -25,6 +25,7 @@ from .plugins import (
     discover_entry_points,
     hook_names,
 )
+from .redact import MIN_SECRET, Redactor
 from .sessions import SessionService
 from .storage import DomainSpec, StorageService
 from .validation import error_lines, join_errors
@@ -73,6 +74,7 @@ class Harness:
         self._instance_settings = self._validate_instance_configs()
         self._storage: StorageService | None = None
         self._sessions: SessionService | None = None
+        self._redactor: Redactor | None = None
         self._llm: LLMService | None = None
         self._agents: AgentService | None = None
         # Set by ``dsh run --once``: plugins do one pass of their work inside dsh_startup.
@@ -203,7 +205,15 @@ class Harness:
             if provider.api_key_env and self.env.get(provider.api_key_env):
                 found.append(self.env[provider.api_key_env])
         # Short values would redact ordinary words; real secrets are long.
-        return sorted({v for v in found if len(v) >= 8}, key=len, reverse=True)
+        return sorted({v for v in found if len(v) >= MIN_SECRET}, key=len, reverse=True)
+
+    @property
+    def redactor(self) -> Redactor:
+        """Replaces every configured secret (and its encoded forms) with ``[REDACTED_SECRET]``;
+        sessions apply it to all text they record, the web UI to all it shows."""
+        if self._redactor is None:
+            self._redactor = Redactor(self.secret_values())
+        return self._redactor
 
     # -- storage --------------------------------------------------------------------------
 
@@ -242,7 +252,7 @@ class Harness:
             if name not in stores:
                 raise ConfigError(f"{self.loaded.source}: sessions.store: unknown session store "
                                   f"{name!r} (available: {', '.join(sorted(stores))})")
-            self._sessions = SessionService(stores[name](self.home))
+            self._sessions = SessionService(stores[name](self.home), self.redactor)
         return self._sessions
 
     @property

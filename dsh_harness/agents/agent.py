@@ -83,7 +83,9 @@ class Agent:
         self._replay = service.harness.config.providers[provider_name].reasoning_replay
         self._schemas = [t.schema() for t in self.tools]
         self._tools_json = encode(self._schemas)
-        self._system_json = encode({"role": "system", "content": world.system_prompt})
+        # Redacted like everything a session records (the prompt is built, not logged).
+        self._system = service.harness.redactor.text(world.system_prompt)
+        self._system_json = encode({"role": "system", "content": self._system})
         self._queue: list[_Queued] = []
         self._runner: asyncio.Task[None] | None = None
         self._current: asyncio.Task[TurnOutcome] | None = None
@@ -285,7 +287,7 @@ class Agent:
         recorded, so this is O(1) in the history) with the agent's cached encodings.
         ``turn`` is the running turn, the one the transcript treats as current."""
         transcript = self.session.transcript(self._replay)
-        return LLMRequest(model=self.model, system=self.world.system_prompt,
+        return LLMRequest(model=self.model, system=self._system,
                           messages=transcript.messages(), tools=self._schemas,
                           encoded_system=self._system_json,
                           encoded_messages=transcript.encoded(),

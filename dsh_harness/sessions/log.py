@@ -6,7 +6,7 @@ date as events arrive, so a turn costs O(new events), not a walk of the whole hi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DshError
 from .events import (
@@ -23,14 +23,19 @@ from .history import ReasoningReplay
 from .store import SessionStore
 from .transcript import Transcript
 
+if TYPE_CHECKING:
+    from ..redact import Redactor
+
 
 class SessionWriteError(DshError):
     """Appending to a session log failed; the turn that was writing fails at once."""
 
 
 class Session:
-    def __init__(self, store: SessionStore, header: SessionHeader, events: list[Any]):
+    def __init__(self, store: SessionStore, header: SessionHeader, events: list[Any],
+                 redactor: Redactor | None = None):
         self.store, self.header, self.events = store, header, []
+        self.redactor = redactor
         # Why the log cannot be appended to any more (a failed write), or None.
         self.broken: str | None = None
         self._title: tuple[str | None, bool] = (None, False)
@@ -65,13 +70,18 @@ class Session:
         return self.events[-1].seq + 1 if self.events else 1
 
     async def record(self, cls: type[EventBase], **fields: Any) -> Any:
-        """Append one event (numbered and timestamped here) to the store, then to memory.
+        """Append one event (numbered and timestamped here, configured secrets in its text
+        replaced by ``[REDACTED_SECRET]``) to the store, then to memory.
 
         A failed write (disk full, I/O error) raises ``SessionWriteError`` and leaves the
         session broken: the file may end in a torn line, so nothing more is appended until the
         session is loaded again (which cuts the torn line off).
         """
         self._check_writable()
+        if self.redactor:
+            # Once, at entry: the log and every request replayed from it hold the same
+            # redacted bytes (a prefix-cache hit), and no logged event is rewritten later.
+            fields = {k: self.redactor.deep(v) for k, v in fields.items()}
         event = cls(seq=self.next_seq, at=utcnow(), **fields)
         try:
             await self.store.append(self.id, [event])

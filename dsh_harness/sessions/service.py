@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .events import SessionHeader, utcnow
 from .log import Session
 from .store import LoadedLog, SessionStore
 from .summary import SessionSummary, summarize
+
+if TYPE_CHECKING:
+    from ..redact import Redactor
 
 # Released sessions kept in memory so the next resume reads only what was appended since
 # (the reviewer evicts its agent after every turn). Bounded by log bytes and by count.
@@ -17,8 +20,10 @@ CACHE_SESSIONS = 64
 
 
 class SessionService:
-    def __init__(self, store: SessionStore):
+    def __init__(self, store: SessionStore, redactor: Redactor | None = None):
         self.store = store
+        # Configured secrets are replaced in all a session records, header meta included.
+        self.redactor = redactor
         self._released: OrderedDict[str, tuple[Session, object, int]] = OrderedDict()
         self._released_bytes = 0
 
@@ -26,9 +31,11 @@ class SessionService:
         return await self.store.exists(session_id)
 
     async def create(self, session_id: str, meta: dict[str, Any]) -> Session:
+        if self.redactor:
+            meta = self.redactor.deep(meta)
         header = SessionHeader(id=session_id, created_at=utcnow(), meta=meta)
         await self.store.create(header)
-        return Session(self.store, header, [])
+        return Session(self.store, header, [], self.redactor)
 
     async def resume(self, session_id: str) -> Session:
         """Load for writing: cut a torn tail, close a turn a crash left open.
@@ -39,7 +46,7 @@ class SessionService:
         session = await self._take_back(session_id)
         if session is None:
             loaded = await self.store.load(session_id, repair=True)
-            session = Session(self.store, loaded.header, loaded.events)
+            session = Session(self.store, loaded.header, loaded.events, self.redactor)
         await session.close_open_turn("interrupted", "the process stopped during this turn")
         return session
 

@@ -60,7 +60,7 @@ class WebApp:
         harness.plugins.call("dsh_register_web_routes", router=self.router)
         loaders = [PackageLoader("dsh_harness.web", "templates"),
                    *(FileSystemLoader(str(d)) for d in self.router.template_dirs)]
-        self.redactor = Redactor(harness.secret_values())
+        self.redactor: Redactor = harness.redactor
         red = self.redactor.text
         self.env = Environment(loader=ChoiceLoader(loaders), finalize=self.redactor.finalize,
                                autoescape=select_autoescape(default=True, default_for_string=True))
