@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from dsh_harness import Agent, Harness
 
+from .answered import committed_answer
 from .app import AccountRuntime, ReviewerApp
 from .github.guard import GuardTurn
 from .github.guard_rules import Scope
@@ -183,7 +184,15 @@ class Runner:
                 chat_message(facts(pr), author, message, path, line))
             result = TurnResult(answer.ok, answer.error, answer.text)
         else:
-            _, result = await self._turn(acct, pr, "chat", trigger, instructions, text)
+            # Answered in the log but never posted (the process died in between): post that
+            # answer; asking again would put the same question in the history twice.
+            answer = await committed_answer(
+                self.harness, pr_key(acct, pr).session_id,
+                lambda meta: meta.get("flow") == "chat" and meta.get("trigger") == trigger)
+            if answer is not None:
+                result = TurnResult(True, None, answer)
+            else:
+                _, result = await self._turn(acct, pr, "chat", trigger, instructions, text)
         if result.ok:
             result.text = redact_secrets(result.text or "").strip()
         return result

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from dsh_harness import Harness
 
+from ..answered import committed_answer
 from ..sanitizer import redact_secrets
 
 log = logging.getLogger(__name__)
@@ -88,18 +89,7 @@ async def reported_before(harness: Harness, session_id: str, triggers: tuple[str
                           head: str) -> str | None:
     """The final answer of the newest completed persona turn for one of ``triggers`` on
     ``head``, or None. Only committed turns count: a failed attempt is never a report."""
-    if not await harness.sessions.exists(session_id):
-        return None
-    events = (await harness.sessions.read(session_id)).events
-    starts = {e.turn: e.meta for e in events if e.type == "turn_start"}
-    done = {e.turn for e in events if e.type == "turn_end" and e.committed}
-    answers: dict[int, str] = {}
-    for e in events:
-        if e.type == "assistant_message" and not e.tool_calls:
-            answers[e.turn] = e.content or ""
-    for turn in sorted(done, reverse=True):
-        meta = starts.get(turn) or {}
-        if (meta.get("flow") == "persona" and meta.get("trigger") in triggers
-                and meta.get("head") == head and answers.get(turn, "").strip()):
-            return answers[turn]
-    return None
+    return await committed_answer(
+        harness, session_id, lambda meta: (meta.get("flow") == "persona"
+                                           and meta.get("trigger") in triggers
+                                           and meta.get("head") == head))

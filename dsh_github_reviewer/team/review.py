@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from dsh_harness import Agent, Harness
 
+from ..answered import committed_answer
 from ..app import AccountRuntime, ReviewerApp
 from ..github.guard import GuardTurn
 from ..github.models import PullRequest
@@ -110,6 +111,13 @@ class TeamReview:
         """A /bot question, answered by the coordinator, who holds the team's reports (both
         modes, so the conversation is the same session wherever it continues)."""
         key = pr_key(acct, pr)
+        # Answered in the log but never posted (the process died in between): that answer,
+        # not the same question asked twice in the coordinator's history.
+        answer = await committed_answer(
+            self.harness, key.with_persona(COORDINATOR).session_id,
+            lambda meta: meta.get("flow") == "chat" and meta.get("trigger") == trigger)
+        if answer is not None:
+            return AttemptResult(True, answer)
         # A review of this PR in progress has pinned them already: leave its pin alone.
         pinned = key.cursor_key in self.app.pinned_instructions
         if not pinned:

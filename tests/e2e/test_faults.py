@@ -8,14 +8,20 @@ import json
 
 import pytest
 
+from dsh_github_reviewer.session_key import PrKey
 from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
 from dsh_github_reviewer.testing.scenario import REPO, build_shop, push_fix
+from dsh_github_reviewer.testing.team_model import TeamModel
 from dsh_harness.testing import Fault, Reply, ScriptedModelServer
 
 from .conftest import Deployment
 from .fault_kit import Clock, no_pending_reviews, replies_to, reviews_with
 
 pytestmark = pytest.mark.slow
+TEAM = '''
+[plugins.github-reviewer.accounts.review.team]
+personas = ["quality", "security", "performance"]
+'''
 
 
 async def reviewed_shop(tmp_path, sb, model, **kw) -> tuple[Deployment, Clock]:
@@ -239,3 +245,41 @@ async def test_a_reply_starting_with_bot_is_not_answered(tmp_path, sandbox80):
             s.request["messages"][-1]["content"] for s in model.served
             if s.request["messages"][-1]["content"].startswith("Flow: chat"))
         await dep.stop()
+
+
+@pytest.mark.parametrize("team", [False, True])
+async def test_a_bot_answered_in_the_log_but_not_posted_is_posted_without_a_second_turn(
+        tmp_path, sandbox80, model, team):
+    """The chat turn committed, then the process died before posting the reply: the retry
+    posts the logged answer instead of asking the model the same question again (the
+    session's history would hold it twice). With a team the coordinator answers."""
+    if team:
+        with ScriptedModelServer(policy=TeamModel()) as team_model:
+            await _answered_then_crashed(tmp_path, sandbox80, team_model, "coordinator",
+                                         extra_account=TEAM)
+    else:
+        await _answered_then_crashed(tmp_path, sandbox80, model, None)
+
+
+async def _answered_then_crashed(tmp_path, sandbox80, model, persona, **kw) -> None:
+    dep, clock = await reviewed_shop(tmp_path, sandbox80, model, **kw)
+    cmd = sandbox80.state.add_issue_comment(REPO, 1, "maintainer", "/bot anything left?")
+    real = dep.runner.chat
+
+    async def answer_then_crash(*args, **kwargs):
+        await real(*args, **kwargs)               # the turn is in the log...
+        raise RuntimeError("process died")        # ...and its reply never posted
+    dep.runner.chat = answer_then_crash
+    await dep.tick()
+    dep.runner.chat = real
+    assert replies_to(sandbox80, cmd.id) == []
+    served = len(model.served)
+    await dep.restart()
+    clock.skip()
+    await dep.tick()
+    assert len(replies_to(sandbox80, cmd.id)) == 1
+    assert len(model.served) == served, "no second chat turn"
+    log = await dep.harness.sessions.read(PrKey("demo", "acme", "shop", 1, persona).session_id)
+    chats = [e for e in log.events if e.type == "turn_start" and e.meta.get("flow") == "chat"]
+    assert len(chats) == 1
+    await dep.stop()
