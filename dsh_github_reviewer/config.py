@@ -62,6 +62,13 @@ RepoName = Annotated[str, AfterValidator(_repo)]
 LoginGlob = Annotated[str, AfterValidator(_login_glob)]
 
 
+def _split_words(value: object) -> object:
+    """A list given as one string ("${GITHUB_REPOSITORIES}" interpolates to one): "a/b, c/d"."""
+    if isinstance(value, str):
+        return [item for item in re.split(r"[,\s]+", value) if item]
+    return value
+
+
 def _trimmed(value: str) -> str:
     # A padded name would only fail at the first review, when the provider does not list it.
     value = value.strip()
@@ -92,12 +99,7 @@ class TeamSettings(Strict):
     persona_timeout_s: float = Field(default=600.0, gt=0, le=86_400)
     attempts_per_model: int = Field(default=2, ge=1, le=10)
 
-    @field_validator("personas", mode="before")
-    @classmethod
-    def _split(cls, v: object) -> object:
-        if isinstance(v, str):
-            return [item for item in re.split(r"[,\s]+", v) if item]
-        return v
+    _split = field_validator("personas", mode="before")(_split_words)
 
     @field_validator("personas")
     @classmethod
@@ -230,13 +232,7 @@ class AccountConfig(Strict):
     def _web(cls, v: str) -> str:
         return _http_url(v) if v.strip() else ""
 
-    @field_validator("repositories", "ignore_authors", mode="before")
-    @classmethod
-    def _split(cls, v: object) -> object:
-        # "${GITHUB_REPOSITORIES}" interpolates to one string: accept "a/b, c/d" as a list.
-        if isinstance(v, str):
-            return [item for item in re.split(r"[,\s]+", v) if item]
-        return v
+    _split = field_validator("repositories", "ignore_authors", mode="before")(_split_words)
 
     @field_validator("repositories")
     @classmethod
