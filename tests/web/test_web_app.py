@@ -74,6 +74,10 @@ async def test_index_pages_groups_filters_and_caches(tmp_path, server):
         assert first["totals"]["turns"] == PAGE_SIZE + 6
         page2 = (await c.get("/api/sessions?page=2")).json()
         assert len(page2["sessions"]) == 6
+        pager = (await c.get("/sessions")).text
+        assert "page 1 of 2" in pager and "older →" in pager and "← newer" not in pager
+        pager = (await c.get("/sessions?page=2")).text
+        assert "page 2 of 2" in pager and "← newer" in pager and "older →" not in pager
         assert (await c.get("/api/sessions?q=s007")).json()["total"] == 1
         assert (await c.get("/api/sessions?group=tests / evil")).json()["total"] == 1
         html = (await c.get("/?q=s00")).text
