@@ -33,13 +33,13 @@ from pathlib import Path
 import httpx2
 
 from dsh_github_reviewer.app import ReviewerApp
+from dsh_github_reviewer.sources.webhook.runtime import start_receivers, stop_receivers
+from dsh_github_reviewer.sources.webhook.signature import sign
+from dsh_github_reviewer.sources.webhook.sink import RecordWork
 from dsh_github_reviewer.testing import SandboxGitHub
 from dsh_github_reviewer.testing.deployment import Deployment
 from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
 from dsh_github_reviewer.testing.scenario import FEATURE, REPO, build_shop
-from dsh_github_reviewer.webhook.runtime import start_receivers, stop_receivers
-from dsh_github_reviewer.webhook.signature import sign
-from dsh_github_reviewer.webhook.sink import RecordWork
 from dsh_github_reviewer.work.records import PrRecord, pr_key
 from dsh_harness.testing import ScriptedModelServer
 

@@ -24,8 +24,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from dsh_github_reviewer.demo import session_turns
-from dsh_github_reviewer.session_key import PrKey
+from dsh_github_reviewer.cli.demo import session_turns
+from dsh_github_reviewer.core.session_key import PrKey
 from dsh_github_reviewer.testing import SandboxGitHub
 from dsh_github_reviewer.testing.deployment import Deployment
 from dsh_github_reviewer.testing.scenario import (

@@ -22,7 +22,13 @@ from pathlib import Path
 from dsh_github_reviewer.testing import SandboxGitHub
 from dsh_github_reviewer.testing.actions import ActionsSimulator, pull_request_event
 from dsh_github_reviewer.testing.deployment import Deployment
-from dsh_github_reviewer.testing.scenario import BOT_TOKEN, REPO, build_shop, model_server, push_fix
+from dsh_github_reviewer.testing.scenario import (
+    BOT_TOKEN,
+    REPO,
+    build_shop,
+    model_server,
+    push_fix,
+)
 from dsh_github_reviewer.testing.team_model import TeamModel
 from dsh_harness.testing import ScriptedModelServer
 

@@ -50,7 +50,7 @@ def pull(n: int) -> PullSummary:
 
 
 async def new_tick(n: int) -> tuple[float, float]:
-    from dsh_github_reviewer.poller import AccountPoller
+    from dsh_github_reviewer.sources.poll import AccountPoller
 
     with tempfile.TemporaryDirectory() as tmp:
         domain = await Domain.open(domain_spec(), SqliteBackend(Path(tmp)))

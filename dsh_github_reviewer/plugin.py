@@ -9,16 +9,19 @@ from pathlib import Path
 from dsh_harness import hookimpl
 
 from . import cli as cli_commands
-from . import once, run_record, web_facts, web_pages, web_view
-from .app import PLUGIN_NAME, ReviewerApp, SetupError
+from .app import PLUGIN_NAME, ReviewerApp, SetupError, run_record
+from .app.service import WorkService
+from .cli import once
 from .config import ReviewerConfig
-from .runner import Runner
-from .session_key import PrKey, parse_session_id
-from .webhook import deliveries as webhook_deliveries
-from .webhook.runtime import bind_receivers, start_receivers, stop_receivers
-from .webhook.sink import RecordWork
+from .core.session_key import PrKey, parse_session_id
+from .reviewers.single import Runner
+from .sources.webhook import deliveries as webhook_deliveries
+from .sources.webhook.runtime import bind_receivers, start_receivers, stop_receivers
+from .sources.webhook.sink import RecordWork
+from .web import facts as web_facts
+from .web import pages as web_pages
+from .web import view as web_view
 from .work import store as work_store
-from .work.service import WorkService
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +131,7 @@ def dsh_register_commands(cli):
 
 @hookimpl
 def dsh_register_web_routes(router):
-    router.add_template_dir(Path(__file__).with_name("templates"))
+    router.add_template_dir(Path(__file__).parent / "web" / "templates")
     web_pages.register(router)
 
 

@@ -26,9 +26,9 @@ PACKAGES = ("dsh_github_reviewer", "dsh_harness")
 COVERING_TESTS: dict[str, list[str]] = {
     "dsh_github_reviewer/github/guard_rules.py": [
         "tests/reviewer/test_guard_rules.py"],
-    "dsh_github_reviewer/sanitizer.py": [
+    "dsh_github_reviewer/core/sanitizer.py": [
         "tests/reviewer/test_text_rules.py", "tests/reviewer/test_sanitizer.py"],
-    "dsh_github_reviewer/commands.py": [
+    "dsh_github_reviewer/core/commands.py": [
         "tests/reviewer/test_text_rules.py", "tests/reviewer/test_commands.py"],
     "dsh_github_reviewer/work/records.py": [
         "tests/reviewer/test_work_records.py", "tests/reviewer/test_work_store.py",
@@ -57,7 +57,7 @@ class Result:
 
 
 def resolve(module: str) -> str:
-    """``sanitizer.py``, ``github/guard_rules.py`` or a path from the project root."""
+    """``core/sanitizer.py``, ``github/guard_rules.py`` or a path from the project root."""
     candidates = [module, *(f"{pkg}/{module}" for pkg in PACKAGES)]
     found = [c for c in candidates if (ROOT / c).is_file() and c.endswith(".py")]
     if len(found) != 1:
@@ -171,7 +171,8 @@ def table(results: list[Result]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/mutation", description=__doc__.split("\n")[0])
     parser.add_argument("modules", nargs="+", metavar="MODULE",
-                        help="e.g. sanitizer.py, github/guard_rules.py, storage/json_backend.py")
+                        help="e.g. core/sanitizer.py, github/guard_rules.py, "
+                             "storage/json_backend.py")
     parser.add_argument("--tests", nargs="+", metavar="PATH",
                         help="the tests to use instead of the module's default unit tests")
     parser.add_argument("--max-children", type=int, default=2,

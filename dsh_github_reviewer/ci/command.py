@@ -22,16 +22,16 @@ from dsh_harness import Harness, error_lines
 
 from ..app import AccountRuntime, ReviewerApp
 from ..config import TeamSettings
+from ..core.sanitizer import redact_secrets
 from ..github.errors import GitHubError, NotFound
 from ..github.models import PullRequest, Review
 from ..github.review_submit import MARKER, marker
-from ..prompts import TrustedInstructions, chat_message
-from ..replies import reply_marker
-from ..runner import facts
-from ..sanitizer import redact_secrets
-from ..team import verdict
-from ..team.personas import BUILT_IN, DEFAULT_TEAM, resolve
-from ..team.review import TeamReview
+from ..pr_output.replies import reply_marker
+from ..reviewers.single import facts
+from ..reviewers.team import verdict
+from ..reviewers.team.personas import BUILT_IN, DEFAULT_TEAM, resolve
+from ..reviewers.team.review import TeamReview
+from ..turn.prompts import TrustedInstructions, chat_message
 from .event import CiEnv, CiError, CiTask, load_payload, task_for
 
 log = logging.getLogger(__name__)

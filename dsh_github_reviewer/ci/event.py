@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dsh_harness import DshError, error_lines
 
-from ..commands import association_allowed, parse_command
+from ..core.commands import association_allowed, parse_command
 
 # GitHub's own rules: owner = letters, digits, hyphens; repository = also '.' and '_'.
 _REPOSITORY = re.compile(r"[A-Za-z0-9-]+/[A-Za-z0-9._-]+")

@@ -16,7 +16,7 @@ from typing import Any
 
 from dsh_harness import Tool, ToolContext, ToolRejected, ToolText
 
-from ..sanitizer import sanitize_code
+from ..core.sanitizer import sanitize_code
 from . import tool_specs
 from .client import GitHubClient
 from .dialects import Dialect, DialectError, detect

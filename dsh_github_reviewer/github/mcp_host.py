@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import McpSettings
-from ..sanitizer import redact_secrets
+from ..core.sanitizer import redact_secrets
 
 if TYPE_CHECKING:
     from mcp import StdioServerParameters

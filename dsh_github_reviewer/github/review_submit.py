@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..sanitizer import redact_secrets
+from ..core.sanitizer import redact_secrets
 from .client import GitHubClient
 from .errors import GitHubError
 from .models import Review

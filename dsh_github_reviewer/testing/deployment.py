@@ -9,10 +9,10 @@ from pathlib import Path
 from dsh_harness import Harness, parse_config
 
 from ..app import ReviewerApp
-from ..poller import AccountPoller
-from ..runner import Runner
+from ..app.service import WorkService
+from ..reviewers.single import Runner
+from ..sources.poll import AccountPoller
 from ..work.records import DOMAIN, pr_key
-from ..work.service import WorkService
 from ..work.store import WorkStore
 from .sandbox import SandboxGitHub
 from .scenario import REPO, deployment_toml

@@ -8,15 +8,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from .sandbox_state import (
-    FileDiff,
-    IssueComment,
-    Pull,
-    Repo,
-    Review,
-    ReviewComment,
-    SandboxState,
-)
+from .sandbox_state import FileDiff, IssueComment, Pull, Repo, Review, ReviewComment, SandboxState
 
 REPO_URLS = {
     "archive": "{archive_format}{/ref}", "assignees": "assignees{/user}",

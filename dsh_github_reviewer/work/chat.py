@@ -13,8 +13,8 @@ import logging
 from datetime import timedelta
 
 from ..github.errors import GitHubError, RateLimited
-from ..prompts import TrustedInstructions
-from ..replies import already_replied, post_reply
+from ..pr_output.replies import already_replied, post_reply
+from ..turn.prompts import TrustedInstructions
 from .context import WorkContext, repo_of, short_error
 from .records import Command, Notice, PrRecord, backoff
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ..app import AccountRuntime
     from ..config import AccountConfig
     from ..github.client import GitHubClient
-    from ..runner import Runner
+    from ..reviewers.single import Runner
 
 
 def utcnow() -> datetime:
@@ -50,7 +50,7 @@ def repo_of(key: str) -> tuple[str, str, int]:
 
 
 def short_error(exc: BaseException) -> str:
-    from ..sanitizer import redact_secrets
+    from ..core.sanitizer import redact_secrets
 
     text = str(exc) or type(exc).__name__
     if not isinstance(exc, _KNOWN):

@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ..commands import association_allowed, author_ignored, parse_command
 from ..config import AccountConfig
+from ..core.commands import association_allowed, author_ignored, parse_command
+from ..core.sanitizer import sanitize_line
 from ..github.feeds import FeedMarks
 from ..github.models import IssueComment, PullSummary, ReviewComment
-from ..sanitizer import sanitize_line
 from .records import ACCOUNTS, PRS, AccountRecord, Command, PrRecord, RepoState, pr_key
 from .store import WorkStore
 

@@ -7,8 +7,8 @@ posts it twice.
 
 from __future__ import annotations
 
+from ..core.sanitizer import redact_secrets
 from ..github.client import GitHubClient
-from ..sanitizer import redact_secrets
 from .records import Notice
 
 MARKER = "<!-- dsh-github-reviewer:gave-up:{trigger} -->"

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import logging
 
+from ..core.sanitizer import sanitize_line
 from ..github.errors import GitHubError, NotFound, RateLimited
 from ..github.models import PullRequest
 from ..github.review_submit import find_posted
-from ..prompts import TrustedInstructions
-from ..sanitizer import sanitize_line
+from ..turn.prompts import TrustedInstructions
 from .context import WorkContext, repo_of, short_error
 from .records import InstructionsRecord, Notice, PrRecord
 

@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 import pytest
 
-from dsh_github_reviewer.session_key import PrKey
+from dsh_github_reviewer.core.session_key import PrKey
 from dsh_github_reviewer.testing import SandboxGitHub
 from dsh_github_reviewer.testing.actions import (
     ActionsSimulator,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_github_reviewer.session_key import PrKey
+from dsh_github_reviewer.core.session_key import PrKey
 from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
 from dsh_github_reviewer.testing.scenario import REPO, build_shop
 from dsh_harness.testing import ScriptedModelServer

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dsh_github_reviewer.session_key import PrKey
+from dsh_github_reviewer.core.session_key import PrKey
 from dsh_github_reviewer.testing.deployment import Deployment
 from dsh_github_reviewer.testing.scenario import build_shop, push_fix
 from dsh_github_reviewer.testing.team_model import TeamModel

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from dsh_github_reviewer.session_key import PrKey
+from dsh_github_reviewer.core.session_key import PrKey
 from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
 from dsh_github_reviewer.testing.scenario import REPO, build_shop, push_fix
 from dsh_github_reviewer.testing.team_model import TeamModel

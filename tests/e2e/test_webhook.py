@@ -13,11 +13,11 @@ import time
 import httpx2
 import pytest
 
-from dsh_github_reviewer import poller
 from dsh_github_reviewer.app import ReviewerApp
 from dsh_github_reviewer.cli import status_data
+from dsh_github_reviewer.sources import poll as poller
+from dsh_github_reviewer.sources.webhook import deliveries
 from dsh_github_reviewer.testing.scenario import REPO, build_shop, push_fix
-from dsh_github_reviewer.webhook import deliveries
 from dsh_harness.testing import ScriptedModelServer
 from dsh_harness.web.app import build_app
 

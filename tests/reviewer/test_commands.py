@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from dsh_github_reviewer.commands import Command, association_allowed, author_ignored, parse_command
+from dsh_github_reviewer.core.commands import (
+    Command,
+    association_allowed,
+    author_ignored,
+    parse_command,
+)
 
 
 @pytest.mark.parametrize(("login", "patterns", "ignored"), [

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dsh_github_reviewer.config import ReviewSettings
-from dsh_github_reviewer.diff_prep import BUILTIN_EXCLUDE, exclude_patterns, excluded, prepare
 from dsh_github_reviewer.github.models import PullFile
+from dsh_github_reviewer.turn.diff_prep import BUILTIN_EXCLUDE, exclude_patterns, excluded, prepare
 
 
 def pf(name: str, lines: int = 3, status: str = "modified", patch: str | None = "",

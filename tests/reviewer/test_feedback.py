@@ -6,18 +6,18 @@ from datetime import UTC, datetime
 
 import httpx2
 
-from dsh_github_reviewer.feedback import (
+from dsh_github_reviewer.github.auth import PatAuth
+from dsh_github_reviewer.github.client import GitHubClient
+from dsh_github_reviewer.github.models import Review, ReviewComment, User
+from dsh_github_reviewer.github.review_submit import marker
+from dsh_github_reviewer.testing import SandboxGitHub
+from dsh_github_reviewer.turn.feedback import (
     ThreadState,
     bot_reviews,
     render,
     thread_news,
     thread_states,
 )
-from dsh_github_reviewer.github.auth import PatAuth
-from dsh_github_reviewer.github.client import GitHubClient
-from dsh_github_reviewer.github.models import Review, ReviewComment, User
-from dsh_github_reviewer.github.review_submit import marker
-from dsh_github_reviewer.testing import SandboxGitHub
 
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
 PR_URL = "https://api.github.com/repos/o/r/pulls/1"

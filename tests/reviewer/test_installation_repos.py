@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from dsh_github_reviewer.config import AccountConfig
 from dsh_github_reviewer.github.auth import AppAuth
 from dsh_github_reviewer.github.client import GitHubClient
-from dsh_github_reviewer.repositories import WatchedRepositories
+from dsh_github_reviewer.sources.repositories import WatchedRepositories
 
 
 @pytest.fixture(scope="module")

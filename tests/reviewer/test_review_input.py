@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dsh_github_reviewer.config import ReviewSettings
 from dsh_github_reviewer.github.review_submit import marker
-from dsh_github_reviewer.review_input import prepare_review
+from dsh_github_reviewer.turn.review_input import prepare_review
 
 from .conftest import small_repo
 

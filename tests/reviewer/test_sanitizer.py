@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_github_reviewer.sanitizer import (
+from dsh_github_reviewer.core.sanitizer import (
     REDACTED,
     redact_secrets,
     remove_invisible,

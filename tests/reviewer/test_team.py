@@ -8,18 +8,18 @@ from pydantic import ValidationError
 
 from dsh_github_reviewer.app import ReviewerApp, SetupError
 from dsh_github_reviewer.config import AccountConfig, TeamSettings
-from dsh_github_reviewer.prompts import PrFacts, TrustedInstructions, system_prompt
-from dsh_github_reviewer.session_key import PrKey, parse_session_id
-from dsh_github_reviewer.team import verdict
-from dsh_github_reviewer.team.attempts import AttemptResult, is_persistent, run_attempts
-from dsh_github_reviewer.team.messages import Report, coordinator_message
-from dsh_github_reviewer.team.personas import (
+from dsh_github_reviewer.core.session_key import PrKey, parse_session_id
+from dsh_github_reviewer.reviewers.team import verdict
+from dsh_github_reviewer.reviewers.team.attempts import AttemptResult, is_persistent, run_attempts
+from dsh_github_reviewer.reviewers.team.messages import Report, coordinator_message
+from dsh_github_reviewer.reviewers.team.personas import (
     BUILT_IN,
     coordinator_system_prompt,
     custom_personas,
     persona_system_prompt,
     resolve,
 )
+from dsh_github_reviewer.turn.prompts import PrFacts, TrustedInstructions, system_prompt
 from dsh_harness import Harness, parse_config
 
 CUSTOM = TrustedInstructions("acme/shop@main:.github/review_instructions.md", """\

@@ -9,13 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_github_reviewer.commands import (
-    association_allowed,
-    author_ignored,
-    parse_command,
-)
-from dsh_github_reviewer.sanitizer import REDACTED, SECRET_PATTERNS, sanitize, sanitize_line
-from dsh_github_reviewer.session_key import PrKey, parse_session_id, sanitize_account_name
+from dsh_github_reviewer.core.commands import association_allowed, author_ignored, parse_command
+from dsh_github_reviewer.core.sanitizer import REDACTED, SECRET_PATTERNS, sanitize, sanitize_line
+from dsh_github_reviewer.core.session_key import PrKey, parse_session_id, sanitize_account_name
 
 TOKEN = "ghp_" + "A1b2" * 9
 

@@ -13,11 +13,11 @@ import uuid
 import httpx2
 import pytest
 
+from dsh_github_reviewer.sources.webhook import deliveries, events
+from dsh_github_reviewer.sources.webhook.receiver import MAX_BODY_BYTES, Receiver, Target
+from dsh_github_reviewer.sources.webhook.server import WebhookBindError, WebhookServer
+from dsh_github_reviewer.sources.webhook.signature import matching_secrets, sign
 from dsh_github_reviewer.testing import SandboxGitHub
-from dsh_github_reviewer.webhook import deliveries, events
-from dsh_github_reviewer.webhook.receiver import MAX_BODY_BYTES, Receiver, Target
-from dsh_github_reviewer.webhook.server import WebhookBindError, WebhookServer
-from dsh_github_reviewer.webhook.signature import matching_secrets, sign
 from dsh_harness import Harness, parse_config
 
 SECRET = "s3cret-of-a"
@@ -129,7 +129,7 @@ async def test_a_signed_delivery_is_recorded_once(receiver, sandbox_deliveries):
 
 async def test_bad_signatures_are_rejected_before_parsing(receiver, sandbox_deliveries,
                                                           caplog):
-    caplog.set_level(logging.INFO, logger="dsh_github_reviewer.webhook")
+    caplog.set_level(logging.INFO, logger="dsh_github_reviewer.sources.webhook")
     body = sandbox_deliveries["issue_comment.created:octo/app"]
     for secret, headers in ((None, {}), ("wrong", {}),
                             (SECRET, {"X-Hub-Signature-256": "sha256=" + "0" * 64})):

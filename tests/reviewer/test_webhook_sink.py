@@ -11,11 +11,11 @@ from datetime import UTC, datetime
 import pytest
 
 from dsh_github_reviewer.app import ReviewerApp
+from dsh_github_reviewer.sources.webhook.runtime import start_receivers, stop_receivers
+from dsh_github_reviewer.sources.webhook.sink import RecordWork
 from dsh_github_reviewer.testing import SandboxGitHub
 from dsh_github_reviewer.testing.deployment import Deployment
 from dsh_github_reviewer.testing.scenario import FEATURE, REPO, build_shop, model_server
-from dsh_github_reviewer.webhook.runtime import start_receivers, stop_receivers
-from dsh_github_reviewer.webhook.sink import RecordWork
 from dsh_github_reviewer.work.records import PrRecord
 
 SECRET = "sink-s3cret"

@@ -7,13 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from dsh_github_reviewer.work.records import (
-    DOMAIN,
-    PrRecord,
-    backoff,
-    instructions_key,
-    pr_key,
-)
+from dsh_github_reviewer.work.records import DOMAIN, PrRecord, backoff, instructions_key, pr_key
 from dsh_github_reviewer.work.store import WorkStore, domain_spec
 from dsh_harness import DomainSpec
 from dsh_harness.storage import Domain

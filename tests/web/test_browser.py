@@ -10,7 +10,7 @@ from urllib.parse import quote
 import httpx2
 import pytest
 
-from dsh_github_reviewer.session_key import PrKey
+from dsh_github_reviewer.core.session_key import PrKey
 
 from .conftest import ARTIFACTS, BOT_TOKEN, WEB_TOKEN
 

@@ -10,8 +10,8 @@ import httpx2
 import pytest
 
 import dsh_github_reviewer.plugin as reviewer_plugin
-from dsh_github_reviewer.session_key import PrKey
-from dsh_github_reviewer.web_view import excerpt, parse_diff
+from dsh_github_reviewer.core.session_key import PrKey
+from dsh_github_reviewer.web.view import excerpt, parse_diff
 from dsh_harness import Harness, parse_config
 from dsh_harness.sessions.events import (
     AssistantMessage,
@@ -181,7 +181,7 @@ async def test_a_secret_in_a_posted_comment_is_redacted_on_the_pr_page(tmp_path,
 
 
 def test_only_a_web_url_in_the_submit_note_becomes_the_review_link():
-    from dsh_github_reviewer.web_facts import review_url
+    from dsh_github_reviewer.web.facts import review_url
 
     assert review_url("review https://github.com/a/b/pull/1#pullrequestreview-9") == \
         "https://github.com/a/b/pull/1#pullrequestreview-9"
@@ -236,7 +236,7 @@ async def check_states(h, store, pr_key) -> None:
         page = (await c.get("/prs")).text
         assert page.count('class="badge state-closed"') == 2
         assert "seen closed or merged since its last turn" in page
-        import dsh_github_reviewer.web_pages as web_pages
+        import dsh_github_reviewer.web.pages as web_pages
 
         size, web_pages.PAGE_SIZE = web_pages.PAGE_SIZE, 1  # more rows than a page: bulk read
         try:

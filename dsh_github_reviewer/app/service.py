@@ -1,0 +1,70 @@
+"""Wires every account's store, inbox, PR worker and poll loop to one scheduler."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from ..work.context import WorkContext, utcnow
+from ..work.inbox import Inbox
+from ..work.scheduler import Scheduler
+from ..work.worker import PrWorker
+
+if TYPE_CHECKING:
+    from ..reviewers.single import Runner
+    from ..sources.poll import AccountPoller, PassResult
+    from . import ReviewerApp
+
+log = logging.getLogger(__name__)
+
+# How long a graceful stop waits for running turns before leaving them to resume.
+STOP_GRACE_S = 60.0
+
+
+class WorkService:
+    def __init__(self, app: ReviewerApp, runner: Runner,
+                 clock: Callable[[], datetime] = utcnow):
+        from ..sources.poll import AccountPoller
+
+        self.app = app
+        self.scheduler = Scheduler(app.process_cap, clock)
+        self.pollers: dict[str, AccountPoller] = {}
+        for acct in app.accounts.values():
+            assert acct.store is not None
+            ctx = WorkContext(acct, acct.store, runner, clock)
+            self.scheduler.add_account(
+                acct.key, acct.store,
+                lambda review, chat, ctx=ctx: PrWorker(ctx, review, chat),
+                acct.config.poll_interval_s, acct.config.max_concurrent_reviews)
+            acct.inbox = Inbox(acct.store, acct.config)
+            poller = AccountPoller(acct, acct.store, acct.inbox, self.scheduler, clock)
+            acct.poller = poller
+            self.pollers[acct.key] = poller
+
+    def start(self) -> None:
+        """``dsh run``: the scheduler, then every account's poll loop."""
+        self.scheduler.start()
+        for poller in self.pollers.values():
+            poller.start()
+
+    async def run_once(self) -> dict[str, PassResult]:
+        """``dsh run --once``: one tick per account, then its due work until none is due."""
+        self.scheduler.start()
+        results = await asyncio.gather(*(p.tick() for p in self.pollers.values()))
+        for key in self.pollers:
+            await self.scheduler.drain(key)
+        return {r.account: r for r in results}
+
+    async def tick(self, account: str) -> PassResult:
+        """One tick of one account and its due work (tests, benches)."""
+        self.scheduler.start()
+        result = await self.pollers[account].tick()
+        await self.scheduler.drain(account)
+        return result
+
+    async def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        await asyncio.gather(*(p.stop() for p in self.pollers.values()))
+        await self.scheduler.stop(grace_s)

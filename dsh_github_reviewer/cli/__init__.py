@@ -1,0 +1,173 @@
+"""``dsh github-reviewer status|demo|ci``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from dsh_harness import DshError, Harness
+
+from ..app import PLUGIN_NAME, ReviewerApp, run_record
+from ..sources.webhook.status import webhook_status
+from ..work.records import DOMAIN, split_pr_key
+from ..work.store import WorkStore
+
+
+def register(cli: Any) -> None:
+    parser = cli.add_command("github-reviewer",
+                             "the GitHub reviewer: status, offline demo, one review in CI")
+    sub = parser.add_subparsers(dest="reviewer_command", metavar="SUBCOMMAND", required=True)
+    text = "cursor state per account and PR, as the running bot stored it"
+    status = sub.add_parser("status", help=text, description=text)
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=cmd_status)
+    text = ("an offline review against a sandbox GitHub and a scripted model: review, push, "
+            "re-review, /bot (needs no config; binds 127.0.0.N:80, so root or "
+            "CAP_NET_BIND_SERVICE)")
+    demo = sub.add_parser("demo", help=text, description=text)
+    demo.add_argument("--json", action="store_true")
+    # The demo brings its own sandbox and config: it runs from any directory.
+    demo.set_defaults(handler=cmd_demo, needs_config=False)
+    text = ("inside a GitHub Actions job: review the event's PR once with the review team, "
+            "then exit (see action.yml and docs/ci.en.md)")
+    ci = sub.add_parser("ci", help=text, description=text)
+    ci.add_argument("--account", default=None,
+                    help="the account whose review settings apply (default: the only one)")
+    ci.add_argument("--personas", default=None,
+                    help="comma-separated personas (default: review.team.personas, else "
+                         "quality,security,performance)")
+    ci.set_defaults(handler=cmd_ci)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat(timespec="seconds") if value else None
+
+
+async def status_data(harness: Harness) -> list[dict[str, Any]]:
+    """Everything ``status`` (CLI, JSON and web page) shows, read from the stored records."""
+    app = ReviewerApp.of(harness)
+    domain = await harness.storage.domain(DOMAIN)
+    started = await run_record.load(await harness.storage.domain(run_record.DOMAIN))
+    now = datetime.now(UTC)
+    hooks = {h["instance"]: h for h in await webhook_status(app)}
+    accounts = []
+    for acct in app.accounts.values():
+        store = WorkStore(domain, acct.key)
+        account = await store.load_account()
+        prs = []
+        for key, e in sorted((await store.prs()).items()):
+            backoff = e.backoff_until(acct.config.poll_interval_s)
+            _, repo, number = split_pr_key(key)
+            prs.append({
+                "pr": f"{repo}#{number}", "title": e.title, "status": e.status,
+                "head_sha": e.head_sha, "reviewed_head_sha": e.reviewed_head_sha,
+                "reviews_done": e.reviews_done, "fail_count": e.fail_count,
+                "backoff_until": _iso(backoff) if backoff and backoff > now else None,
+                "last_error": e.last_error, "updated_at": _iso(e.updated_at),
+                "closed": e.closed_seen_at is not None,
+                "queued": [{"comment_id": c.comment_id, "attempts": c.attempts,
+                            "next_attempt_at": _iso(c.next_attempt_at),
+                            "last_error": c.last_error} for c in e.queued],
+                "gave_up": [{"what": n.what, "error": n.error, "at": _iso(n.created_at),
+                             "notice_posted": n.posted} for n in e.notices]})
+        # What the running bot was started with (the shell's environment may differ).
+        view = run_record.status_view(started.get(acct.key),
+                                      run_record.summary(acct.instance, acct.config))
+        accounts.append({
+            "account": acct.key, "instance": view["instance"],
+            "repositories": view["repositories"], "config": view,
+            "repository_state": {
+                repo: {"last_ok_at": _iso(st.last_ok_at), "last_error": st.last_error,
+                       "last_error_at": _iso(st.last_error_at)}
+                for repo, st in sorted(account.repos.items())},
+            "mode": view["mode"], "credentials": view["credentials"],
+            "last_tick_at": _iso(account.last_tick_at),
+            "next_tick_at": _iso(account.next_tick_at),
+            "rate_limited_until": _iso(account.rate_limited_until),
+            "last_error": account.last_error,
+            "webhook": hooks.get(acct.instance),  # None: polling only
+            "prs": prs})
+    return accounts
+
+
+def _config_lines(a: dict[str, Any]) -> list[str]:
+    view = a["config"]
+    if a["repositories"]:
+        repos = ", ".join(a["repositories"])
+    elif a["mode"] == "app":
+        repos = "every repository of its App installation"
+    else:
+        repos = "no repositories (idle)"
+    started = view.get("started_at")
+    head = (f"account {a['account']} ({a['mode']}, credentials {a['credentials']}) — "
+            + (f"as started: {repos}" if started else f"{repos}"))
+    lines = [head, f"  config: {view['source']}" + (f", started {started}" if started else "")]
+    if view["differs"]:
+        lines.append("  this shell reads it differently: " + "; ".join(view["differs"]))
+    return lines
+
+
+async def cmd_status(harness: Harness, args: argparse.Namespace) -> int:
+    if PLUGIN_NAME not in harness.instances.values():
+        raise DshError(f"{harness.loaded.source}: no enabled instance of {PLUGIN_NAME} (add a "
+                       "[plugins.github-reviewer] block, see dsh.example.toml)")
+    data = await status_data(harness)
+    if args.json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return 0
+    if not data:
+        print("no github-reviewer accounts are configured")
+    for a in data:
+        for line in _config_lines(a):
+            print(line)
+        print(f"  last tick {a['last_tick_at'] or '-'}, next {a['next_tick_at'] or '-'}"
+              + (f", rate limited until {a['rate_limited_until']}"
+                 if a["rate_limited_until"] else "")
+              + (f", last error: {a['last_error']}" if a["last_error"] else ""))
+        if a["webhook"]:
+            h = a["webhook"]
+            print(f"  webhook on {h['listen']}, reconciling every {h['reconcile_interval_s']:g} "
+                  f"s; last delivery {h['last_delivery_at'] or '-'}"
+                  + (f" ({h['last_event']})" if h["last_event"] else ""))
+        for repo, st in a["repository_state"].items():
+            if st["last_error"] and (not st["last_ok_at"]
+                                     or st["last_error_at"] > st["last_ok_at"]):
+                print(f"  {repo}: failing since {st['last_error_at']}: {st['last_error']}")
+        for p in a["prs"]:
+            line = (f"  {p['pr']}: {p['status']} head {p['head_sha'][:12]} "
+                    f"reviews {p['reviews_done']}")
+            if p["fail_count"]:
+                line += f", failures {p['fail_count']}"
+            if p["backoff_until"]:
+                line += f", backoff until {p['backoff_until']}"
+            if p["queued"]:
+                line += f", {len(p['queued'])} /bot queued"
+            if p["last_error"]:
+                line += f", last error: {p['last_error']}"
+            print(line)
+            for g in p["gave_up"]:
+                print(f"    gave up on {g['what']} at {g['at']}: {g['error']}"
+                      + ("" if g["notice_posted"] else " (notice not posted yet)"))
+    return 0
+
+
+async def cmd_ci(harness: Harness, args: argparse.Namespace) -> int:
+    from ..ci.command import run_ci
+    from ..ci.event import CiError
+
+    personas = None
+    if args.personas is not None:
+        personas = [p.strip().lower() for p in args.personas.split(",") if p.strip()]
+    try:
+        return await run_ci(harness, account=args.account, personas=personas)
+    except CiError as exc:
+        print(f"dsh-review: {exc}")
+        return 2
+
+
+async def cmd_demo(harness: Harness, args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return await run_demo(as_json=args.json)

@@ -1,0 +1,53 @@
+"""Posting /bot answers exactly once, in the right place.
+
+Each reply carries a hidden marker naming the command comment it answers; before posting,
+the PR's comments are checked for it, so a command re-run after a crash never answers twice.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+from ..core.sanitizer import redact_secrets
+from ..github.client import GitHubClient
+
+MARKER = "<!-- dsh-github-reviewer:reply-to:{id} -->"
+
+
+class Command(Protocol):
+    """The command a reply answers (``work.records.Command`` satisfies it)."""
+
+    @property
+    def comment_id(self) -> int: ...
+    @property
+    def source(self) -> Literal["issue", "review"]: ...
+    @property
+    def thread_root(self) -> int | None: ...
+
+
+def reply_marker(comment_id: int) -> str:
+    return MARKER.format(id=comment_id)
+
+
+async def already_replied(client: GitHubClient, owner: str, repo: str, number: int,
+                          cmd: Command) -> bool:
+    tag = reply_marker(cmd.comment_id)
+    if cmd.source == "review":
+        comments = await client.list_review_comments(owner, repo, number)
+    else:
+        comments = await client.list_issue_comments(owner, repo, number)
+    return any(c.body and tag in c.body for c in comments)
+
+
+async def post_reply(client: GitHubClient, owner: str, repo: str, number: int, cmd: Command,
+                     text: str) -> bool:
+    """Post the answer (review thread or issue comment); False if it was already there."""
+    if await already_replied(client, owner, repo, number, cmd):
+        return False
+    body = f"{redact_secrets(text).strip()}\n\n{reply_marker(cmd.comment_id)}"
+    if cmd.source == "review":
+        await client.reply_to_review_comment(owner, repo, number,
+                                             cmd.thread_root or cmd.comment_id, body)
+    else:
+        await client.post_issue_comment(owner, repo, number, body)
+    return True

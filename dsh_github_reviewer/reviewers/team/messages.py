@@ -1,0 +1,57 @@
+"""What the team's sessions are told per run (user messages; the system prompts stay stable).
+
+A persona gets the same review message as the single reviewer. The coordinator gets this run's
+reports, each fenced in a ``<persona_report>`` element. Reports come from models that read
+untrusted text, so they are sanitized and cannot close or open a report element themselves.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ...core.sanitizer import sanitize, sanitize_line
+from ...turn.prompts import PrFacts, review_message
+from .verdict import failed_verdict
+
+REPORT_LIMIT = 30_000
+_REPORT_TAG = re.compile(r"<\s*/?\s*persona_report", re.I)
+
+
+@dataclass(frozen=True)
+class Report:
+    persona: str
+    text: str | None  # None: the persona did not complete
+    error: str | None = None
+
+
+def _report_text(text: str) -> str:
+    body = _REPORT_TAG.sub("<persona-report", sanitize(text))
+    if len(body) > REPORT_LIMIT:
+        body = body[:REPORT_LIMIT] + f"\n[report cut at {REPORT_LIMIT} characters]"
+    return body
+
+
+def coordinator_message(pr: PrFacts, previous_head: str | None, requested_by: str | None,
+                        reports: list[Report]) -> str:
+    base = review_message(pr, previous_head, requested_by)
+    head = "Flow: review (team coordinator)."
+    base = (base.replace("Flow: review.", head, 1) if base.startswith("Flow: review.")
+            else f"{head}\n{base}")
+    parts = [base, "", "Reports of this run:"]
+    for r in reports:
+        if r.text is not None:
+            parts.append(f'<persona_report persona="{r.persona}" status="completed">\n'
+                         f"{_report_text(r.text)}\n</persona_report>")
+        else:
+            why = sanitize_line(r.error or "no result", 300)
+            parts.append(f'<persona_report persona="{r.persona}" status="did not complete">\n'
+                         f"(no report: {why})\n</persona_report>")
+    failed = [r.persona for r in reports if r.text is None]
+    if failed:
+        parts.append(f"Not completed: {', '.join(failed)}. Post the findings you have, say "
+                     f"which reviewer did not complete, and end with `{failed_verdict(failed)}`.")
+    else:
+        parts.append("Every reviewer completed. Post one review with the merged findings and "
+                     "end the body with the verdict line.")
+    return "\n".join(parts)

@@ -1,0 +1,267 @@
+"""One team review of a PR: personas read concurrently, the coordinator writes one review.
+
+Each persona runs in its own session (``…:pr:<n>:persona:<name>``, read tools only) and answers
+with a report; the coordinator session (``…:persona:coordinator``) gets this run's reports as
+its user turn and is the single writer: one COMMENT review with inline comments, its verdict
+line enforced by ``verdict.finalize``. If the coordinator posts nothing, code posts a review
+that carries the reports and fails closed, so every run leaves exactly one review (found again
+by its trigger marker after a crash or a re-run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from dsh_harness import Agent, Harness
+
+from ...app import AccountRuntime, ReviewerApp
+from ...core.sanitizer import redact_secrets, sanitize
+from ...core.session_key import PrKey
+from ...github.guard import GuardTurn
+from ...github.models import PullRequest
+from ...github.review_submit import Draft, find_posted, post_review
+from ...turn.answered import committed_answer
+from ...turn.prompts import TrustedInstructions
+from ..single import facts, pr_key, review_turn_message, scope_for
+from . import verdict
+from .attempts import AttemptResult, Outcome, reported_before, run_attempts
+from .messages import Report, coordinator_message
+from .personas import COORDINATOR
+
+log = logging.getLogger(__name__)
+
+MessageFor = Callable[[Agent, GuardTurn], Awaitable[str]]
+
+
+@dataclass
+class TeamResult:
+    posted: bool
+    review_id: int | None = None
+    verdict: str | None = None
+    failed: list[str] = field(default_factory=list)
+    reports: list[Report] = field(default_factory=list)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    error: str | None = None
+    posted_now: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """A review is on GitHub and every persona and the coordinator completed."""
+        return self.posted and not self.failed
+
+
+class TeamReview:
+    def __init__(self, harness: Harness, app: ReviewerApp):
+        self.harness, self.app = harness, app
+
+    def candidates(self, acct: AccountRuntime) -> list[str | None]:
+        """``review.models`` in order, the resolved one first; else the default model."""
+        refs: list[str | None] = [c.ref for c in acct.config.review.models]
+        if acct.model in refs:
+            refs.remove(acct.model)
+            refs.insert(0, acct.model)
+        return refs or [None]
+
+    async def review(self, acct: AccountRuntime, pr: PullRequest, trigger: str,
+                     instructions: TrustedInstructions | None, previous_head: str | None,
+                     requested_by: str | None = None,
+                     personas: list[str] | None = None,
+                     same_review: tuple[str, ...] = ()) -> TeamResult:
+        """``same_review``: earlier triggers of this very review (CI: the run's earlier
+        attempts) whose completed persona reports of this head are reused."""
+        team = acct.config.review.team
+        names = list(personas if personas is not None else team.personas)
+        base = pr.base.repo
+        assert acct.client is not None and base is not None
+        already = await find_posted(acct.client, base.owner.login, base.name, pr.number,
+                                    trigger)
+        if already is not None:
+            # Posted before a crash or by an earlier attempt of this job: nothing to run.
+            found = verdict.verdict_of(already.body)
+            failed = ["(an earlier attempt)"] if found and "did not complete" in found else []
+            return TeamResult(True, already.id, found, failed)
+        await self.app.resolve_model(acct)
+        key = pr_key(acct, pr)
+        # Every session of this run builds its world from exactly these instructions.
+        self.app.pinned_instructions[key.cursor_key] = instructions
+        try:
+            limit = asyncio.Semaphore(team.max_parallel)
+
+            async def one(name: str) -> tuple[str, Outcome]:
+                async with limit:
+                    return name, await self._persona(acct, key.with_persona(name), pr, trigger,
+                                                     previous_head, requested_by,
+                                                     (trigger, *same_review))
+            outcomes = dict(await asyncio.gather(*(one(n) for n in names)))
+            reports = [Report(n, outcomes[n].text if outcomes[n].ok else None,
+                              outcomes[n].error) for n in names]
+            failed = [r.persona for r in reports if r.text is None]
+            result = await self._coordinate(acct, key, pr, trigger, previous_head,
+                                            requested_by, reports, failed)
+            result.outcomes.update(outcomes)
+            return result
+        finally:
+            self.app.pinned_instructions.pop(key.cursor_key, None)
+
+    async def chat(self, acct: AccountRuntime, pr: PullRequest, trigger: str,
+                   instructions: TrustedInstructions | None, message: str) -> AttemptResult:
+        """A /bot question, answered by the coordinator, who holds the team's reports (both
+        modes, so the conversation is the same session wherever it continues)."""
+        key = pr_key(acct, pr)
+        # Answered in the log but never posted (the process died in between): that answer,
+        # not the same question asked twice in the coordinator's history.
+        answer = await committed_answer(
+            self.harness, key.with_persona(COORDINATOR).session_id,
+            lambda meta: meta.get("flow") == "chat" and meta.get("trigger") == trigger)
+        if answer is not None:
+            return AttemptResult(True, answer)
+        # A review of this PR in progress has pinned them already: leave its pin alone.
+        pinned = key.cursor_key in self.app.pinned_instructions
+        if not pinned:
+            self.app.pinned_instructions[key.cursor_key] = instructions
+        try:
+            await self.app.resolve_model(acct)
+            result, _ = await self.run_turn(acct, key.with_persona(COORDINATOR), pr,
+                                            self.candidates(acct)[0], "chat", trigger, message,
+                                            acct.config.review.turn_timeout_s)
+        finally:
+            if not pinned:
+                self.app.pinned_instructions.pop(key.cursor_key, None)
+        return result
+
+    # -- one session's attempt ------------------------------------------------------------------
+
+    async def run_turn(self, acct: AccountRuntime, key: PrKey, pr: PullRequest, model: str | None,
+                       flow: str, trigger: str, message: str | MessageFor, timeout_s: float,
+                       finalize=None) -> tuple[AttemptResult, GuardTurn | None]:
+        """One attempt of one session's turn, on a fresh agent; ``message`` may be built from
+        the opened agent and the guard turn (the prepared diff needs the conversation)."""
+        sid = key.session_id
+        if model:
+            self.app.session_models[sid] = model
+        else:
+            self.app.session_models.pop(sid, None)
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        turn: GuardTurn | None = None
+        # A fresh agent per attempt: the world (and its model) is rebuilt and the transcript
+        # replayed from the log, never from a failed attempt's memory.
+        await self.harness.agents.evict(sid)
+        try:
+            async with asyncio.timeout_at(deadline):
+                meta = {"plugin": "dsh-github-reviewer", "account": acct.key,
+                        "owner": key.owner, "repo": key.repo, "number": key.number,
+                        "persona": key.persona, "url": pr.html_url}
+                agent = await self.harness.agents.get_or_open(sid, meta=meta)
+                assert acct.auth is not None and acct.client is not None and acct.mcp
+                turn = GuardTurn(scope=scope_for(pr, flow, trigger), client=acct.client,
+                                 runtime=acct.mcp, token=await acct.auth.token(),
+                                 finalize_body=finalize)
+                acct.guard.begin(sid, turn)
+                try:
+                    text = message if isinstance(message, str) else await message(agent, turn)
+                    # A persona's empty answer is no report: it must not enter the replayed
+                    # transcript either (only completed attempts are memory).
+                    outcome = await agent.followup(
+                        text, deadline=deadline, require_text=flow == "persona",
+                        meta={"flow": flow, "trigger": trigger, "persona": key.persona,
+                              "head": pr.head.sha})
+                finally:
+                    await acct.guard.end(sid)
+        except TimeoutError:
+            return AttemptResult(False, error="the persona deadline passed"), turn
+        finally:
+            await self.harness.agents.evict(sid)
+            self.app.session_models.pop(sid, None)
+        if not outcome.ok:
+            return AttemptResult(False, outcome.text,
+                                 f"turn ended: {outcome.reason}: {outcome.error}"), turn
+        return AttemptResult(True, outcome.text), turn
+
+    async def _persona(self, acct: AccountRuntime, key: PrKey, pr: PullRequest, trigger: str,
+                       previous_head: str | None, requested_by: str | None,
+                       triggers: tuple[str, ...]) -> Outcome:
+        team = acct.config.review.team
+        # A restart after a crash (or a CI re-run) runs the same review again: a persona that
+        # already reported on this head for it keeps that report. Asking again would make it
+        # say "nothing new" (its report is in its conversation), and the coordinator would
+        # then post a review without those findings.
+        earlier = await reported_before(self.harness, key.session_id, triggers, pr.head.sha)
+        if earlier is not None:
+            return Outcome(True, earlier, None, ["reused: reported before a restart"])
+
+        async def message(agent: Agent, turn: GuardTurn) -> str:
+            # A persona reviews the same material as the single reviewer.
+            return await review_turn_message(acct, pr, previous_head, requested_by, agent, turn)
+
+        async def attempt(model: str | None) -> AttemptResult:
+            result, _ = await self.run_turn(acct, key, pr, model, "persona", trigger, message,
+                                            team.persona_timeout_s)
+            if result.ok and not (result.text or "").strip():
+                result = AttemptResult(False, error="empty answer")
+            return result
+        return await run_attempts(key.session_id, self.candidates(acct),
+                                  team.attempts_per_model, attempt)
+
+    # -- the coordinator ------------------------------------------------------------------------
+
+    async def _coordinate(self, acct: AccountRuntime, key: PrKey, pr: PullRequest, trigger: str,
+                          previous_head: str | None, requested_by: str | None,
+                          reports: list[Report], failed: list[str]) -> TeamResult:
+        review = acct.config.review
+        message = coordinator_message(facts(pr), previous_head, requested_by, reports)
+        ckey = key.with_persona(COORDINATOR)
+        posted: list[GuardTurn] = []
+        final_bodies: list[str] = []
+
+        def finalize(body: str) -> str:
+            final_bodies.append(verdict.finalize(body, failed))
+            return final_bodies[-1]
+
+        async def attempt(model: str | None) -> AttemptResult:
+            result, turn = await self.run_turn(acct, ckey, pr, model, "review", trigger,
+                                               message, review.turn_timeout_s, finalize)
+            if turn is not None and turn.submitted is not None:
+                posted.append(turn)
+                return AttemptResult(True, result.text or "")
+            if result.ok:
+                return AttemptResult(False, error="the coordinator finished without "
+                                                  "submitting a review")
+            return result
+        outcome = await run_attempts(ckey.session_id, self.candidates(acct),
+                                     review.team.attempts_per_model, attempt,
+                                     accept=lambda r: r.ok)
+        if posted:
+            turn = posted[-1]
+            assert turn.submitted is not None
+            return TeamResult(True, turn.submitted.id,
+                              verdict.verdict_of(final_bodies[-1] if final_bodies else
+                                                 turn.submitted.body), failed, reports,
+                              {COORDINATOR: outcome}, posted_now=turn.posted_now)
+        return await self._fallback(acct, pr, trigger, reports, [*failed, COORDINATOR],
+                                    outcome)
+
+    async def _fallback(self, acct: AccountRuntime, pr: PullRequest, trigger: str,
+                        reports: list[Report], failed: list[str], outcome: Outcome) -> TeamResult:
+        """The coordinator posted nothing: post the reports ourselves, failing closed."""
+        base = pr.base.repo
+        assert acct.client is not None and base is not None
+        parts = ["The review team's coordinator did not complete, so the reviewers' reports "
+                 "are posted as they are, without inline comments."]
+        for r in reports:
+            if r.text is not None:
+                parts.append(f"### {r.persona}\n\n{sanitize(r.text).strip()}")
+        body = verdict.finalize("\n\n".join(parts), failed)
+        try:
+            review, now = await post_review(acct.client, base.owner.login, base.name,
+                                            pr.number, Draft(commit_id=pr.head.sha), body,
+                                            trigger)
+        except Exception as exc:
+            log.exception("%s#%d: posting the fallback review failed", base.full_name, pr.number)
+            return TeamResult(False, None, verdict.failed_verdict(failed), failed, reports,
+                              {COORDINATOR: outcome},
+                              error=f"{type(exc).__name__}: {redact_secrets(str(exc))}")
+        return TeamResult(True, review.id, verdict.verdict_of(body), failed, reports,
+                          {COORDINATOR: outcome}, posted_now=now)

@@ -1,0 +1,250 @@
+"""One account's poll loop: observe, record, wake — never wait for reviews.
+
+A tick polls each repository with three conditional requests (``github.feeds``), records what
+needs work through the ``Inbox`` (one atomic write per repository, feed marks included), and
+wakes the scheduler. A failing repository (404, 403, 5xx, bad JSON) is recorded in the
+account record and skipped for that tick; the others proceed. The loop is supervised: no
+exception — GitHub, storage or a bug — ends it; it logs, records what it can and ticks again
+at the next interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from ..app import AccountRuntime
+from ..github.errors import RateLimited
+from ..github.feeds import FeedMarks, poll_repository
+from ..work.context import short_error, utcnow
+from ..work.inbox import Inbox, Observations
+from ..work.records import PRS, AccountRecord, RepoState, split_pr_key
+from ..work.scheduler import Scheduler
+from ..work.store import WorkStore
+
+log = logging.getLogger(__name__)
+
+# The earliest a poll asked for by a failed delivery runs after the previous tick started.
+RECONCILE_SOON_S = 30.0
+
+
+@dataclass
+class PassResult:
+    """What one tick of an account did (``dsh run --once`` reports it)."""
+
+    account: str
+    ok: bool = True
+    skipped: str | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+    new_work: int = 0
+
+
+class AccountPoller:
+    def __init__(self, acct: AccountRuntime, store: WorkStore, inbox: Inbox,
+                 scheduler: Scheduler, clock: Callable[[], datetime] = utcnow):
+        self.acct, self.store, self.inbox, self.scheduler = acct, store, inbox, scheduler
+        self.clock = clock
+        assert acct.client is not None
+        self.client = acct.client
+        self.cfg = acct.config
+        self._stop = asyncio.Event()
+        self._soon = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._tick_lock = asyncio.Lock()
+        # Repositories whose last poll in this process was recorded in full: an unchanged (304)
+        # listing of one of them holds nothing new. After a failed recording it is observed
+        # again in full, since the ETag cache already holds the answer that was never recorded.
+        self._recorded: set[str] = set()
+
+    # -- loop ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._task = asyncio.create_task(self._loop(), name=f"poller:{self.acct.key}")
+
+    async def stop(self) -> None:
+        """Stop after the running tick (a tick only records work, so this is quick)."""
+        self._stop.set()
+        self._soon.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+
+    def reconcile_soon(self) -> None:
+        """A delivery could not be recorded (GitHub slow or failing, storage failing) and
+        GitHub does not retry it: poll early instead of at the next reconciliation slot, so its
+        work waits about ``RECONCILE_SOON_S`` rather than up to ``reconcile_interval_s``."""
+        self._soon.set()
+
+    async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        interval = self.acct.tick_interval_s
+        due = loop.time()
+        while not self._stop.is_set():
+            started = loop.time()
+            await self.tick()
+            # A tick that overran skips the slots it covered. With the webhook on, the interval
+            # is webhook.reconcile_interval_s: deliveries record work without a poll.
+            while due <= loop.time():
+                due += interval
+            wait = due - loop.time()
+            next_at = self.clock() + timedelta(seconds=wait)
+            try:
+                await self.store.update_account(
+                    lambda a, at=next_at: setattr(a, "next_tick_at", at))
+            except Exception:
+                log.exception("account %s: cannot record the next tick time", self.acct.key)
+            try:
+                async with asyncio.timeout(wait):
+                    await self._soon.wait()
+                # Asked early: still at most one early tick per RECONCILE_SOON_S, so failing
+                # deliveries (GitHub down) do not turn into a poll per delivery.
+                early = min(due, started + RECONCILE_SOON_S)
+                async with asyncio.timeout(max(0.0, early - loop.time())):
+                    await self._stop.wait()
+            except TimeoutError:
+                pass
+            self._soon.clear()
+
+    async def tick(self) -> PassResult:
+        if self._tick_lock.locked():
+            log.info("account %s: a tick is still running; skipping", self.acct.key)
+            return PassResult(self.acct.key, skipped="a tick was still running")
+        async with self._tick_lock:
+            try:
+                return await self._tick()
+            except Exception as exc:
+                log.exception("account %s: tick failed", self.acct.key)
+                message = short_error(exc)
+                try:
+                    await self.store.update_account(lambda a: setattr(a, "last_error", message))
+                except Exception:
+                    log.error("account %s: cannot record the tick's error either",
+                              self.acct.key)
+                return PassResult(self.acct.key, ok=False, errors={"": message})
+
+    async def _tick(self) -> PassResult:
+        now = self.clock()
+        result = PassResult(self.acct.key)
+        account = await self.store.load_account()
+        if account.rate_limited_until and account.rate_limited_until > now:
+            log.info("account %s: rate limited until %s", self.acct.key,
+                     account.rate_limited_until.isoformat())
+            result.skipped = "rate limited"
+            return result
+        assert self.acct.watched is not None
+        if not self.cfg.repositories and not self.acct.watched.from_installation:
+            return result  # an idle account makes no GitHub calls
+        try:
+            await self._own_login(account)
+            for full in await self.acct.watched.current():
+                try:
+                    result.new_work += await self._poll_repo(full, account, now)
+                except RateLimited:
+                    raise
+                except Exception as exc:
+                    # One failing repository never blocks the account's other repositories.
+                    message = short_error(exc)
+                    if not _expected(exc):
+                        log.exception("account %s: polling %s failed", self.acct.key, full)
+                    else:
+                        log.error("account %s: %s: %s", self.acct.key, full, message)
+                    result.ok, result.errors[full] = False, message
+                    await self._repo_failed(full, message)
+        except RateLimited as exc:
+            until = self.clock() + timedelta(seconds=exc.wait_s)
+            log.warning("account %s: %s; pausing until %s", self.acct.key, exc, until)
+            message = short_error(exc)
+
+            def limited(a: AccountRecord) -> None:
+                a.rate_limited_until, a.last_error = until, message
+            await self.store.update_account(limited)
+            result.ok, result.errors["rate limit"] = False, message
+            return result
+        error = "; ".join(f"{r}: {e}" for r, e in result.errors.items()) or None
+
+        def done(a: AccountRecord) -> None:
+            a.last_tick_at, a.last_error, a.rate_limited_until = now, error, None
+        await self.store.update_account(done)
+        return result
+
+    async def _own_login(self, account: AccountRecord) -> None:
+        """PAT mode: the token's own login, looked up once, so its comments never command."""
+        if self.inbox.bot_login or self.acct.auth is None or self.acct.auth.mode != "pat":
+            return
+        if account.bot_login:
+            self.inbox.bot_login = account.bot_login
+        try:
+            login = await self.client.authenticated_login()
+        except RateLimited:
+            raise
+        except Exception as exc:
+            log.warning("account %s: cannot look up the token's login (%s); own comments are "
+                        "recognized by their marker only", self.acct.key, exc)
+            return
+        self.inbox.bot_login = login
+        if account.bot_login != login:
+            await self.store.update_account(lambda a: setattr(a, "bot_login", login))
+
+    async def _repo_failed(self, full: str, message: str) -> None:
+        now = self.clock()
+
+        def apply(a: AccountRecord) -> None:
+            state = a.repos.setdefault(full.lower(), RepoState())
+            state.last_error, state.last_error_at = message, now
+        await self.store.update_account(apply)
+
+    # -- one repository -------------------------------------------------------------------------
+
+    async def _poll_repo(self, full: str, account: AccountRecord, now: datetime) -> int:
+        owner, name = full.split("/")
+        marks = account.feeds.get(full.lower()) or FeedMarks(issue_comments_since=now,
+                                                              review_comments_since=now)
+        repo = full.lower()
+        clean = repo in self._recorded
+        # Not clean until this poll is recorded: a failure anywhere below (even in the feeds,
+        # after the listing's answer was cached) makes the next poll observe in full.
+        self._recorded.discard(repo)
+        snap = await poll_repository(self.client, owner, name, marks)
+        if snap.unchanged and clean:
+            self._recorded.add(repo)
+            return 0   # an idle repository: three free 304s, no read or write of a record
+        keys = await self.inbox.record(Observations(
+            repo=full, pulls=snap.pulls,
+            comments=[*snap.issue_comments, *snap.review_comments],
+            marks=snap.marks, at=now, complete=True,
+            pulls_seen_before=snap.pulls_unchanged and clean))
+        if not (snap.pulls_unchanged and clean):
+            await self._mark_closed(full, {p.number for p in snap.pulls}, now)
+        self._recorded.add(repo)
+        if keys:
+            self.scheduler.wake(self.acct.key, keys)
+        return len(keys)
+
+    async def _mark_closed(self, full: str, open_numbers: set[int], now: datetime) -> None:
+        """PRs gone from the open list: noted once; pruned 7 days later when nothing is owed."""
+        repo = full.lower()
+        changed = False
+        async with self.store.domain.transaction() as tx:
+            for key, rec in (await self.store.prs()).items():
+                _, rec_repo, number = split_pr_key(key)
+                if rec_repo != repo or number in open_numbers:
+                    continue
+                if rec.closed_seen_at is None:
+                    rec.closed_seen_at = now
+                    tx.put(PRS, key, rec)
+                    changed = True
+                elif rec.prunable(now):
+                    tx.delete(PRS, key)
+                    log.info("account %s: pruned closed PR %s", self.acct.key, key)
+        if changed:
+            self.scheduler.wake(self.acct.key, None)
+
+
+def _expected(exc: Exception) -> bool:
+    from ..github.errors import GitHubError
+
+    return isinstance(exc, GitHubError)

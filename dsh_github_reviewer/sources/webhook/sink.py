@@ -1,0 +1,99 @@
+"""What a delivery records for an account: the same PR work a poll would record.
+
+A delivery names a PR and what happened to it. The PR's current state is read from GitHub
+(one request; deliveries can arrive out of order, and an older ``synchronize`` must not put an
+old head back), then the PR — with the delivered comment, for a command — goes through the
+account's ``Inbox``: the same command parsing, association allowlist, own-comment filter and
+draft/author rules as a poll, written in one atomic record update. Only then does the receiver
+answer, and the scheduler is woken for the PRs that now owe work. Deliveries that cannot mean
+work (a comment that is no command, the bot's own comment, a title edit) write nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from ...core.commands import parse_command
+from ...github.models import PullSummary
+from ...work.inbox import Observations
+from ...work.records import PrRecord, pr_key
+from . import events
+
+if TYPE_CHECKING:
+    from ...app import AccountRuntime, ReviewerApp
+
+# GitHub gives up on a delivery after 10 s: the PR read must leave time to record and answer.
+READ_PR_TIMEOUT_S = 7.0
+
+
+class RecordWork:
+    def __init__(self, app: ReviewerApp):
+        self.app = app
+
+    async def record(self, account: str, event: events.Envelope, delivery_id: str) -> str:
+        acct = self.app.accounts[account]
+        try:
+            result = await self.observe(acct, event)
+            if isinstance(result, str):
+                return f"account {account}: {result}"
+            keys = result if isinstance(result, list) else await acct.inbox.record(result)
+        except Exception:
+            # The receiver answers 500 and GitHub does not retry: have the reconciliation poll
+            # catch this delivery's work soon instead of at its next slot.
+            if acct.poller is not None:
+                acct.poller.reconcile_soon()
+            raise
+        if keys and self.app.work is not None:
+            self.app.work.scheduler.wake(account, keys)
+        return f"account {account}: recorded" + (f", work due on {', '.join(keys)}"
+                                                 if keys else ", nothing new")
+
+    async def observe(self, acct: AccountRuntime, event: events.Envelope
+                      ) -> Observations | list[str] | str:
+        """What to record through the inbox, the keys already recorded, or why nothing."""
+        assert event.repository is not None
+        repo = event.repository.full_name
+        if isinstance(event, events.PullRequestEvent):
+            if event.action == "edited" and not event.base_changed:
+                return "title/body edit; nothing to record"
+            if event.action == "closed":
+                return await self.closed(acct, repo, event.number)
+            pr = await self.current(acct, repo, event.number)
+            if pr.state != "open":
+                return f"{repo}#{event.number} is {pr.state}; nothing to record"
+            # A retarget is seen by the inbox (the record keeps the base branch), as by a poll.
+            return Observations(repo=repo, pulls=[pr])
+        if isinstance(event, events.IssueCommentEvent | events.ReviewCommentEvent):
+            comment = event.comment
+            if acct.inbox.is_own(comment) or parse_command(comment.body) is None:
+                return "not a command"
+            number = comment.number
+            pr = await self.current(acct, repo, number)
+            if pr.state != "open":
+                return f"{repo}#{number} is {pr.state}; command ignored"
+            return Observations(repo=repo, pulls=[pr], comments=[comment])
+        if isinstance(event, events.ReviewThreadEvent):
+            # Nothing to run now: the next turn of the PR reads its threads from GitHub.
+            return f"thread {event.action}; read by the next turn"
+        return "not an event the reviewer uses"
+
+    async def current(self, acct: AccountRuntime, repo: str, number: int) -> PullSummary:
+        assert acct.client is not None
+        owner, name = repo.split("/")
+        async with asyncio.timeout(READ_PR_TIMEOUT_S):
+            return await acct.client.get_pull(owner, name, number)
+
+    async def closed(self, acct: AccountRuntime, repo: str, number: int) -> str:
+        """Queued work of a closed PR waits: the worker skips a closed record, and a reopen
+        (or the poll that still lists it) clears the mark."""
+        assert acct.store is not None
+        now = datetime.now(UTC)
+
+        def mark(rec: PrRecord | None) -> PrRecord | None:
+            if rec is not None and rec.closed_seen_at is None:
+                rec.closed_seen_at = now
+            return rec
+        await acct.store.update_pr(pr_key(acct.key, repo.lower(), number), mark)
+        return f"{repo}#{number} closed"

@@ -1,0 +1,112 @@
+"""What the web index shows per PR, folded from a PR session's new events
+(``dsh_web_session_facts``): title, author, state, head, and the last review — when, on which
+head, its outcome and number of findings — plus counts of posted reviews and ``/bot`` questions.
+
+The posted review is read from the log as the guard sees it: ``pull_request_review_write``
+``method=create`` starts the local draft, each accepted ``add_comment_to_pending_review`` adds
+a finding, an accepted ``method=submit_pending`` posts it. A tool result with ``is_error`` means
+the guard refused the call, so it does not count. Facts are plain JSON (kept in the web index);
+keys starting with ``_`` are fold state, not shown.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..core.session_key import parse_session_id
+
+SUBMIT = {"submit_pending", "submit_pending_pull_request_review"}
+CREATE = {"create", "create_pending_pull_request_review"}
+COMMENT_TOOL = "add_comment_to_pending_review"
+REVIEW_TOOLS = {"pull_request_review_write", "create_pending_pull_request_review",
+                "submit_pending_pull_request_review"}
+
+
+def review_url(note: str | None) -> str | None:
+    """The posted review's URL, from the note the guard puts on an accepted submit's result."""
+    url = (note or "").removeprefix("review ")
+    return url if url.startswith(("https://", "http://")) and " " not in url else None
+
+
+def call_method(name: str, arguments: str) -> tuple[str, dict[str, Any]]:
+    """(method, arguments) of a tool call; the method is the tool name for old dialects."""
+    try:
+        args = json.loads(arguments)
+    except (json.JSONDecodeError, TypeError):
+        args = {}
+    if not isinstance(args, dict):
+        args = {}
+    consolidated = name in ("pull_request_review_write", "pull_request_read")
+    method = str(args.get("method", "")) if consolidated else name
+    return method, args
+
+
+def new_facts(session: Any) -> dict[str, Any] | None:
+    key = parse_session_id(session.id)
+    if key is None:
+        return None
+    meta = session.meta or {}
+    return {"account": key.account, "owner": meta.get("owner") or key.owner,
+            "repo": meta.get("repo") or key.repo, "number": key.number, "persona": key.persona,
+            "url": meta.get("url") if isinstance(meta.get("url"), str) else None,
+            "title": None, "author": None, "state": None, "head": None, "reviews": 0,
+            "questions": 0, "last_review": None, "last_outcome": None,
+            "_turn": None, "_calls": {}, "_draft": None, "_posted": False}
+
+
+def fold(pr: dict[str, Any], events: list) -> None:
+    for e in events:
+        kind = e.type
+        if kind == "turn_start":
+            meta = e.meta or {}
+            info = meta.get("pr") if isinstance(meta.get("pr"), dict) else {}
+            for field in ("title", "author", "state", "head"):
+                if info.get(field):
+                    pr[field] = str(info[field])
+            flow = str(meta.get("flow", ""))
+            pr["_turn"] = {"turn": e.turn, "flow": flow, "head": info.get("head")}
+            pr["_draft"], pr["_calls"], pr["_posted"] = None, {}, False
+            if flow == "chat":
+                pr["questions"] += 1
+        elif kind == "assistant_message":
+            for c in e.tool_calls:
+                if c.name in REVIEW_TOOLS or c.name == COMMENT_TOOL:
+                    method, args = call_method(c.name, c.arguments)
+                    pr["_calls"][c.id] = {"name": c.name, "method": method,
+                                          "commit": args.get("commitID")}
+        elif kind == "tool_result":
+            call = pr["_calls"].pop(e.call_id, None)
+            if call is None or e.is_error:
+                continue
+            if call["method"] in CREATE and pr["_draft"] is None:
+                pr["_draft"] = {"head": call["commit"], "findings": 0}
+            elif call["name"] == COMMENT_TOOL and pr["_draft"] is not None:
+                pr["_draft"]["findings"] += 1
+            elif call["method"] in SUBMIT and pr["_draft"] is not None:
+                turn = pr["_turn"] or {}
+                pr["reviews"] += 1
+                pr["_posted"] = True
+                pr["last_review"] = {"at": e.at.isoformat(), "turn": turn.get("turn"),
+                                     "head": pr["_draft"]["head"] or turn.get("head"),
+                                     "findings": pr["_draft"]["findings"],
+                                     "url": review_url(e.note)}
+                pr["last_outcome"] = "posted"
+        elif kind == "turn_end":
+            turn = pr["_turn"] or {}
+            if turn.get("flow") == "review" and not pr["_posted"]:
+                why = e.error or e.reason
+                pr["last_outcome"] = (f"not posted ({why})" if e.reason != "completed"
+                                      else "not posted (finished without submitting)")
+            pr["_turn"], pr["_calls"] = None, {}
+
+
+def update(session: Any, facts: dict[str, Any], events: list) -> None:
+    """``dsh_web_session_facts`` for PR sessions: ``facts["pr"]``."""
+    pr = facts.get("pr")
+    if pr is None:
+        pr = new_facts(session)
+        if pr is None:
+            return
+        facts["pr"] = pr
+    fold(pr, events)
