@@ -110,8 +110,11 @@ async def cmd_storage_dump(harness: Harness, args: argparse.Namespace) -> int:
 
 
 async def cmd_storage_copy(harness: Harness, args: argparse.Namespace) -> int:
-    report = await harness.storage.copy(args.domain, args.source, args.target,
-                                        force=args.force)
+    # A running dsh run would write its own state back over the copy (and hold the old store
+    # open): a copy takes the home lock, so it is refused while dsh run is up, and vice versa.
+    with HomeLock(harness.home, "dsh storage copy"):
+        report = await harness.storage.copy(args.domain, args.source, args.target,
+                                            force=args.force)
     if report.backup is not None:
         print(f"backed up the replaced {args.target} records to {report.backup}")
     print(f"copied {report.records} records of {args.domain} from {args.source} to "
@@ -132,6 +135,8 @@ async def cmd_run(harness: Harness, args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    # Validated before the lock: a config that cannot run must not touch the home.
+    harness.validate()
     with HomeLock(harness.home):   # one dsh run per home; refused at once, naming the holder
         failures = await harness.startup()
         try:

@@ -32,6 +32,8 @@ class StrictModel(BaseModel):
 class StorageConfig(StrictModel):
     backend: str = "sqlite"
     routes: dict[str, str] = Field(default_factory=dict)
+    # Backups ``dsh storage copy --force`` keeps per domain and backend (older ones are deleted).
+    backups_keep: int = Field(default=5, ge=1)
 
 
 class SessionsConfig(StrictModel):

@@ -237,7 +237,8 @@ class Harness:
                               register=_register_into(factories, "storage backend"))
             self._storage = StorageService(self.home / "storage", self.config.storage.backend,
                                            self.config.storage.routes, factories,
-                                           self.domain_specs())
+                                           self.domain_specs(),
+                                           backups_keep=self.config.storage.backups_keep)
         return self._storage
 
     # -- sessions, models, agents -------------------------------------------------------------

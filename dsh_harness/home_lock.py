@@ -1,10 +1,12 @@
-"""One ``dsh run`` per home: an exclusive ``fcntl`` lock on ``<home>/run.lock``.
+"""One process that writes a home at a time: an exclusive ``fcntl`` lock on ``<home>/run.lock``.
 
-Two processes on one home would review every PR twice, answer every command twice and
-interleave their session logs. The lock is held for the life of the process (the kernel drops
-it when the process dies, even on SIGKILL, so a crash never leaves a stale lock); the file
-records the holder's PID so a refused second run can name it. Read-only commands (``status``,
-``sessions``, ``web``) never take it.
+Two ``dsh run`` on one home would review every PR twice, answer every command twice and
+interleave their session logs; a ``dsh storage copy`` under a running ``dsh run`` would replace
+the store the run then writes its own state back into. Both take this lock for their whole life
+(the kernel drops it when the process dies, even on SIGKILL, so a crash never leaves a stale
+lock). The file records the holder's PID and command so a refused second process can name it,
+and is removed on release, so a home nobody runs shows no lock file. Read-only commands
+(``status``, ``sessions``, ``web``, ``storage ls|dump``) never take it.
 """
 
 from __future__ import annotations
@@ -23,27 +25,47 @@ class HomeLocked(DshError):
 
 
 class HomeLock:
-    def __init__(self, home: Path):
+    def __init__(self, home: Path, what: str = "dsh run"):
         self.path = home / LOCK_NAME
+        self.what = what
         self._fd: int | None = None
 
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pid, _, what = (os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
+                                .partition("\n"))
+                os.close(fd)
+                raise HomeLocked(
+                    f"another {what.strip() or 'dsh run'} (pid {pid.strip() or 'unknown'}) is "
+                    f"using the home {self.path.parent} (lock file {self.path}); stop it first, "
+                    "or give this one its own home") from None
+            # The previous holder unlinks the file on release: if it did so between our open and
+            # our flock, we locked a file nobody else will ever open again. Retry on the new one.
+            try:
+                current = os.stat(self.path)
+            except FileNotFoundError:
+                current = None
+            mine = os.fstat(fd)
+            if current is not None and (current.st_ino, current.st_dev) == (mine.st_ino,
+                                                                            mine.st_dev):
+                break
             os.close(fd)
-            raise HomeLocked(f"another dsh run (pid {holder}) is using the home {self.path.parent}"
-                             f" (lock file {self.path}); stop it first, or give this one its "
-                             "own home") from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        os.pwrite(fd, f"{os.getpid()}\n{self.what}\n".encode(), 0)
         self._fd = fd
 
     def release(self) -> None:
         if self._fd is not None:
+            # Unlinked while still held, so no other process can lock the name in between.
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None

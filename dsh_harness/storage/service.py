@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -12,7 +14,11 @@ from pathlib import Path
 from ..errors import StorageError
 from .base import Domain, DomainSpec, StorageBackend
 
+log = logging.getLogger(__name__)
+
 BackendFactory = Callable[[Path], StorageBackend]
+DEFAULT_BACKUPS_KEEP = 5
+_STAMP = re.compile(r"^\d{8}T\d{6}\.\d{6}Z$")
 
 
 @dataclass(frozen=True)
@@ -25,8 +31,10 @@ class StorageService:
     """Opens declared domains on the configured backend (or a per-domain route)."""
 
     def __init__(self, directory: Path, default_backend: str, routes: dict[str, str],
-                 factories: dict[str, BackendFactory], specs: dict[str, DomainSpec]):
+                 factories: dict[str, BackendFactory], specs: dict[str, DomainSpec],
+                 backups_keep: int = DEFAULT_BACKUPS_KEEP):
         self.directory = directory
+        self.backups_keep = backups_keep
         self.default_backend = default_backend
         self.routes = dict(routes)
         self.factories = factories
@@ -114,19 +122,44 @@ class StorageService:
     def _write_backup(self, name: str, backend: str, version: int,
                       tables: dict[str, dict[str, str]]) -> Path:
         """``storage/backups/<domain>.<backend>.<UTC time>.json``, the shape of
-        ``dsh storage dump --json``; durable before the destination is touched."""
+        ``dsh storage dump --json``; durable before the destination is touched.
+
+        The records are the deployment's state (PR titles, comment texts): the directory is
+        0700 and each file 0600, whatever the umask. Only the newest ``backups_keep`` backups of
+        a domain and backend are kept, so repeated copies cannot fill the disk."""
         directory = self.directory / "backups"
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(directory, 0o700)  # mkdir's mode is masked by the umask and skips old dirs
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
         path = directory / f"{name}.{backend}.{stamp}.json"
         body = {"domain": name, "version": version, "backend": backend,
                 "tables": {t: {k: json.loads(v) for k, v in rows.items()}
                            for t, rows in tables.items()}}
-        with open(path, "x", encoding="utf-8") as fh:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with open(fd, "w", encoding="utf-8") as fh:
             json.dump(body, fh, ensure_ascii=False, sort_keys=True)
             fh.flush()
             os.fsync(fh.fileno())
+        self._prune_backups(directory, name, backend)
         return path
+
+    def backups(self, name: str, backend: str) -> list[Path]:
+        """The backups of ``name`` taken from ``backend``, oldest first."""
+        directory = self.directory / "backups"
+        prefix = f"{name}.{backend}."
+        if not directory.is_dir():
+            return []
+        found = [p for p in directory.iterdir()
+                 if p.name.startswith(prefix) and p.name.endswith(".json")
+                 and _STAMP.match(p.name[len(prefix):-len(".json")])]
+        return sorted(found, key=lambda p: p.name)  # the UTC stamp sorts by time
+
+    def _prune_backups(self, directory: Path, name: str, backend: str) -> None:
+        old = self.backups(name, backend)[:-self.backups_keep]
+        for path in old:
+            path.unlink(missing_ok=True)
+            log.info("storage copy: removed old backup %s (storage.backups_keep = %d)",
+                     path, self.backups_keep)
 
     async def close(self) -> None:
         for domain in self._domains.values():
