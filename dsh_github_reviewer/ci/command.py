@@ -31,6 +31,7 @@ from ..reviewers.single import facts
 from ..reviewers.team import verdict
 from ..reviewers.team.personas import BUILT_IN, DEFAULT_TEAM, resolve
 from ..reviewers.team.review import TeamReview
+from ..turn.guidance import builtin_guidance
 from ..turn.prompts import TrustedInstructions, chat_message
 from .event import CiEnv, CiError, CiTask, load_payload, task_for
 
@@ -75,7 +76,8 @@ def ci_account(acct: AccountRuntime, env: CiEnv, personas: list[str] | None) -> 
 
 
 async def read_instructions(acct: AccountRuntime, pr: PullRequest) -> TrustedInstructions | None:
-    """From the BASE repository (branch, then SHA), else ``default_instructions``."""
+    """From the BASE repository (branch, then SHA), else ``default_instructions``, else the
+    built-in guidance (None only with ``review.require_instructions``)."""
     base = pr.base.repo
     assert acct.client is not None and base is not None
     for ref in (pr.base.ref, pr.base.sha):
@@ -89,7 +91,9 @@ async def read_instructions(acct: AccountRuntime, pr: PullRequest) -> TrustedIns
     if default.strip():
         return TrustedInstructions(f"dsh.toml:plugins.{acct.instance}.accounts"
                                    f"[{acct.config.name}].review.default_instructions", default)
-    return None
+    if acct.config.review.require_instructions:
+        return None
+    return builtin_guidance()
 
 
 async def previous_head(acct: AccountRuntime, pr: PullRequest) -> str | None:
@@ -166,8 +170,9 @@ async def _run(harness: Harness, app: ReviewerApp, acct: AccountRuntime, env: Ci
         return 0
     instructions = await read_instructions(acct, pr)
     if instructions is None:
-        say(f"no {INSTRUCTIONS_PATH} in the base repository and no review.default_instructions:"
-            " nothing is reviewed (add the file to enable reviews)")
+        say(f"no {INSTRUCTIONS_PATH} in the base repository and review.require_instructions ="
+            " true: nothing is reviewed (add the file, set review.default_instructions, or unset"
+            " require_instructions to review with the built-in guidance)")
         return 0
     undefined = [n for n in acct.config.review.team.personas if resolve(n, instructions) is None]
     if undefined:

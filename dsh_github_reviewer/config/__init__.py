@@ -126,6 +126,9 @@ class ReviewSettings(Strict):
     tool_result_limit: int = Field(default=60_000, ge=1_000, le=10_000_000)
     turn_timeout_s: float = Field(default=900.0, gt=0, le=86_400)
     default_instructions: str = ""
+    # true: a repository without an instructions file (and no default_instructions) is not
+    # reviewed (missing_instructions); false: it is reviewed with the built-in guidance.
+    require_instructions: bool = False
     command_author_associations: list[str] = Field(
         default_factory=lambda: list(DEFAULT_ASSOCIATIONS))
     models: list[ModelCandidate] = Field(default_factory=list)

@@ -20,6 +20,7 @@ from ..core.sanitizer import sanitize_line
 from ..github.errors import GitHubError, NotFound, RateLimited
 from ..github.models import PullRequest
 from ..github.review_submit import find_posted
+from ..turn.guidance import builtin_guidance
 from ..turn.prompts import TrustedInstructions
 from .context import WorkContext, repo_of, short_error
 from .records import InstructionsRecord, Notice, PrRecord
@@ -30,12 +31,22 @@ INSTRUCTIONS_PATH = ".github/review_instructions.md"
 
 
 class Missing:
-    """No instructions file and no default instructions."""
+    """No instructions file, no default instructions, and ``review.require_instructions``."""
+
+
+def missing_message(instance: str) -> str:
+    """What ``status``, the web UI and the log say about a ``missing_instructions`` PR: the
+    file to add and the keys that change it."""
+    return (f"no {INSTRUCTIONS_PATH} in the base repository and "
+            f"plugins.{instance}.accounts[].review.require_instructions = true: add the file, "
+            "or set review.default_instructions, or unset require_instructions to review "
+            "with the built-in guidance")
 
 
 class ReviewProcedure:
     def __init__(self, ctx: WorkContext):
         self.ctx = ctx
+        self._warned: set[str] = set()   # repositories already named in a WARNING
 
     async def instructions(self, pr: PullRequest) -> TrustedInstructions | Missing:
         """Trusted instructions from the base repo (branch, then SHA); raises when GitHub
@@ -54,7 +65,9 @@ class ReviewProcedure:
             return TrustedInstructions(f"dsh.toml:plugins.{self.ctx.acct.instance}.accounts"
                                        f"[{self.ctx.cfg.name}].review.default_instructions",
                                        default)
-        return Missing()
+        if self.ctx.cfg.review.require_instructions:
+            return Missing()
+        return builtin_guidance()
 
     async def run(self, key: str, rec: PrRecord) -> None:
         ran = rec.trigger or self.ctx.trigger("auto", rec.head_sha)
@@ -156,9 +169,13 @@ class ReviewProcedure:
             e.head_sha, e.status, e.updated_at = pr.head.sha, "missing_instructions", now
             e.title, e.base_sha, e.base_ref = sanitize_line(pr.title), pr.base.sha, pr.base.ref
             e.trigger, e.requested_by, e.fail_count, e.not_before = None, None, 0, None
-            e.last_error = f"no {INSTRUCTIONS_PATH} in the base repository"
+            e.last_error = missing_message(self.ctx.acct.instance)
             return e
         await self.ctx.store.update_pr(key, apply)
+        repo = pr.base.repo.full_name if pr.base.repo else key
+        if repo.lower() not in self._warned:
+            self._warned.add(repo.lower())
+            log.warning("%s: not reviewed: %s", repo, missing_message(self.ctx.acct.instance))
         log.info("%s: no review instructions; marked missing_instructions", key)
 
     async def _closed(self, key: str) -> None:

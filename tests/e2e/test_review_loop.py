@@ -93,38 +93,72 @@ async def test_review_command_permissions_and_bots(shop):
     assert entry.reviews_done == 1, "/review does not count against max_reviews_per_pr"
 
 
-async def test_missing_default_and_transient_instructions(tmp_path, sandbox80, model):
+async def test_no_instructions_file_is_reviewed_with_the_built_in_guidance(tmp_path,
+                                                                          sandbox80, model):
+    """Out of the box: a repository without an instructions file gets a review."""
+    from dsh_github_reviewer.turn.guidance import BUILTIN_SOURCE, builtin_text
+
     build_shop(sandbox80)
     sandbox80.state.commit(REPO, "main", {".github/review_instructions.md": None})
     sandbox80.state.pull(REPO, 1).base_sha = sandbox80.state.repo(REPO).branches["main"]
     dep = await Deployment(tmp_path, sandbox80, model).start()
-    await dep.tick()
-    assert (await dep.entry()).status == "missing_instructions" and dep.reviews() == []
-    await dep.tick()
-    assert dep.reviews() == [] and model.served == []
-    new_head = push_fix(sandbox80)              # a new head is looked at again...
-    await dep.tick()
-    entry = await dep.entry()
-    assert entry.status == "missing_instructions" and entry.head_sha == new_head
-    assert dep.reviews() == [] and model.served == []   # ...and still has no instructions
-    await dep.stop()
+    try:
+        await dep.tick()
+        entry = await dep.entry()
+        assert entry.status == "reviewed" and len(dep.reviews()) == 1
+        system = model.served[0].request["messages"][0]["content"]
+        assert BUILTIN_SOURCE in system and builtin_text().strip() in system
+        stored = await (await dep.store()).instructions(entry.instructions_key)
+        assert stored.source == BUILTIN_SOURCE
+    finally:
+        await dep.stop()
+
+
+async def test_require_instructions_default_and_transient_instructions(tmp_path, sandbox80,
+                                                                       model, caplog):
+    build_shop(sandbox80)
+    sandbox80.state.commit(REPO, "main", {".github/review_instructions.md": None})
+    sandbox80.state.pull(REPO, 1).base_sha = sandbox80.state.repo(REPO).branches["main"]
+    dep = await Deployment(tmp_path, sandbox80, model,
+                           extra_account="review = { require_instructions = true }\n").start()
+    try:
+        await dep.tick()
+        entry = await dep.entry()
+        assert entry.status == "missing_instructions" and dep.reviews() == []
+        # status and the web UI show last_error: the file to add and the key to change.
+        assert ".github/review_instructions.md" in entry.last_error
+        assert "review.require_instructions" in entry.last_error
+        await dep.tick()
+        assert dep.reviews() == [] and model.served == []
+        new_head = push_fix(sandbox80)              # a new head is looked at again...
+        await dep.tick()
+        entry = await dep.entry()
+        assert entry.status == "missing_instructions" and entry.head_sha == new_head
+        assert dep.reviews() == [] and model.served == []   # ...and still has no instructions
+        warnings = [r for r in caplog.records if r.levelname == "WARNING"
+                    and "require_instructions" in r.getMessage()]
+        assert len(warnings) == 1 and REPO in warnings[0].getMessage(), "one per repository"
+    finally:
+        await dep.stop()
 
     dep = await Deployment(tmp_path / "b", sandbox80, model, accounts=("other",),
                            extra_account='review = { default_instructions = "Be terse." }\n'
                            ).start()
-    sandbox80.inject_error(502, path_contains="review_instructions")
-    await dep.tick("other")
-    entry = await dep.entry(account="other")
-    assert entry.status == "reviewing" and entry.fail_count == 1, "a recorded failure..."
-    assert "review_instructions" in entry.last_error and "502" in entry.last_error
-    assert model.served == []
-    await asyncio.sleep(2.1)                        # ...with backoff (2 x poll_interval_s)
-    await dep.tick("other")
-    entry = await dep.entry(account="other")
-    stored = await (await dep.store("other")).instructions(entry.instructions_key)
-    assert entry.status == "reviewed" and "default_instructions" in stored.source
-    assert "Be terse." in model.served[-1].request["messages"][0]["content"]
-    await dep.stop()
+    try:
+        sandbox80.inject_error(502, path_contains="review_instructions")
+        await dep.tick("other")
+        entry = await dep.entry(account="other")
+        assert entry.status == "reviewing" and entry.fail_count == 1, "a recorded failure..."
+        assert "review_instructions" in entry.last_error and "502" in entry.last_error
+        assert model.served == []
+        await asyncio.sleep(2.1)                        # ...with backoff (2 x poll_interval_s)
+        await dep.tick("other")
+        entry = await dep.entry(account="other")
+        stored = await (await dep.store("other")).instructions(entry.instructions_key)
+        assert entry.status == "reviewed" and "default_instructions" in stored.source
+        assert "Be terse." in model.served[-1].request["messages"][0]["content"]
+    finally:
+        await dep.stop()
 
 
 async def test_failures_back_off_and_a_push_resets(shop):

@@ -36,6 +36,7 @@ def test_defaults():
     assert (r.max_tool_calls, r.tool_timeout_s, r.tool_result_limit, r.turn_timeout_s) == (
         30, 30, 60_000, 900)
     assert r.default_instructions == "" and r.models == [] and r.max_reviews_per_pr == 0
+    assert r.require_instructions is False, "works out of the box: the built-in guidance"
     assert r.command_author_associations == ["OWNER", "MEMBER", "COLLABORATOR"]
     assert a.mcp.command is None and a.mcp.args == ["stdio", "--toolsets=pull_requests,repos"]
 
