@@ -46,6 +46,8 @@ class AccountLane:
     task: asyncio.Task[None] | None = None
     # In-memory retry times of PRs whose run failed outside the records (storage errors).
     held: dict[str, datetime] = field(default_factory=dict)
+    # Dispatcher passes and drain rounds: each should follow a change, never a busy loop.
+    passes: int = 0
 
 
 class Scheduler:
@@ -103,11 +105,16 @@ class Scheduler:
         tests); the caller bounds the wait."""
         lane = self.lanes[account]
         while True:
+            lane.passes += 1
             lane.changed.clear()
-            if not lane.rescan and not lane.dirty and not lane.running \
-                    and not self._due_now(lane):
+            pending = lane.rescan or bool(lane.dirty) or bool(self._due_now(lane))
+            if not pending and not lane.running:
                 return
-            lane.wakeup.set()
+            # Wake the dispatcher only when it has something to do; while PR tasks merely
+            # run, wait for one of them to finish (waking it each round was a busy loop:
+            # the dispatcher's pass sets ``changed``, which woke this loop again).
+            if pending:
+                lane.wakeup.set()
             await lane.changed.wait()
 
     async def stop(self, grace_s: float) -> None:
@@ -159,6 +166,7 @@ class Scheduler:
 
     async def _dispatch(self, lane: AccountLane) -> None:
         while not self._stopping:
+            lane.passes += 1
             lane.wakeup.clear()
             try:
                 await self._refresh(lane)
