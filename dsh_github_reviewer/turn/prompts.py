@@ -8,6 +8,7 @@ body, refs and SHAs, size, what changed since the last review) goes in the user 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -71,6 +72,29 @@ NO_INSTRUCTIONS = "(none: the repository has no review instructions; use the met
 class TrustedInstructions:
     source: str
     text: str
+
+
+_REF_IN_SOURCE = re.compile(r"^([^@:]+)@[^:]+:(.+)$")
+
+
+def _file_of(source: str) -> str:
+    """A source label without its ref: ``owner/repo@ref:path`` -> ``owner/repo:path``."""
+    m = _REF_IN_SOURCE.match(source)
+    return f"{m.group(1)}:{m.group(2)}" if m else source
+
+
+def keep_told(fetched: TrustedInstructions,
+              told: TrustedInstructions | None) -> TrustedInstructions:
+    """The instructions as the session was given them, while their content is unchanged.
+
+    The source label names the ref the file was read at; a retarget reads the same file from
+    another branch (or the base SHA when the branch is gone). Only the content may change the
+    system prompt — a new label alone would break the prefix and re-bill the conversation.
+    """
+    if (told is not None and told.text == fetched.text
+            and _file_of(told.source) == _file_of(fetched.source)):
+        return told
+    return fetched
 
 
 def instructions_section(instructions: TrustedInstructions | None) -> str:

@@ -21,7 +21,7 @@ from ..github.errors import GitHubError, NotFound, RateLimited
 from ..github.models import PullRequest
 from ..github.review_submit import find_posted
 from ..turn.guidance import builtin_guidance
-from ..turn.prompts import TrustedInstructions
+from ..turn.prompts import TrustedInstructions, keep_told
 from .context import WorkContext, repo_of, short_error
 from .records import InstructionsRecord, Notice, PrRecord
 
@@ -105,6 +105,9 @@ class ReviewProcedure:
         if isinstance(instructions, Missing):
             await self._missing(key, pr)
             return
+        told = await ctx.store.instructions(rec.instructions_key)
+        instructions = keep_told(instructions, told and TrustedInstructions(told.source,
+                                                                            told.text))
         # Whole seconds, like GitHub's timestamps: a /review posted in the same second as
         # this start is not treated as covered by it.
         started = ctx.clock().replace(microsecond=0)

@@ -225,3 +225,17 @@ async def test_the_submit_is_never_starved_by_the_tool_budget(tmp_path, sandbox8
     (review,) = dep.reviews()
     assert review.state == "COMMENTED"
     assert len(st.comments_of_review(review.id)) == 29
+
+
+async def test_a_retarget_keeps_the_system_prompt_while_the_instructions_text_is_the_same(shop):
+    # The instructions are read from the new base branch after a retarget: the same text from
+    # another ref must not change the system prompt (that would re-bill the whole conversation).
+    st: SandboxState = shop.sb.state
+    await shop.tick()
+    st.commit(REPO, "release", {"RELEASE.md": "1.0\n"})
+    st.change_base(REPO, 1, "release")
+    await shop.tick()
+    _first, second = review_turns(shop.model)
+    assert "re-review after the pull request's base branch changed" in user_of(second[0])
+    assert len(shop.reviews()) == 2
+    assert_prefix_stable(shop.model)
