@@ -23,7 +23,7 @@ from .agents import (
     ToolText,
     TurnOutcome,
 )
-from .config import DeploymentConfig, LoadedConfig, load_config, parse_config
+from .config import ConfigBool, DeploymentConfig, LoadedConfig, load_config, parse_config
 from .errors import ConfigError, DshError, PluginError, StorageError
 from .harness import HARNESS_VERSION as __version__
 from .harness import Harness
@@ -48,6 +48,7 @@ __all__ = [
     "AgentError",
     "AgentWorld",
     "BudgetExhausted",
+    "ConfigBool",
     "ConfigError",
     "DeploymentConfig",
     "Domain",

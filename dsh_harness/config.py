@@ -13,9 +13,17 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 
 from .errors import ConfigError
 from .validation import error_lines, format_loc, join_errors
@@ -23,6 +31,21 @@ from .validation import error_lines, format_loc, join_errors
 DEFAULT_CONFIG_PATH = Path("dsh.toml")
 _INTERPOLATION = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def _strict_bool(value: Any) -> bool:
+    # pydantic's bool takes "yes", "on", 1 ...: a typo'd `enabled = "yse"` must be an error, not
+    # a guess. A string is accepted only as exactly "true"/"false" (what `${VAR}` yields).
+    if isinstance(value, bool):
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    # The value is not echoed: config errors never show values (they may be tokens).
+    raise ValueError("must be true or false (a TOML boolean; yes/no, on/off, 1/0 are refused)")
+
+
+# A config boolean: TOML true/false (or the strings "true"/"false" from ${VAR}), nothing else.
+ConfigBool = Annotated[bool, BeforeValidator(_strict_bool)]
 
 
 class StrictModel(BaseModel):
@@ -102,7 +125,7 @@ class CompactionConfig(StrictModel):
 
 
 class WebConfig(StrictModel):
-    enabled: bool = False
+    enabled: ConfigBool = False
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=0, le=65535)
     auth_token: SecretStr | None = None
@@ -117,7 +140,7 @@ class PluginInstanceConfig(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
     plugin: str | None = None
-    enabled: bool = True
+    enabled: ConfigBool = True
 
     @property
     def settings(self) -> dict[str, Any]:

@@ -285,3 +285,51 @@ def test_only_the_deepseek_provider_reads_deepseek_api_key(tmp_path):
     top = '[providers.deepseek]\nbase_url = "https://api.deepseek.com"'
     (tmp_path / "dsh.toml").write_text(reviewer_toml(top=top))
     assert dsh("config", "check", cwd=tmp_path, env=KEYS).returncode == 0
+
+
+# -- issue 21 item 14: reads create nothing; a refused run leaves no lock; strict booleans -----
+
+@pytest.mark.parametrize("backend", ["sqlite", "json"])
+def test_status_and_storage_ls_on_a_fresh_home_create_nothing(tmp_path, backend):
+    (tmp_path / "dsh.toml").write_text(reviewer_toml(
+        top=f'home = "state"\n[storage]\nbackend = "{backend}"\n'))
+    proc = dsh("github-reviewer", "status", cwd=tmp_path, env=KEYS)
+    assert proc.returncode == 0, proc.stderr
+    proc = dsh("storage", "ls", "--json", cwd=tmp_path, env=KEYS)
+    assert proc.returncode == 0, proc.stderr
+    assert {row["domain"] for row in json.loads(proc.stdout)} >= {"dsh_github_reviewer"}
+    assert not (tmp_path / "state" / "storage" / "dsh.sqlite3").exists()
+    assert not (tmp_path / "state" / "storage").exists()
+
+
+def test_a_run_that_fails_validation_leaves_no_lock_file(tmp_path):
+    home = tmp_path / "state"
+    home.mkdir()
+    (tmp_path / "dsh.toml").write_text(reviewer_toml(top='home = "state"\n'))
+    # No model key: the config loads, and validation refuses the run.
+    err = one_line_error(dsh("run", "--once", cwd=tmp_path, env={"GITHUB_TOKEN": PAT},
+                             timeout=30))
+    assert "DEEPSEEK_API_KEY" in err
+    assert list(home.iterdir()) == []
+
+
+@pytest.mark.parametrize("where", [
+    ("[web]\nenabled = \"yes\"\n", "web.enabled"),
+    ("", "plugins.github-reviewer.enabled"),
+    ("", "plugins.github-reviewer.webhook.enabled"),
+    ("", "plugins.github-reviewer.accounts[0].review.exclude_builtin"),
+])
+def test_booleans_accept_only_true_or_false(tmp_path, where):
+    top, field = where
+    blocks = {"plugins.github-reviewer.enabled": "",
+              "plugins.github-reviewer.webhook.enabled":
+                  '[plugins.github-reviewer.webhook]\nenabled = 1\nsecret = "' + "s" * 32 + '"\n',
+              "plugins.github-reviewer.accounts[0].review.exclude_builtin":
+                  '[plugins.github-reviewer.accounts.review]\nexclude_builtin = "on"\n'}
+    text = reviewer_toml(top=top, extra_blocks=blocks.get(field, ""))
+    if field == "plugins.github-reviewer.enabled":
+        text = text.replace("[plugins.github-reviewer]\n", "[plugins.github-reviewer]\n"
+                            'enabled = "yes"\n')
+    (tmp_path / "dsh.toml").write_text(text)
+    err = one_line_error(dsh("config", "check", cwd=tmp_path, env=KEYS))
+    assert field in err and "must be true or false" in err, err

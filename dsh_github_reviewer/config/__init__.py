@@ -22,6 +22,8 @@ from pydantic import (
     model_validator,
 )
 
+from dsh_harness import ConfigBool
+
 from ..core.session_key import PERSONA_RE, sanitize_account_name
 from .webhook import WebhookSettings, optional_secret
 
@@ -136,7 +138,7 @@ class ReviewSettings(Strict):
     # The prepared diff in the review turn (issue 12): globs left out of it, on top of the
     # built-in lockfile/generated list unless exclude_builtin is false; and its byte budget.
     exclude: list[str] = Field(default_factory=list)
-    exclude_builtin: bool = True
+    exclude_builtin: ConfigBool = True
     max_diff_kb: int = Field(default=100, ge=1, le=10_000)
     team: TeamSettings = TeamSettings()
 

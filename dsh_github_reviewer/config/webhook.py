@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from dsh_harness import ConfigBool
+
 DEFAULT_PATH = "/github/webhook"
 DEFAULT_PORT = 8766
 
@@ -16,7 +18,7 @@ DEFAULT_PORT = 8766
 class WebhookSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    enabled: bool = False
+    enabled: ConfigBool = False
     host: str = "127.0.0.1"
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
     path: str = DEFAULT_PATH

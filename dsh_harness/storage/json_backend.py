@@ -107,6 +107,8 @@ class JsonStoredDomain(StoredDomain):
         return doc.encode("utf-8")
 
     def _commit(self, version: int, tables: dict[str, dict[str, str]]) -> None:
+        # Created on the first write, not at open: reading an empty home must not create it.
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         atomic_write(self.path, self._render(version, tables))
         self._version, self._tables, self._seen = version, tables, _signature(self.path)
 
@@ -150,7 +152,6 @@ class JsonBackend(StorageBackend):
         self.directory = directory
 
     async def open(self, spec: DomainSpec) -> JsonStoredDomain:
-        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         return await asyncio.to_thread(JsonStoredDomain, self.directory / f"{spec.name}.json",
                                        spec)
 

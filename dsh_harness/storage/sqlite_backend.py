@@ -133,13 +133,62 @@ class SqliteStoredDomain(StoredDomain):
         await self.db.close()
 
 
+class PendingSqliteDomain(StoredDomain):
+    """A domain opened while the database file does not exist yet: it reads as empty and
+    creates the file at its first write, so reading an empty home (``status``, ``storage ls``,
+    the web UI) never leaves an empty database behind. Once the file exists (this process
+    wrote, or another one created it) every call goes to a real connection."""
+
+    def __init__(self, backend: SqliteBackend, spec: DomainSpec):
+        self.backend, self.spec = backend, spec
+        self._real: SqliteStoredDomain | None = None
+
+    async def _opened(self, create: bool) -> SqliteStoredDomain | None:
+        if self._real is None and (create or self.backend.path.exists()):
+            self._real = await self.backend.open_existing(self.spec)
+        return self._real
+
+    async def stored_version(self) -> int | None:
+        real = await self._opened(create=False)
+        return None if real is None else await real.stored_version()
+
+    async def get(self, table: str, key: str) -> str | None:
+        real = await self._opened(create=False)
+        return None if real is None else await real.get(table, key)
+
+    async def items(self, table: str) -> list[tuple[str, str]]:
+        real = await self._opened(create=False)
+        return [] if real is None else await real.items(table)
+
+    async def write(self, version: int, ops: list[WriteOp]) -> None:
+        real = await self._opened(create=True)
+        assert real is not None
+        await real.write(version, ops)
+
+    async def replace_all(self, version: int, data: dict[str, dict[str, str]]) -> None:
+        real = await self._opened(create=True)
+        assert real is not None
+        await real.replace_all(version, data)
+
+    async def close(self) -> None:
+        if self._real is not None:
+            await self._real.close()
+            self._real = None
+
+
 class SqliteBackend(StorageBackend):
     name = "sqlite"
 
     def __init__(self, directory: Path):
         self.path = directory / DB_NAME
 
-    async def open(self, spec: DomainSpec) -> SqliteStoredDomain:
+    async def open(self, spec: DomainSpec) -> StoredDomain:
+        if not self.path.exists():
+            return PendingSqliteDomain(self, spec)
+        return await self.open_existing(spec)
+
+    async def open_existing(self, spec: DomainSpec) -> SqliteStoredDomain:
+        """A connection to the database (created if missing) with the domain's tables."""
         # One connection per domain: transactions of different domains never interleave.
         db = await connect(self.path)
         stored = SqliteStoredDomain(db, spec)

@@ -117,3 +117,14 @@ def test_example_config_takes_credentials_from_the_environment():
     assert block.settings["accounts"][0] == {"name": "default",
                                              "personal_access_token": "ghp_example",
                                              "repositories": "octo/a, octo/b"}
+
+
+def test_booleans_from_the_environment_read_true_and_false_only():
+    """Issue 21 item 14: `${VAR}` yields a string; exactly "true"/"false" are booleans."""
+    text = '[web]\nenabled = "${WEB_ON}"\n'
+    assert parse_config(text, "t.toml", Path("."), env={"WEB_ON": "true"}).config.web.enabled
+    assert not parse_config(text, "t.toml", Path("."), env={"WEB_ON": "false"}
+                            ).config.web.enabled
+    for bad in ("yes", "1", "True", "on"):
+        with pytest.raises(ConfigError, match=r"web.enabled: must be true or false"):
+            parse_config(text, "t.toml", Path("."), env={"WEB_ON": bad})

@@ -190,12 +190,17 @@ async def test_json_lists_only_visible_domain_files(tmp_path):
 
 async def test_sqlite_database_is_in_wal_mode_with_its_layout_stamped(tmp_path):
     stored = await SqliteBackend(tmp_path).open(SPEC)
+    # Opening (and reading) an absent database creates nothing; the first write creates it.
+    assert await stored.items(next(iter(SPEC.tables))) == []
+    assert not (tmp_path / "dsh.sqlite3").exists()
+    await stored.write(SPEC.version, [])
     await stored.close()
     db = sqlite3.connect(tmp_path / "dsh.sqlite3")
     try:
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         assert db.execute("PRAGMA user_version").fetchone() == (1,)
-        assert db.execute("SELECT name, version FROM dsh_domains").fetchall() == []
+        assert db.execute("SELECT name, version FROM dsh_domains").fetchall() == [
+            (SPEC.name, SPEC.version)]
     finally:
         db.close()
 
@@ -238,3 +243,19 @@ async def test_sqlite_failed_write_rolls_back_and_the_next_one_works(tmp_path):
     await stored.write(1, [("items", "j", text(Item(n=3)))])
     assert [k for k, _ in await stored.items("items")] == ["j", "k"]
     await stored.close()
+
+
+@pytest.mark.parametrize("backend_cls", [SqliteBackend, JsonBackend])
+async def test_a_reader_of_an_absent_store_sees_what_a_writer_creates_later(tmp_path,
+                                                                             backend_cls):
+    """Issue 21 item 14: a reader (dsh web, status) opened before the store exists creates
+    nothing, reads empty, and then sees the records a later writer (dsh run) stores."""
+    directory = tmp_path / "storage"
+    reader = await Domain.open(SPEC, backend_cls(directory))
+    assert await reader.all("items") == {}
+    assert not directory.exists()
+    writer = await Domain.open(SPEC, backend_cls(directory))
+    await writer.put("items", "a", Item(n=1))
+    await writer.close()
+    assert set(await reader.all("items")) == {"a"}
+    await reader.close()
