@@ -103,3 +103,14 @@ def test_scripts_run_on_a_fresh_copy_creates_dsh_toml_and_names_the_variables(tm
     assert "GITHUB_TOKEN" in proc.stderr and "DEEPSEEK_API_KEY" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert (clone / "dsh.toml").read_text() == (clone / "dsh.example.toml").read_text()
+
+
+def test_wheel_ships_the_eval_corpus(installed, tmp_path):
+    """Issue 23: the eval cases are package data; the installed wheel finds and validates them."""
+    python = installed.parent / "python"
+    proc = _run([str(python), "-c", "from dsh_github_reviewer.eval import check_cases, "
+                 "load_cases; cs = load_cases(); print(len(cs), len(check_cases(cs)))"],
+                cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    count, problems = map(int, proc.stdout.split())
+    assert count >= 40 and problems == 0

@@ -1,0 +1,176 @@
+"""The eval case format: one TOML file per pull request, ``<id>.toml``.
+
+```toml
+language = "python"            # python | javascript | typescript | go
+title = "Add order search"     # the PR's title
+body = "Adds search."          # the PR's description (optional)
+
+[base]                         # the base branch's tree: path = full text
+"shop/db.py" = '''...'''
+
+[[push]]                       # the PR's first push (a second [[push]] is a re-review)
+message = "Add search"
+delete = []                    # paths this push removes (optional)
+[push.files]                   # path = full new text of every file the push adds or changes
+"shop/orders.py" = '''...'''
+
+[[push.defects]]               # an injected defect, as ground truth
+id = "sql"                     # unique within the case
+path = "shop/orders.py"
+lines = [12, 13]               # first and last line in this push's head, on changed lines
+category = "injection"         # see CATEGORIES
+severity = "critical"          # critical | major | minor
+description = "The customer name is concatenated into the SQL text."
+
+[[push.decoys]]                # safe code that looks suspicious: a finding here is a false
+id = "fstring-log"             # positive (reported as a decoy hit)
+path = "shop/orders.py"
+lines = [20, 20]
+description = "An f-string in a log call, not in SQL."
+```
+
+A second ``[[push]]`` may list ``fixes = ["sql"]`` (earlier defects it removes) and
+``moved = {other = [14, 15]}`` (where an earlier defect or decoy still present now sits, when
+the push shifted its lines; unmoved ones keep theirs). Defects a push introduces are listed in
+its own ``defects``. Lines are 1-based and inclusive, in the head of the push that names them.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+CASES_DIR = Path(__file__).parent / "cases"
+LANGUAGES = ("python", "javascript", "typescript", "go")
+CATEGORIES = ("off-by-one", "wrong-condition", "error-handling", "resource-leak", "injection",
+              "secret", "race", "api-misuse", "edge-case", "performance")
+SEVERITIES = ("critical", "major", "minor")
+Language = Literal["python", "javascript", "typescript", "go"]
+Category = Literal["off-by-one", "wrong-condition", "error-handling", "resource-leak",
+                   "injection", "secret", "race", "api-misuse", "edge-case", "performance"]
+Severity = Literal["critical", "major", "minor"]
+Lines = tuple[int, int]
+
+
+class CaseError(ValueError):
+    """A case file that cannot be read, with the file named."""
+
+
+def _check_lines(v: Lines) -> Lines:
+    if v[0] < 1 or v[1] < v[0]:
+        raise ValueError(f"lines {list(v)}: want [first, last] with 1 <= first <= last")
+    return v
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Defect(_Model):
+    id: str = Field(min_length=1)
+    path: str = Field(min_length=1)
+    lines: Lines
+    category: Category
+    severity: Severity
+    description: str = Field(min_length=1)
+
+    _lines = field_validator("lines")(_check_lines)
+
+
+class Decoy(_Model):
+    id: str = Field(min_length=1)
+    path: str = Field(min_length=1)
+    lines: Lines
+    description: str = Field(min_length=1)
+
+    _lines = field_validator("lines")(_check_lines)
+
+
+class Push(_Model):
+    message: str = "update"
+    files: dict[str, str] = Field(default_factory=dict)
+    delete: list[str] = Field(default_factory=list)
+    defects: list[Defect] = Field(default_factory=list)
+    decoys: list[Decoy] = Field(default_factory=list)
+    fixes: list[str] = Field(default_factory=list)
+    moved: dict[str, Lines] = Field(default_factory=dict)
+
+
+class Case(_Model):
+    id: str
+    language: Language
+    title: str = Field(min_length=1)
+    body: str = ""
+    base: dict[str, str] = Field(min_length=1)
+    push: list[Push] = Field(min_length=1, max_length=2)
+
+    @property
+    def clean(self) -> bool:
+        return not any(p.defects for p in self.push)
+
+    @property
+    def defects(self) -> list[Defect]:
+        """Every defect of the case, as first introduced."""
+        return [d for p in self.push for d in p.defects]
+
+    def introduced_in(self, defect_id: str) -> int:
+        return next(i for i, p in enumerate(self.push, 1)
+                    if any(d.id == defect_id for d in p.defects))
+
+    def fixed_in(self, defect_id: str) -> int | None:
+        return next((i for i, p in enumerate(self.push, 1) if defect_id in p.fixes), None)
+
+    def live(self, push: int) -> dict[str, Defect]:
+        """The defects present in the head of push ``push`` (1-based), at their lines there."""
+        return self._live(push, "defects")
+
+    def live_decoys(self, push: int) -> dict[str, Decoy]:
+        return self._live(push, "decoys")
+
+    def _live(self, push: int, kind: str) -> dict:
+        out: dict = {}
+        for p in self.push[:push]:
+            for gone in p.fixes:
+                out.pop(gone, None)
+            for key, lines in p.moved.items():
+                if key in out:
+                    out[key] = out[key].model_copy(update={"lines": lines})
+            for item in getattr(p, kind):
+                out[item.id] = item
+        return out
+
+    def tree(self, push: int) -> dict[str, str]:
+        """The files in the head of push ``push`` (0: the base)."""
+        files = dict(self.base)
+        for p in self.push[:push]:
+            for path in p.delete:
+                files.pop(path, None)
+            files.update(p.files)
+        return files
+
+
+def load_case(path: Path) -> Case:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise CaseError(f"{path}: {exc}") from None
+    try:
+        return Case.model_validate({"id": path.stem, **data})
+    except ValidationError as exc:
+        errors = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                           for e in exc.errors())
+        raise CaseError(f"{path}: {errors}") from None
+
+
+def load_cases(directory: Path | None = None) -> list[Case]:
+    """Every ``*.toml`` case in ``directory`` (default: the shipped corpus), sorted by id."""
+    directory = directory or CASES_DIR
+    if not directory.is_dir():
+        raise CaseError(f"{directory}: not a directory of eval cases")
+    cases = [load_case(p) for p in sorted(directory.glob("*.toml"))]
+    if not cases:
+        raise CaseError(f"{directory}: no *.toml eval cases")
+    return cases

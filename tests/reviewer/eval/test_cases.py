@@ -1,0 +1,66 @@
+"""Issue 23: the shipped corpus is valid and as large as promised; a broken case is named."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsh_github_reviewer.eval import CaseError, check_cases, load_case, load_cases
+from dsh_github_reviewer.eval.validate import corpus_stats
+
+from .kit import TWO_PUSH, case
+
+
+def test_shipped_corpus_passes_the_validator_and_meets_the_issue():
+    cases = load_cases()
+    assert check_cases(cases) == []
+    s = corpus_stats(cases)
+    assert s["cases"] >= 40 and s["clean"] >= 8 and s["re_review"] >= 6
+    assert s["with_decoys"] >= 5
+    assert {"python", "go"} <= set(s["languages"])
+    assert s["languages"].get("javascript", 0) + s["languages"].get("typescript", 0) >= 10
+    assert set(s["categories"]) == {"off-by-one", "wrong-condition", "error-handling",
+                                    "resource-leak", "injection", "secret", "race",
+                                    "api-misuse", "edge-case", "performance"}
+    for c in cases:  # most changes carry 1-3 defects; every second push fixes and adds one
+        assert len(c.defects) <= 3, c.id
+        if len(c.push) > 1:
+            assert c.push[1].fixes and c.push[1].defects, c.id
+
+
+@pytest.mark.parametrize(("edit", "problem"), [
+    (("lines = [6, 6]", "lines = [2, 2]"), "div: lines [2, 2] of app/calc.py hold no added line"),
+    (('path = "app/calc.py"', 'path = "app/gone.py"'), "div: app/gone.py is not in the head"),
+    (("lines = [6, 6]", "lines = [40, 41]"), "past the end of app/calc.py"),
+    (('fixes = ["div"]', 'fixes = ["nope"]'), "push 2 fixes 'nope', not a defect present"),
+    (('language = "python"', 'language = "go"'), "language go: no changed .go file"),
+    (('lines = [13, 13]', 'lines = [12, 12]'), "decoy 'fstring' overlaps defect 'loop'"),
+    (('id = "secret"', 'id = "loop"'), "id 'loop' used twice"),
+])
+def test_validator_names_what_is_wrong(edit, problem):
+    text = TWO_PUSH.replace(*edit, 1)
+    assert text != TWO_PUSH
+    problems = check_cases([case(text)])
+    assert any(problem in p and p.startswith("calc: ") for p in problems), problems
+
+
+def test_a_range_without_an_added_line_is_refused():
+    # Line 3 is context inside the hunk (the base's last line), not a change.
+    text = TWO_PUSH.replace("lines = [6, 6]", "lines = [3, 3]", 1)
+    assert check_cases([case(text)]) == [
+        "calc: div: lines [3, 3] of app/calc.py hold no added line at push 1 (added in that "
+        "hunk: [4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])"]
+
+
+def test_unreadable_cases_name_the_file(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('language = "cobol"\ntitle = "x"\n[base]\n"a" = "b"\n[[push]]\n')
+    with pytest.raises(CaseError, match=r"bad\.toml: language: Input should be"):
+        load_case(bad)
+    bad.write_text("language = ")
+    with pytest.raises(CaseError, match=r"bad\.toml: "):
+        load_case(bad)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CaseError, match=r"no \*\.toml eval cases"):
+        load_cases(tmp_path / "empty")
+    with pytest.raises(CaseError, match="not a directory"):
+        load_cases(tmp_path / "missing")
