@@ -23,6 +23,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from .errors import ConfigError
@@ -52,11 +53,30 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _check_dsn(v: SecretStr | None) -> SecretStr | None:
+    if v is not None and not v.get_secret_value().strip():
+        raise ValueError("is empty (a libpq URL, e.g. postgresql://user@host:5432/dsh)")
+    return v
+
+
 class StorageConfig(StrictModel):
     backend: str = "sqlite"
     routes: dict[str, str] = Field(default_factory=dict)
     # Backups ``dsh storage copy --force`` keeps per domain and backend (older ones are deleted).
     backups_keep: int = Field(default=5, ge=1)
+    # The PostgreSQL database of the ``postgres`` backend (a libpq URL or key=value string).
+    dsn: SecretStr | None = None
+
+    _dsn = field_validator("dsn")(_check_dsn)
+
+    @model_validator(mode="after")
+    def _postgres_needs_dsn(self) -> StorageConfig:
+        users = ["backend"] * (self.backend == "postgres") + [
+            f"routes.{d}" for d, b in self.routes.items() if b == "postgres"]
+        if users and self.dsn is None:
+            raise ValueError(f"{users[0]} is \"postgres\" but dsn is not set "
+                             '(e.g. dsn = "${DSH_DATABASE_URL}")')
+        return self
 
 
 class SessionsConfig(StrictModel):

@@ -234,7 +234,8 @@ class Harness:
         if self._storage is None:
             factories: dict[str, Any] = {}
             self.plugins.call("dsh_register_storage_backends",
-                              register=_register_into(factories, "storage backend"))
+                              register=_register_into(factories, "storage backend"),
+                              config=self.config)
             self._storage = StorageService(self.home / "storage", self.config.storage.backend,
                                            self.config.storage.routes, factories,
                                            self.domain_specs(),
@@ -248,7 +249,8 @@ class Harness:
         if self._sessions is None:
             stores: dict[str, Any] = {}
             self.plugins.call("dsh_register_session_stores",
-                              register=_register_into(stores, "session store"))
+                              register=_register_into(stores, "session store"),
+                              config=self.config)
             name = self.config.sessions.store
             if name not in stores:
                 raise ConfigError(f"{self.loaded.source}: sessions.store: unknown session store "

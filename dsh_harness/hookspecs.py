@@ -21,22 +21,25 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 
 @hookspec
-def dsh_register_storage_backends(register: Any) -> None:
+def dsh_register_storage_backends(register: Any, config: Any) -> None:
     """Register storage backends by name.
 
     Fires once, when the harness builds its storage service (before any domain is opened).
     ``register(name, factory)`` adds a backend; ``factory(storage_dir: Path)`` returns a
-    ``StorageBackend``. Built-ins register ``json`` and ``sqlite``. Return nothing; every
-    implementation runs (side effect). Registering a name twice is an error naming both.
+    ``StorageBackend``. ``config`` is the deployment config (a backend's settings, such as
+    ``storage.dsn``; an implementation may leave the argument out). Built-ins register
+    ``json``, ``sqlite`` and ``postgres``. Return nothing; every implementation runs (side
+    effect). Registering a name twice is an error naming both.
     """
 
 
 @hookspec
-def dsh_register_session_stores(register: Any) -> None:
+def dsh_register_session_stores(register: Any, config: Any) -> None:
     """Register session stores (where session event logs persist) by name.
 
     Fires once, when the harness builds its session service. ``register(name, factory)``;
-    ``factory(home: Path)`` returns a ``SessionStore``. Built-in: ``jsonl``. Return nothing;
+    ``factory(home: Path)`` returns a ``SessionStore``. ``config`` is the deployment config
+    (e.g. ``sessions.dsn``; may be left out). Built-ins: ``jsonl``, ``postgres``. Return nothing;
     every implementation runs (side effect). A store may implement the optional ``mark`` and
     ``load_after`` so a session resumed after an eviction reads only what was appended since
     (without them every resume loads the whole log).

@@ -7,6 +7,7 @@ Like datasette's ``DEFAULT_PLUGINS``: the core has no private path; a built-in c
 DEFAULT_PLUGINS: list[tuple[str, str]] = [
     ("dsh.storage.json", "dsh_harness.default_plugins.storage_json"),
     ("dsh.storage.sqlite", "dsh_harness.default_plugins.storage_sqlite"),
+    ("dsh.storage.postgres", "dsh_harness.default_plugins.storage_postgres"),
     ("dsh.sessions.jsonl", "dsh_harness.default_plugins.sessions_jsonl"),
     ("dsh.llm.openai", "dsh_harness.default_plugins.llm_openai"),
     ("dsh.web", "dsh_harness.default_plugins.web"),

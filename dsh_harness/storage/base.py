@@ -83,6 +83,17 @@ class StoredDomain(ABC):
     async def replace_all(self, version: int, data: dict[str, dict[str, str]]) -> None:
         """Replace the whole content of the declared tables (used by ``storage copy``)."""
 
+    @asynccontextmanager
+    async def atomic(self) -> AsyncIterator[StoredDomain]:
+        """A view of the domain whose reads and (at most one) ``write`` are one transaction.
+
+        A backend shared by several processes (a database server) overrides this so that a
+        read-modify-write is one database transaction that also excludes the other processes'
+        writers of the domain. The default is the handle itself: the domain's lock already
+        serializes the writers of this process, and ``write`` is atomic on its own.
+        """
+        yield self
+
     async def close(self) -> None:  # noqa: B027 - optional for backends
         pass
 
@@ -202,13 +213,14 @@ class Domain:
 
         Holds the domain's write lock for the block: reads inside see the block's own pending
         writes; an exception in the block writes nothing; a failed commit raises and writes
-        nothing (one SQLite transaction; one temp-file-and-rename on JSON).
+        nothing (one SQLite transaction; one temp-file-and-rename on JSON; on PostgreSQL the
+        block's reads and its write are one database transaction).
         """
-        async with self._lock:
-            tx = Transaction(self)
+        async with self._lock, self._stored.atomic() as stored:
+            tx = Transaction(self, stored)
             yield tx
             if tx.ops:
-                await self._stored.write(self.spec.version, tx.ops)
+                await stored.write(self.spec.version, tx.ops)
 
     def _model(self, table: str) -> type[BaseModel]:
         try:
@@ -240,10 +252,10 @@ class Domain:
         await self.write_many([(table, key, record)])
 
     async def delete(self, table: str, key: str) -> bool:
-        async with self._lock:
-            existed = await self._stored.get(table, key) is not None
+        async with self._lock, self._stored.atomic() as stored:
+            existed = await stored.get(table, key) is not None
             if existed:
-                await self._stored.write(self.spec.version, [(table, key, None)])
+                await stored.write(self.spec.version, [(table, key, None)])
             return existed
 
     async def write_many(self, records: Iterable[tuple[str, str, BaseModel | None]]) -> None:
@@ -265,17 +277,17 @@ class Domain:
     async def update(self, table: str, key: str,
                      fn: Callable[[Any], Any]) -> BaseModel | None:
         """Read-modify-write under the domain's write lock; ``fn`` returns None to delete."""
-        async with self._lock:
-            text = await self._stored.get(table, key)
+        async with self._lock, self._stored.atomic() as stored:
+            text = await stored.get(table, key)
             current = None if text is None else self._parse(table, key, text)
             new = fn(current)
             if asyncio.iscoroutine(new):
                 new = await new
             if new is None:
                 if current is not None:
-                    await self._stored.write(self.spec.version, [(table, key, None)])
+                    await stored.write(self.spec.version, [(table, key, None)])
                 return None
-            await self._stored.write(self.spec.version, [(table, key, self._checked(table, new))])
+            await stored.write(self.spec.version, [(table, key, self._checked(table, new))])
             return self._parse(table, key, dump_record(new))
 
     async def export(self) -> dict[str, dict[str, str]]:
@@ -301,8 +313,10 @@ class Domain:
 class Transaction:
     """The pending writes of one ``Domain.transaction()`` block."""
 
-    def __init__(self, domain: Domain):
+    def __init__(self, domain: Domain, stored: StoredDomain | None = None):
         self._domain = domain
+        # The backend's view for this transaction (reads inside the database transaction).
+        self._stored = stored if stored is not None else domain._stored
         self._pending: dict[tuple[str, str], str | None] = {}
 
     @property
@@ -315,7 +329,7 @@ class Transaction:
         if (table, key) in self._pending:
             text = self._pending[(table, key)]
         else:
-            text = await d._stored.get(table, key)
+            text = await self._stored.get(table, key)
         return None if text is None else d._parse(table, key, text)
 
     def put(self, table: str, key: str, record: BaseModel) -> None:

@@ -92,7 +92,7 @@ def test_builtins_are_plugins_and_can_be_blocked(tmp_path):
     assert "dsh.storage.json" not in {p.name for p in h2.plugin_listing()}
     h3 = harness(tmp_path, '[storage]\nbackend = "json"', load_entry_points=False,
                  env={"DSH_DISABLE_PLUGINS": "dsh.storage.sqlite"})
-    assert set(h3.storage.factories) == {"json"}
+    assert set(h3.storage.factories) == {"json", "postgres"}
     h4 = harness(tmp_path, load_entry_points=False,
                  env={"DSH_DISABLE_PLUGINS": "dsh.storage.sqlite"})
     with pytest.raises(StorageError, match=r"unknown storage backend 'sqlite' \(available: json"):

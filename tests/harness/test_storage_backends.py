@@ -19,6 +19,8 @@ from dsh_harness.storage import Domain
 from dsh_harness.storage.json_backend import JsonBackend
 from dsh_harness.storage.sqlite_backend import SqliteBackend
 
+from .backend_kit import NAMES, make_backend
+
 
 class Item(BaseModel):
     n: int
@@ -28,12 +30,13 @@ class Item(BaseModel):
 SPEC = DomainSpec(name="demo", version=1, tables={"items": Item})
 # The same domain as a newer (or older) release declares it: one more table.
 WIDE = DomainSpec(name="demo", version=1, tables={"items": Item, "legacy": Item})
-BACKENDS = {"json": JsonBackend, "sqlite": SqliteBackend}
 
 
-@pytest.fixture(params=sorted(BACKENDS))
-def backend(request, tmp_path: Path):
-    return BACKENDS[request.param](tmp_path / "storage")
+@pytest.fixture(params=NAMES)
+async def backend(request, tmp_path: Path):
+    made = make_backend(request, request.param, tmp_path / "storage")
+    yield made
+    await made.close()
 
 
 def text(item: Item) -> str:
@@ -91,7 +94,7 @@ async def test_deleting_a_missing_key_changes_nothing(backend):
 
 
 async def test_storage_directory_is_private_and_created_with_parents(tmp_path):
-    for name, cls in BACKENDS.items():
+    for name, cls in {"json": JsonBackend, "sqlite": SqliteBackend}.items():
         directory = tmp_path / name / "deep" / "storage"
         stored = await cls(directory).open(SPEC)
         await stored.write(1, [("items", "k", text(Item(n=1)))])

@@ -1,4 +1,4 @@
-"""One contract, both backends: every storage backend must pass this file."""
+"""One contract, every backend (json, sqlite, postgres): each backend must pass this file."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from dsh_harness.storage import Domain
 from dsh_harness.storage.json_backend import JsonBackend
 from dsh_harness.storage.sqlite_backend import SqliteBackend
 
+from .backend_kit import NAMES, make_backend
+
 
 class Item(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -26,12 +28,13 @@ class Other(BaseModel):
 
 
 SPEC = DomainSpec(name="demo", version=1, tables={"items": Item, "others": Other})
-BACKENDS = {"json": JsonBackend, "sqlite": SqliteBackend}
 
 
-@pytest.fixture(params=sorted(BACKENDS))
-def backend(request, tmp_path: Path):
-    return BACKENDS[request.param](tmp_path / "storage")
+@pytest.fixture(params=NAMES)
+async def backend(request, tmp_path: Path):
+    made = make_backend(request, request.param, tmp_path / "storage")
+    yield made
+    await made.close()
 
 
 async def test_put_get_delete_list(backend):

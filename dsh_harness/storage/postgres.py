@@ -1,0 +1,87 @@
+"""Connections to PostgreSQL shared by the ``postgres`` storage backend and session store.
+
+psycopg 3 is an optional dependency (the ``postgres`` extra): it is imported only when a
+PostgreSQL backend or store is opened, and its absence is a clear error naming the extra.
+Errors name the server as ``user@host:port/dbname``, never the DSN itself (it may hold a
+password).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..errors import StorageError
+
+if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
+
+CONNECT_TIMEOUT_S = 10
+# Connections a process keeps per pool at most; asyncio tasks beyond it wait for one.
+POOL_MAX = 10
+
+
+def describe(dsn: str) -> str:
+    """``user@host:port/dbname`` of a libpq DSN (URL or key=value), without the password."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        parts = conninfo_to_dict(dsn)
+    except Exception:  # an unparsable DSN is reported by connect; never echo it
+        return "PostgreSQL (unparsable DSN)"
+    user = parts.get("user") or ""
+    host = parts.get("host") or "localhost"
+    port = parts.get("port") or "5432"
+    db = parts.get("dbname") or parts.get("user") or ""
+    return f"PostgreSQL {user + '@' if user else ''}{host}:{port}/{db}"
+
+
+def _driver() -> Any:
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError:
+        raise StorageError("the postgres backend needs psycopg 3 and psycopg-pool: install "
+                           "dsh-github-reviewer[postgres]") from None
+    return psycopg, psycopg_pool
+
+
+def error_text(exc: BaseException) -> str:
+    """One line for a driver error: its class and first message line (no DSN in it)."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+async def open_pool(dsn: str, *, name: str,
+                    configure: Callable[[Any], Any] | None = None) -> AsyncConnectionPool:
+    """A pool of autocommit connections, opened only after one direct connection succeeded
+    (so a wrong DSN or a server that is down gives its real reason at once, not a pool
+    timeout). Connections are checked before each use, so a server restart or a terminated
+    backend costs the next caller a reconnect, not an error."""
+    psycopg, psycopg_pool = _driver()
+    where = describe(dsn)
+    try:
+        probe = await psycopg.AsyncConnection.connect(dsn, connect_timeout=CONNECT_TIMEOUT_S,
+                                                      autocommit=True)
+    except psycopg.Error as exc:
+        raise StorageError(f"cannot connect to {where}: {error_text(exc)}") from None
+    await probe.close()
+    pool = psycopg_pool.AsyncConnectionPool(
+        dsn, min_size=1, max_size=POOL_MAX, open=False, name=name,
+        kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
+        check=psycopg_pool.AsyncConnectionPool.check_connection, configure=configure)
+    try:
+        await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+    except psycopg_pool.PoolTimeout as exc:
+        await pool.close()
+        raise StorageError(f"cannot open a connection pool to {where}: {error_text(exc)}") \
+            from None
+    return pool
+
+
+def is_driver_error(exc: BaseException) -> bool:
+    try:
+        import psycopg
+    except ImportError:
+        return False
+    return isinstance(exc, psycopg.Error)

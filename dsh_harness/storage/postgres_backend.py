@@ -1,0 +1,216 @@
+"""The ``postgres`` storage backend: every domain in one PostgreSQL database (``storage.dsn``).
+
+Records live in one table keyed by (domain, table, key) as the same canonical JSON text the
+other backends store, so copies verify byte for byte. Every write is one transaction that
+first takes a transaction-scoped advisory lock on its domain, so the writers of a domain are
+serialized across processes and hosts the way the domain's asyncio lock serializes them within
+one; ``Domain.transaction()`` and ``update`` read and write inside that same transaction. A
+committed write is durable (the server's ``synchronous_commit``). The schema is created on first
+use under a global advisory lock and stamped with a layout version; another layout is refused.
+To keep several deployments in one database, give each its own schema through the DSN
+(``?options=-csearch_path%3Dname``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from ..errors import StorageError
+from .base import DomainSpec, StorageBackend, StoredDomain, WriteOp
+from .postgres import describe, error_text, is_driver_error, open_pool
+
+LAYOUT_VERSION = 1
+# Arbitrary constant ("dsh" + 1): the advisory lock under which the schema is created.
+SCHEMA_LOCK = 0x647368_0001
+
+SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS dsh_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS dsh_domains (name TEXT PRIMARY KEY, version INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS dsh_records (domain TEXT NOT NULL, tbl TEXT NOT NULL, "
+    "key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (domain, tbl, key))",
+]
+
+
+class _Conn:
+    """Reads and writes of one domain on one connection (inside a transaction or not)."""
+
+    def __init__(self, conn: Any, spec: DomainSpec):
+        self.conn, self.spec = conn, spec
+
+    async def stored_version(self) -> int | None:
+        cur = await self.conn.execute("SELECT version FROM dsh_domains WHERE name = %s",
+                                      (self.spec.name,))
+        row = await cur.fetchone()
+        return None if row is None else int(row[0])
+
+    async def get(self, table: str, key: str) -> str | None:
+        cur = await self.conn.execute(
+            "SELECT value FROM dsh_records WHERE domain = %s AND tbl = %s AND key = %s",
+            (self.spec.name, table, key))
+        row = await cur.fetchone()
+        return None if row is None else row[0]
+
+    async def items(self, table: str) -> list[tuple[str, str]]:
+        # COLLATE "C": byte order of UTF-8 is code point order, how the other backends sort.
+        cur = await self.conn.execute(
+            'SELECT key, value FROM dsh_records WHERE domain = %s AND tbl = %s '
+            'ORDER BY key COLLATE "C"', (self.spec.name, table))
+        return [(k, v) for k, v in await cur.fetchall()]
+
+    async def lock(self) -> None:
+        await self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                                (f"dsh.storage:{self.spec.name}",))
+
+    async def write(self, version: int, ops: list[WriteOp], *, clear: bool = False) -> None:
+        name = self.spec.name
+        if clear:
+            await self.conn.execute("DELETE FROM dsh_records WHERE domain = %s AND tbl = ANY(%s)",
+                                    (name, list(self.spec.tables)))
+        await self.conn.execute(
+            "INSERT INTO dsh_domains (name, version) VALUES (%s, %s) "
+            "ON CONFLICT (name) DO UPDATE SET version = EXCLUDED.version", (name, version))
+        # Last op per key wins, as in the other backends (a transaction's pending writes).
+        final: dict[tuple[str, str], str | None] = {}
+        for table, key, text in ops:
+            final[(table, key)] = text
+        upserts = [(name, t, k, v) for (t, k), v in final.items() if v is not None]
+        deletes = [(name, t, k) for (t, k), v in final.items() if v is None]
+        async with self.conn.cursor() as cur:
+            if upserts:
+                await cur.executemany(
+                    "INSERT INTO dsh_records (domain, tbl, key, value) VALUES (%s, %s, %s, %s) "
+                    "ON CONFLICT (domain, tbl, key) DO UPDATE SET value = EXCLUDED.value",
+                    upserts)
+            if deletes:
+                await cur.executemany(
+                    "DELETE FROM dsh_records WHERE domain = %s AND tbl = %s AND key = %s",
+                    deletes)
+
+
+class _TxView(StoredDomain):
+    """The domain as seen inside one open database transaction (``StoredDomain.atomic``)."""
+
+    def __init__(self, conn: _Conn):
+        self._c = conn
+
+    async def stored_version(self) -> int | None:
+        return await self._c.stored_version()
+
+    async def get(self, table: str, key: str) -> str | None:
+        return await self._c.get(table, key)
+
+    async def items(self, table: str) -> list[tuple[str, str]]:
+        return await self._c.items(table)
+
+    async def write(self, version: int, ops: list[WriteOp]) -> None:
+        await self._c.write(version, ops)
+
+    async def replace_all(self, version: int, data: dict[str, dict[str, str]]) -> None:
+        ops = [(t, k, v) for t, rows in data.items() for k, v in rows.items()]
+        await self._c.write(version, ops, clear=True)
+
+
+class PostgresStoredDomain(StoredDomain):
+    def __init__(self, backend: PostgresBackend, spec: DomainSpec):
+        self.backend, self.spec = backend, spec
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[_Conn]:
+        pool = await self.backend.pool()
+        try:
+            async with pool.connection() as conn:
+                yield _Conn(conn, self.spec)
+        except Exception as exc:
+            if is_driver_error(exc):
+                raise StorageError(f"storage domain {self.spec.name!r} on "
+                                   f"{self.backend.where}: {error_text(exc)}") from exc
+            raise
+
+    @asynccontextmanager
+    async def atomic(self) -> AsyncIterator[StoredDomain]:
+        async with self._connection() as c, c.conn.transaction():
+            await c.lock()
+            yield _TxView(c)
+
+    async def stored_version(self) -> int | None:
+        async with self._connection() as c:
+            return await c.stored_version()
+
+    async def get(self, table: str, key: str) -> str | None:
+        async with self._connection() as c:
+            return await c.get(table, key)
+
+    async def items(self, table: str) -> list[tuple[str, str]]:
+        async with self._connection() as c:
+            return await c.items(table)
+
+    async def write(self, version: int, ops: list[WriteOp]) -> None:
+        async with self.atomic() as view:
+            await view.write(version, ops)
+
+    async def replace_all(self, version: int, data: dict[str, dict[str, str]]) -> None:
+        async with self.atomic() as view:
+            await view.replace_all(version, data)
+
+
+class PostgresBackend(StorageBackend):
+    name = "postgres"
+
+    def __init__(self, dsn: str):
+        self._dsn = dsn
+        self.where = describe(dsn)
+        self._pool: Any = None
+
+    async def pool(self) -> Any:
+        """The backend's connection pool, opened (and the schema checked) on first use."""
+        if self._pool is None:
+            pool = await open_pool(self._dsn, name="dsh-storage")
+            try:
+                async with pool.connection() as conn:
+                    await _prepare(conn, self.where)
+            except BaseException:
+                await pool.close()
+                raise
+            self._pool = pool
+        return self._pool
+
+    async def open(self, spec: DomainSpec) -> PostgresStoredDomain:
+        await self.pool()
+        return PostgresStoredDomain(self, spec)
+
+    async def list_domains(self) -> list[str]:
+        pool = await self.pool()
+        async with pool.connection() as conn:
+            cur = await conn.execute("SELECT name FROM dsh_domains ORDER BY name")
+            return [r[0] for r in await cur.fetchall()]
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+
+async def _prepare(conn: Any, where: str) -> None:
+    """Create the schema once (several processes may start together) and check its layout."""
+    try:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            for statement in SCHEMA:
+                await conn.execute(statement)
+            cur = await conn.execute("SELECT value FROM dsh_meta WHERE key = 'storage_layout'")
+            row = await cur.fetchone()
+            if row is None:
+                await conn.execute("INSERT INTO dsh_meta (key, value) "
+                                   "VALUES ('storage_layout', %s)", (str(LAYOUT_VERSION),))
+            elif row[0] != str(LAYOUT_VERSION):
+                raise StorageError(f"{where}: storage layout {row[0]} is not supported (this "
+                                   f"dsh reads layout {LAYOUT_VERSION}); it was left untouched")
+    except StorageError:
+        raise
+    except Exception as exc:
+        if is_driver_error(exc):
+            raise StorageError(f"{where}: cannot prepare the storage schema: "
+                               f"{error_text(exc)}") from None
+        raise
