@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 from pathlib import Path
 
 from dsh_harness import hookimpl
@@ -13,6 +12,7 @@ from .app import PLUGIN_NAME, ReviewerApp, SetupError, run_record
 from .app.service import WorkService
 from .cli import once
 from .config import ReviewerConfig
+from .core.clock import utcnow
 from .core.session_key import PrKey, parse_session_id
 from .reviewers.single import Runner
 from .sources.webhook import deliveries as webhook_deliveries
@@ -99,7 +99,7 @@ async def dsh_startup(harness):
                         "dsh.toml or GITHUB_REPOSITORIES=owner/repo,...)", acct.key)
     app.work = WorkService(app, Runner(harness, app))
     if harness.run_once:
-        started = datetime.now(UTC)
+        started = utcnow()
         app.pass_results = await app.work.run_once()
         # dsh run --once prints these and exits 1 (cron reads the exit code).
         return await once.failures(app, app.pass_results, started)

@@ -42,11 +42,13 @@ from .storage import (
     Transaction,
 )
 from .validation import error_lines, format_loc
+from .web.serve import AsgiServer
 
 __all__ = [
     "Agent",
     "AgentError",
     "AgentWorld",
+    "AsgiServer",
     "BudgetExhausted",
     "ConfigBool",
     "ConfigError",

@@ -263,7 +263,7 @@ def test_version_and_help_pages_describe_every_subcommand(tmp_path):
     for command, text in [(["storage", "copy"], "copy a domain between backends"),
                           (["sessions", "show"], "the events of one session"),
                           (["config", "check"], "validate dsh.toml"),
-                          (["github-reviewer", "status"], "cursor state per account"),
+                          (["github-reviewer", "status"], "the work record of each account"),
                           (["github-reviewer", "demo"], "needs no config")]:
         proc = dsh(*command, "--help", cwd=tmp_path)
         assert proc.returncode == 0 and text in proc.stdout, (command, proc.stdout)

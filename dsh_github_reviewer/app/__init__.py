@@ -247,8 +247,8 @@ class ReviewerApp:
         return await store.instructions(rec.instructions_key) if rec else None
 
     async def instructions_for(self, key: PrKey) -> TrustedInstructions | None:
-        if key.cursor_key in self.pinned_instructions:
-            return self.pinned_instructions[key.cursor_key]
+        if key.record_key in self.pinned_instructions:
+            return self.pinned_instructions[key.record_key]
         stored = await self.stored_instructions(key)
         return TrustedInstructions(stored.source, stored.text) if stored else None
 

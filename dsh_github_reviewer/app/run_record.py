@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 import socket
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from dsh_harness import Domain, DomainSpec, __version__
+
+from ..core.clock import utcnow
 
 DOMAIN = "dsh_github_reviewer_run"
 TABLE = "accounts"
@@ -64,7 +66,7 @@ async def record_start(domain: Domain, accounts: dict[str, tuple[str, Any]],
                        source: str) -> None:
     """Replace the records with this start's accounts (key -> (instance, AccountConfig))."""
     table = domain.table(TABLE)
-    now, pid, host = datetime.now(UTC), os.getpid(), socket.gethostname()
+    now, pid, host = utcnow(), os.getpid(), socket.gethostname()
     for key in set(await table.all()) - set(accounts):
         await table.delete(key)  # an account no longer configured is not "running"
     for key, (instance, config) in accounts.items():

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..work.context import WorkContext, utcnow
+from ..core.clock import utcnow
+from ..work.context import WorkContext
 from ..work.inbox import Inbox
 from ..work.scheduler import Scheduler
 from ..work.worker import PrWorker

@@ -97,7 +97,7 @@ async def read_instructions(acct: AccountRuntime, pr: PullRequest) -> TrustedIns
 
 
 async def previous_head(acct: AccountRuntime, pr: PullRequest) -> str | None:
-    """The head of the last review this bot posted (found by its marker): CI has no cursor."""
+    """The head of the last review this bot posted (found by its marker): CI has no work record."""
     base = pr.base.repo
     assert acct.client is not None and base is not None
     ours = [r for r in await acct.client.list_reviews(base.owner.login, base.name, pr.number)

@@ -10,6 +10,7 @@ from typing import Any
 from dsh_harness import DshError, Harness
 
 from ..app import PLUGIN_NAME, ReviewerApp, run_record
+from ..core.clock import utcnow
 from ..sources.webhook.status import webhook_status
 from ..work.records import DOMAIN, split_pr_key
 from ..work.store import WorkStore
@@ -19,7 +20,7 @@ def register(cli: Any) -> None:
     parser = cli.add_command("github-reviewer",
                              "the GitHub reviewer: status, offline demo, one review in CI")
     sub = parser.add_subparsers(dest="reviewer_command", metavar="SUBCOMMAND", required=True)
-    text = "cursor state per account and PR, as the running bot stored it"
+    text = "the work record of each account and PR, as the running bot stored it"
     status = sub.add_parser("status", help=text, description=text)
     status.add_argument("--json", action="store_true")
     status.set_defaults(handler=cmd_status)
@@ -50,7 +51,7 @@ async def status_data(harness: Harness) -> list[dict[str, Any]]:
     app = ReviewerApp.of(harness)
     domain = await harness.storage.domain(DOMAIN)
     started = await run_record.load(await harness.storage.domain(run_record.DOMAIN))
-    now = datetime.now(UTC)
+    now = utcnow()
     hooks = {h["instance"]: h for h in await webhook_status(app)}
     accounts = []
     for acct in app.accounts.values():

@@ -135,7 +135,7 @@ class ReviewSettings(Strict):
         default_factory=lambda: list(DEFAULT_ASSOCIATIONS))
     models: list[ModelCandidate] = Field(default_factory=list)
     max_reviews_per_pr: int = Field(default=0, ge=0)
-    # The prepared diff in the review turn (issue 12): globs left out of it, on top of the
+    # The prepared diff in the review turn: globs left out of it, on top of the
     # built-in lockfile/generated list unless exclude_builtin is false; and its byte budget.
     exclude: list[str] = Field(default_factory=list)
     exclude_builtin: ConfigBool = True
@@ -272,7 +272,7 @@ class AccountConfig(Strict):
 
     @property
     def key(self) -> str:
-        """The sanitized name: cursor key and session-id segment."""
+        """The sanitized name: the key of its work records and a session-id segment."""
         return sanitize_account_name(self.name)
 
 

@@ -10,12 +10,12 @@ _COMMAND = re.compile(r"^/(review|bot)(?=\s|$)", re.I)
 
 
 @dataclass(frozen=True)
-class Command:
+class ParsedCommand:
     kind: Literal["review", "bot"]
     message: str = ""
 
 
-def parse_command(body: str | None) -> Command | None:
+def parse_command(body: str | None) -> ParsedCommand | None:
     """The command in a comment body, or None. ``/bot`` needs a message; case-insensitive."""
     text = (body or "").strip()
     m = _COMMAND.match(text)
@@ -23,9 +23,9 @@ def parse_command(body: str | None) -> Command | None:
         return None
     kind = m.group(1).lower()
     if kind == "review":
-        return Command("review")
+        return ParsedCommand("review")
     message = text[m.end():].strip()
-    return Command("bot", message) if message else None
+    return ParsedCommand("bot", message) if message else None
 
 
 def association_allowed(association: str | None, allowed: list[str]) -> bool:

@@ -39,8 +39,8 @@ class PrKey:
         return f"{base}:persona:{self.persona}" if self.persona else base
 
     @property
-    def cursor_key(self) -> str:
-        """Key of the PR inside the account's cursor record: ``owner/repo#n``."""
+    def record_key(self) -> str:
+        """Key of the PR inside the account's work records: ``owner/repo#n``."""
         return f"{self.owner.lower()}/{self.repo.lower()}#{self.number}"
 
     @property

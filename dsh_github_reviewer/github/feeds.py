@@ -19,7 +19,7 @@ from .models import IssueComment, PullSummary, ReviewComment
 
 
 class FeedMarks(BaseModel):
-    """Persisted per repository (in the account cursor)."""
+    """Persisted per repository (in the account's work record)."""
 
     model_config = ConfigDict(extra="forbid")
     issue_comments_since: datetime

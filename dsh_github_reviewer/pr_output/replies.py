@@ -14,7 +14,7 @@ from ..github.client import GitHubClient
 MARKER = "<!-- dsh-github-reviewer:reply-to:{id} -->"
 
 
-class Command(Protocol):
+class CommandRef(Protocol):
     """The command a reply answers (``work.records.Command`` satisfies it)."""
 
     @property
@@ -30,7 +30,7 @@ def reply_marker(comment_id: int) -> str:
 
 
 async def already_replied(client: GitHubClient, owner: str, repo: str, number: int,
-                          cmd: Command) -> bool:
+                          cmd: CommandRef) -> bool:
     tag = reply_marker(cmd.comment_id)
     if cmd.source == "review":
         comments = await client.list_review_comments(owner, repo, number)
@@ -39,7 +39,7 @@ async def already_replied(client: GitHubClient, owner: str, repo: str, number: i
     return any(c.body and tag in c.body for c in comments)
 
 
-async def post_reply(client: GitHubClient, owner: str, repo: str, number: int, cmd: Command,
+async def post_reply(client: GitHubClient, owner: str, repo: str, number: int, cmd: CommandRef,
                      text: str) -> bool:
     """Post the answer (review thread or issue comment); False if it was already there."""
     if await already_replied(client, owner, repo, number, cmd):

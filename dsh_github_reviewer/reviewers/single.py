@@ -1,6 +1,6 @@
 """Drive one turn of a PR's session: a review or a /bot chat.
 
-The turn deadline covers agent set-up too [fix]: it starts before the session is opened and
+The turn deadline covers agent set-up too: it starts before the session is opened and
 the same absolute deadline bounds the agent's turn. The guard's per-turn state is registered
 around the turn, so tools work only while the runner says so, and the MCP process it starts is
 closed on every path.

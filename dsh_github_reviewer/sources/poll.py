@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from ..app import AccountRuntime
+from ..core.clock import utcnow
 from ..github.errors import RateLimited
 from ..github.feeds import FeedMarks, poll_repository
-from ..work.context import short_error, utcnow
+from ..work.context import short_error
 from ..work.inbox import Inbox, Observations
 from ..work.records import PRS, AccountRecord, RepoState, split_pr_key
 from ..work.scheduler import Scheduler

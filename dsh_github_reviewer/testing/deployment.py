@@ -69,7 +69,7 @@ class Deployment:
     async def entry(self, number: int = 1, account: str = "demo", repo: str = REPO):
         return await (await self.store(account)).pr(pr_key(account, repo, number))
 
-    async def cursor(self, account: str = "demo"):
+    async def account_record(self, account: str = "demo"):
         """The account record (feed marks, tick times, rate limit, repository state)."""
         return await (await self.store(account)).load_account()
 

@@ -1,5 +1,5 @@
 """The SIGKILL loop: ``dsh run`` killed at random moments while pushes, ``/bot`` and
-``/review`` arrive between restarts, then the invariants of issue 11 checked on the sandbox
+``/review`` arrive between restarts, then the durability invariants checked on the sandbox
 GitHub and the stored records. Used by ``tests/e2e/test_kill_loop.py`` (a short loop) and
 ``scripts/sigkill_loop.py`` (the long one, >= 30 kills)."""
 

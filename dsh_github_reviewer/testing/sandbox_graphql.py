@@ -1,5 +1,5 @@
 """The GraphQL subset github-mcp-server 0.12.1 sends for pending reviews, and the review-thread
-query the reviewer sends for thread resolution (issue 12).
+query the reviewer sends for thread resolution.
 
 Its client (githubv4) rejects answers whose shape differs from the selection set, so each
 operation answers with exactly the fields the query selects. Behaviour follows GitHub:

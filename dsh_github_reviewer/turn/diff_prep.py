@@ -1,4 +1,4 @@
-"""The prepared diff that goes into a review turn's user message (issue 12).
+"""The prepared diff that goes into a review turn's user message.
 
 The model should not have to fetch the PR's diff with a tool: a tool result is billed uncached
 on every review, and the whole diff again on every re-review. Instead the runner puts a

@@ -1,4 +1,4 @@
-"""What people answered on the bot's own review threads (issue 12, build item 4).
+"""What people answered on the bot's own review threads.
 
 Before a review turn the runner reads the PR's review comments (one conditional listing, which
 also carries each comment's 👍/👎 counts — no extra request) and the threads' resolution state

@@ -159,7 +159,7 @@ def _body(pr: PrFacts) -> str:
 
 def review_message(pr: PrFacts, previous_head: str | None, requested_by: str | None,
                    prepared: ReviewInput | None = None, history: Sequence[str] = ()) -> str:
-    """The review turn's user message; with ``prepared`` (issue 12) it carries the prepared
+    """The review turn's user message; with ``prepared`` it carries the prepared
     diff or only what changed, and repeats the PR block and body only when they changed."""
     if prepared is not None:
         return _prepared_message(pr, previous_head, requested_by, prepared, history)

@@ -1,4 +1,4 @@
-"""What a review turn is given besides the PR's metadata (issue 12): a prepared diff on the
+"""What a review turn is given besides the PR's metadata: a prepared diff on the
 first review, only what changed on a re-review, and people's feedback on the bot's threads.
 
 The cost of a re-review should follow the push, not the PR: after a push the user message
@@ -10,7 +10,7 @@ changes since the merge base instead of the difference between the heads, so the
 comparisons are combined into the files whose content differs between the heads, and their
 current PR diff is given with a note saying so.
 
-Whether a turn is a re-review is decided by the conversation, not only by the cursor: an
+Whether a turn is a re-review is decided by the conversation, not only by the work record: an
 interdiff means nothing to a model that has not seen the earlier review (a lost session).
 """
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING
 
+from ..core.clock import utcnow
 from .records import split_pr_key
 from .store import WorkStore
 
@@ -16,10 +17,6 @@ if TYPE_CHECKING:
     from ..config import AccountConfig
     from ..github.client import GitHubClient
     from ..reviewers.single import Runner
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass

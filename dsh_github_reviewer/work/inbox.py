@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..config import AccountConfig
+from ..core.clock import utcnow
 from ..core.commands import association_allowed, author_ignored, parse_command
 from ..core.sanitizer import sanitize_line
 from ..github.feeds import FeedMarks
@@ -82,7 +83,7 @@ class Inbox:
 
     async def record(self, obs: Observations) -> list[str]:
         """Record observations in one atomic write; the keys of PRs that now owe work."""
-        now = obs.at or _now()
+        now = obs.at or utcnow()
         repo = obs.repo.lower()
         open_prs = {p.number: p for p in obs.pulls}
         touched: list[str] = []
@@ -230,9 +231,3 @@ class Inbox:
             thread_root=(c.in_reply_to_id or c.id) if is_review else None,
             created_at=c.created_at))
         return rec
-
-
-def _now() -> datetime:
-    from datetime import UTC
-
-    return datetime.now(UTC)

@@ -206,8 +206,8 @@ def migrate_v1(data: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     accounts: dict[str, Any] = {}
     prs: dict[str, Any] = {}
     instructions: dict[str, Any] = {}
-    for account, cursor in data.get(ACCOUNTS, {}).items():
-        for key, entry in (cursor.get("prs") or {}).items():
+    for account, v1_record in data.get(ACCOUNTS, {}).items():
+        for key, entry in (v1_record.get("prs") or {}).items():
             entry = dict(entry)
             inflight = entry.pop("inflight", None)
             queued = list(entry.get("queued") or [])
@@ -228,5 +228,5 @@ def migrate_v1(data: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
             entry.pop("last_seen_open_at", None)
             repo, _, number = key.rpartition("#")
             prs[pr_key(account, repo, int(number))] = entry
-        accounts[account] = {k: v for k, v in cursor.items() if k != "prs"}
+        accounts[account] = {k: v for k, v in v1_record.items() if k != "prs"}
     return {ACCOUNTS: accounts, PRS: prs, INSTRUCTIONS: instructions}

@@ -21,6 +21,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ..core.clock import utcnow
 from .store import WorkStore
 from .worker import PrWorker
 
@@ -53,7 +54,6 @@ class AccountLane:
 class Scheduler:
     def __init__(self, process_cap: int = DEFAULT_PROCESS_CAP,
                  clock: Callable[[], datetime] | None = None):
-        from .context import utcnow
 
         self.clock = clock or utcnow
         self.process_cap = process_cap

@@ -58,7 +58,7 @@ async def test_a_502_on_any_single_request_loses_nothing(tmp_path, sandbox80, mo
 
 async def test_feed_marks_never_pass_an_unrecorded_command(tmp_path, sandbox80, model):
     dep, _ = await reviewed_shop(tmp_path, sandbox80, model)
-    before = (await dep.cursor()).feeds["acme/shop"]
+    before = (await dep.account_record()).feeds["acme/shop"]
     cmd = sandbox80.state.add_issue_comment(REPO, 1, "maintainer", "/bot still there?")
     sandbox80.state.advance(5)
     # The review-comment feed (read after the issue feed saw the /bot) fails: the repository's
@@ -66,7 +66,7 @@ async def test_feed_marks_never_pass_an_unrecorded_command(tmp_path, sandbox80, 
     sandbox80.inject_error(502, path_contains="/pulls/comments")
     result = await dep.tick()
     assert not result.ok and "pulls/comments" in result.errors[REPO]
-    assert (await dep.cursor()).feeds["acme/shop"] == before
+    assert (await dep.account_record()).feeds["acme/shop"] == before
     assert replies_to(sandbox80, cmd.id) == []
     await dep.tick()
     assert len(replies_to(sandbox80, cmd.id)) == 1
@@ -157,7 +157,7 @@ async def test_a_missing_repository_does_not_stop_another(tmp_path, sandbox80, m
     result = await dep.tick()
     assert len(dep.reviews()) == 1, "acme/shop reviewed although acme/gone fails first"
     assert not result.ok and "not found" in result.errors["acme/gone"]
-    account = await dep.cursor()
+    account = await dep.account_record()
     assert "not found" in account.repos["acme/gone"].last_error
     assert account.repos["acme/shop"].last_error is None
     await dep.stop()

@@ -44,8 +44,8 @@ async def test_first_tick_is_immediate_and_ticks_never_overlap(tmp_path, sandbox
     assert skipped.skipped
     lists = [e for e in sandbox80.log if e.path == "/repos/acme/shop/pulls"]
     assert len(lists) == 1
-    cursor = await dep.cursor()
-    assert cursor.next_tick_at is not None and cursor.last_tick_at is not None
+    record = await dep.account_record()
+    assert record.next_tick_at is not None and record.last_tick_at is not None
     await dep.stop()
 
 

@@ -179,8 +179,8 @@ async def test_failures_back_off_and_a_push_resets(shop):
 async def test_rate_limit_pauses_the_account(shop):
     shop.sb.inject_rate_limit("secondary", wait_s=600)
     await shop.tick()
-    cursor = await shop.cursor()
-    assert cursor.rate_limited_until is not None and shop.reviews() == []
+    record = await shop.account_record()
+    assert record.rate_limited_until is not None and shop.reviews() == []
     shop.sb.reset_log()
     await shop.tick()
     assert shop.sb.log == [], "no GitHub call while the account is paused"
@@ -245,7 +245,7 @@ async def test_model_candidates_first_listed_wins(tmp_path, sandbox80, model):
     await dep.stop()
 
 
-async def test_status_command_reports_cursor_state(shop, capsys):
+async def test_status_command_reports_work_records(shop, capsys):
     import asyncio
 
     from dsh_harness import cli

@@ -22,7 +22,7 @@ def test_wheel_contains_manifest_and_entry_point(tmp_path):
         assert "dsh_github_reviewer/plugin.toml" in names
         for data in ("dsh_harness/web/templates/index.html", "dsh_harness/web/static/app.js",
                      "dsh_harness/web/static/style.css",
-                     "dsh_github_reviewer/templates/reviewer_status.html"):
+                     "dsh_github_reviewer/web/templates/reviewer_status.html"):
             assert data in names, f"{data} missing from the wheel"
         assert not any(n.startswith(("tests/", "bench/")) for n in names)
         manifest = zf.read("dsh_github_reviewer/plugin.toml").decode()

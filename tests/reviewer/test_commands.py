@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dsh_github_reviewer.core.commands import (
-    Command,
+    ParsedCommand,
     association_allowed,
     author_ignored,
     parse_command,
@@ -45,10 +45,10 @@ def test_association_rules(association, allowed, ok):
 
 
 @pytest.mark.parametrize(("body", "command"), [
-    ("/review", Command("review")),
-    ("/bot hi", Command("bot", "hi")),
-    ("\n\t/review\n", Command("review")),
-    ("/review\textra", Command("review")),
+    ("/review", ParsedCommand("review")),
+    ("/bot hi", ParsedCommand("bot", "hi")),
+    ("\n\t/review\n", ParsedCommand("review")),
+    ("/review\textra", ParsedCommand("review")),
 ])
 def test_command_values(body, command):
     assert parse_command(body) == command

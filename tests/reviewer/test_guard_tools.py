@@ -110,7 +110,7 @@ async def test_crash_before_submit_then_resume_posts_exactly_one(sb, http):
     await begin_turn(fresh, sb, http, runtime, trigger="auto:crash")
     results = await review_once(Driver(fresh), lines=(5,), body="Resumed review.")
     assert [e for e, _ in results] == [False] * 3
-    # Crash after the post but before the cursor was saved: the retried turn finds the marker.
+    # Crash after the post but before the work record was saved: the retried turn finds the marker.
     again = Guard()
     turn = await begin_turn(again, sb, http, runtime, trigger="auto:crash")
     results = await review_once(Driver(again), lines=(15,), body="Would be a duplicate.")

@@ -51,7 +51,7 @@ def test_persona_session_ids_parse_and_old_ids_stay_the_same():
     persona = key.with_persona("security")
     assert persona.session_id == "github:team_a:octo:app.js:pr:42:persona:security"
     assert persona.title == "Review Octo/App.js PR 42 · security"
-    assert persona.cursor_key == key.cursor_key and persona.pr == key
+    assert persona.record_key == key.record_key and persona.pr == key
     assert parse_session_id(persona.session_id) == PrKey("team_a", "octo", "app.js", 42,
                                                          "security")
     assert parse_session_id(key.session_id).persona is None
@@ -164,7 +164,7 @@ name = "ci"
     try:
         app = ReviewerApp.of(harness)
         key = PrKey("ci", "acme", "shop", 1)
-        app.pinned_instructions[key.cursor_key] = CUSTOM
+        app.pinned_instructions[key.record_key] = CUSTOM
         sec = await app.world(key.with_persona("security").session_id)
         assert sorted(t.name for t in sec.tools) == ["get_file_contents", "pull_request_read"]
         assert sec.system_prompt == persona_system_prompt(resolve("security", CUSTOM), CUSTOM)

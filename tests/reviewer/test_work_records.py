@@ -157,7 +157,7 @@ def v1_command(cid: int, kind: str, author: str = "u") -> dict:
             "created_at": "2026-01-01T12:00:00Z"}
 
 
-def test_migrate_v1_splits_the_account_cursor_into_pr_records():
+def test_migrate_v1_splits_the_account_record_into_pr_records():
     v1 = {"accounts": {"acct": {
         "prs": {
             "Octo/App#7": {"head_sha": "h7", "status": "reviewed", "updated_at": "t",

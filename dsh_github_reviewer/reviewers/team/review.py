@@ -86,7 +86,7 @@ class TeamReview:
         await self.app.resolve_model(acct)
         key = pr_key(acct, pr)
         # Every session of this run builds its world from exactly these instructions.
-        self.app.pinned_instructions[key.cursor_key] = instructions
+        self.app.pinned_instructions[key.record_key] = instructions
         try:
             limit = asyncio.Semaphore(team.max_parallel)
 
@@ -104,7 +104,7 @@ class TeamReview:
             result.outcomes.update(outcomes)
             return result
         finally:
-            self.app.pinned_instructions.pop(key.cursor_key, None)
+            self.app.pinned_instructions.pop(key.record_key, None)
 
     async def chat(self, acct: AccountRuntime, pr: PullRequest, trigger: str,
                    instructions: TrustedInstructions | None, message: str) -> AttemptResult:
@@ -119,9 +119,9 @@ class TeamReview:
         if answer is not None:
             return AttemptResult(True, answer)
         # A review of this PR in progress has pinned them already: leave its pin alone.
-        pinned = key.cursor_key in self.app.pinned_instructions
+        pinned = key.record_key in self.app.pinned_instructions
         if not pinned:
-            self.app.pinned_instructions[key.cursor_key] = instructions
+            self.app.pinned_instructions[key.record_key] = instructions
         try:
             await self.app.resolve_model(acct)
             result, _ = await self.run_turn(acct, key.with_persona(COORDINATOR), pr,
@@ -129,7 +129,7 @@ class TeamReview:
                                             acct.config.review.turn_timeout_s)
         finally:
             if not pinned:
-                self.app.pinned_instructions.pop(key.cursor_key, None)
+                self.app.pinned_instructions.pop(key.record_key, None)
         return result
 
     # -- one session's attempt ------------------------------------------------------------------

@@ -1,10 +1,10 @@
-"""The webhook trigger (issue 14): GitHub tells the bot about a push or a ``/bot`` at once.
+"""The webhook trigger: GitHub tells the bot about a push or a ``/bot`` at once.
 
 A delivery only *records* work — the same PR work a poll would record — and wakes the
 scheduler; it never runs a second review path. Polling continues at ``reconcile_interval_s``
-and catches whatever a lost delivery missed. Modules, one concern each:
+and catches whatever a lost delivery missed. Its config block,
+``[plugins.github-reviewer.webhook]``, is ``config.webhook``. Modules, one concern each:
 
-* ``settings``   — the ``[plugins.github-reviewer.webhook]`` block
 * ``signature``  — ``X-Hub-Signature-256`` verification, constant time, before any parsing
 * ``events``     — the deliveries the reviewer acts on, as pydantic models
 * ``deliveries`` — delivery ids already handled (bounded, durable), so a redelivery is a no-op

@@ -14,7 +14,7 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Protocol
 from urllib.parse import parse_qs
 
@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from ...core.clock import utcnow
 from . import events
 from .deliveries import Delivery, DeliveryLog
 from .signature import matching_secrets
@@ -64,10 +65,6 @@ class Counters:
     rejected: int = 0
     failed: int = 0
     last_delivery_at: datetime | None = None
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass

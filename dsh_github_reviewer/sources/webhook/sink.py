@@ -12,9 +12,9 @@ work (a comment that is no command, the bot's own comment, a title edit) write n
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from ...core.clock import utcnow
 from ...core.commands import parse_command
 from ...github.models import PullSummary
 from ...work.inbox import Observations
@@ -89,7 +89,7 @@ class RecordWork:
         """Queued work of a closed PR waits: the worker skips a closed record, and a reopen
         (or the poll that still lists it) clears the mark."""
         assert acct.store is not None
-        now = datetime.now(UTC)
+        now = utcnow()
 
         def mark(rec: PrRecord | None) -> PrRecord | None:
             if rec is not None and rec.closed_seen_at is None:
