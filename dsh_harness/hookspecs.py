@@ -77,13 +77,22 @@ def dsh_plugin_config_models() -> Any:
 
 
 @hookspec(firstresult=True)
-def dsh_agent_world(harness: Any, session_id: str) -> Any:
+def dsh_agent_world(harness: Any, session_id: str, inputs: Any) -> Any:
     """Say what the agent of a session is: its ``AgentWorld``.
 
     Fires on **every** agent create and resume, whichever code path asks (the plugin's own
     runner, the CLI, the web UI), so a session always gets the same world. Return an
     ``AgentWorld`` (one complete system-prompt section, scoped tools, and whether global tools
     are hidden) for session ids you own, else ``None``. First non-``None`` result wins.
+
+    ``inputs`` are the per-turn world inputs the code path opening the agent handed to
+    ``harness.agents.get_or_open(..., inputs=...)`` (or ``create``/``resume``), passed through
+    untouched: the reviewer hands its trusted instructions and the model of the attempt, so
+    nothing is parked in shared state for the hook to find. ``None`` when the session is opened
+    without a turn of its owner (the web UI, the CLI): build the world from what you stored.
+    The same inputs (or the same stored facts) must give the same world, byte for byte — a
+    resumed session replays onto the system prompt it was started with. An implementation
+    may leave ``inputs`` out of its signature.
     """
 
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
+from ..config import CompactionConfig
+from ..llm.service import LLMService
 from ..llm.types import LLMError, LLMProvider, LLMRequest
 from ..sessions.events import (
     AssistantMessage,
@@ -36,9 +39,6 @@ from ..sessions.transcript import encode
 from . import compaction
 from .pipeline import execute
 from .world import AgentWorld, BudgetExhausted, Tool, ToolContext
-
-if TYPE_CHECKING:
-    from .service import AgentService
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,19 @@ class TurnOutcome:
         return self.reason == "completed"
 
 
+@dataclass(frozen=True)
+class AgentDeps:
+    """What an agent needs of the harness, handed in by ``harness.agents`` (an agent knows
+    neither its service nor the harness): pricing and model specs, the redactor of what a
+    session records, the compaction policy and the tools every agent may see."""
+
+    llm: LLMService
+    redact: Callable[[str], str]
+    compaction: CompactionConfig
+    reasoning_replay: Literal["all", "current_turn", "none"]
+    global_tools: list[Tool]
+
+
 @dataclass
 class _Queued:
     text: str
@@ -74,17 +87,17 @@ class _Queued:
 
 
 class Agent:
-    def __init__(self, service: AgentService, session: Session, world: AgentWorld,
+    def __init__(self, deps: AgentDeps, session: Session, world: AgentWorld,
                  provider: LLMProvider, provider_name: str, model: str):
-        self.service, self.session, self.world = service, session, world
+        self.deps, self.session, self.world = deps, session, world
         self.provider, self.provider_name, self.model = provider, provider_name, model
-        self.tools: list[Tool] = world.visible_tools(service.global_tools)
+        self.tools: list[Tool] = world.visible_tools(deps.global_tools)
         # Constant for the agent's life: built and encoded once, not per request.
-        self._replay = service.harness.config.providers[provider_name].reasoning_replay
+        self._replay = deps.reasoning_replay
         self._schemas = [t.schema() for t in self.tools]
         self._tools_json = encode(self._schemas)
         # Redacted like everything a session records (the prompt is built, not logged).
-        self._system = service.harness.redactor.text(world.system_prompt)
+        self._system = deps.redact(world.system_prompt)
         self._system_json = encode({"role": "system", "content": self._system})
         self._queue: list[_Queued] = []
         self._runner: asyncio.Task[None] | None = None
@@ -261,8 +274,7 @@ class Agent:
             await session.record(StepStart, turn=turn, step=step)
             await self._maybe_compact(turn)
             response = await self.provider.complete(self.request(turn), self._on_retry(turn))
-            usage = self.service.harness.llm.price(self.provider_name, self.model,
-                                                   response.usage)
+            usage = self.deps.llm.price(self.provider_name, self.model, response.usage)
             msg = await session.record(
                 AssistantMessage, turn=turn, content=response.content,
                 reasoning=response.reasoning, tool_calls=response.tool_calls, usage=usage,
@@ -309,14 +321,14 @@ class Agent:
         return note
 
     async def _maybe_compact(self, turn: int) -> None:
-        harness = self.service.harness
-        spec = harness.llm.spec(self.provider_name, self.model)
-        limit = compaction.budget(harness.config.compaction, spec)
+        llm, policy = self.deps.llm, self.deps.compaction
+        spec = llm.spec(self.provider_name, self.model)
+        limit = compaction.budget(policy, spec)
         size = self.prompt_tokens()
         if size <= limit:
             return
         through = compaction.eligible_through_turn(
-            self.session.events, turn, harness.config.compaction.keep_recent_turns)
+            self.session.events, turn, policy.keep_recent_turns)
         if through is None:
             log.warning("session %s: prompt of ~%d tokens exceeds the budget of %d but no "
                         "whole turn can be compacted", self.session.id, size, limit)
@@ -326,7 +338,7 @@ class Agent:
             model=self.model, system=compaction.SUMMARY_SYSTEM,
             messages=[{"role": "user", "content": text + "\n\n" + compaction.SUMMARY_INSTRUCTION}])
         response = await self.provider.complete(summary_request, self._on_retry(turn))
-        usage = harness.llm.price(self.provider_name, self.model, response.usage)
+        usage = llm.price(self.provider_name, self.model, response.usage)
         await self.session.record(Compaction, through_turn=through,
                                   summary=response.content or "(empty summary)",
                                   tokens_before=size, usage=usage)

@@ -1,7 +1,13 @@
 """``harness.agents``: create, resume or return the live agent of a session id.
 
 The world always comes from the ``dsh_agent_world`` hook, on every create and resume, whichever
-code path asks; a session whose owner gives no world cannot run an agent.
+code path asks; a session whose owner gives no world cannot run an agent. The code path that
+opens an agent for a turn may hand the hook that turn's ``inputs`` (opaque here: the reviewer's
+trusted instructions and the model of the attempt); one that opens it without (the web UI)
+passes none and the owner builds the world from what it stored.
+
+The service knows the harness only as an ``AgentHost`` (the services it uses) and hands each
+agent its ``AgentDeps``: an agent never reaches back to its service or the harness.
 """
 
 from __future__ import annotations
@@ -10,16 +16,17 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from ..config import DeploymentConfig
 from ..errors import DshError
+from ..llm.service import LLMService
+from ..redact import Redactor
 from ..sessions.events import TitleSet
 from ..sessions.log import Session
-from .agent import Agent
+from ..sessions.service import SessionService
+from .agent import Agent, AgentDeps
 from .world import AgentWorld, Tool
-
-if TYPE_CHECKING:
-    from ..harness import Harness
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +43,26 @@ class _OpeningLock:
         self.users = 0
 
 
+class AgentHost(Protocol):
+    """What the agent service uses of the harness (which is passed on to the world hooks)."""
+
+    config: DeploymentConfig
+
+    @property
+    def sessions(self) -> SessionService: ...
+
+    @property
+    def llm(self) -> LLMService: ...
+
+    @property
+    def plugins(self) -> Any: ...
+
+    @property
+    def redactor(self) -> Redactor: ...
+
+
 class AgentService:
-    def __init__(self, harness: Harness):
+    def __init__(self, harness: AgentHost):
         self.harness = harness
         self.global_tools: list[Tool] = []
         self._live: dict[str, Agent] = {}
@@ -54,22 +79,28 @@ class AgentService:
     def live(self) -> list[Agent]:
         return list(self._live.values())
 
-    async def create(self, session_id: str, meta: dict[str, Any] | None = None) -> Agent:
+    async def create(self, session_id: str, meta: dict[str, Any] | None = None, *,
+                     inputs: Any = None) -> Agent:
         async with self._lock(session_id):
             if session_id in self._live or await self.harness.sessions.exists(session_id):
                 raise AgentError(f"session {session_id!r} already exists; resume it instead")
             session = await self.harness.sessions.create(session_id, meta or {})
-            return await self._start(session)
+            return await self._start(session, inputs)
 
-    async def resume(self, session_id: str) -> Agent:
+    async def resume(self, session_id: str, *, inputs: Any = None) -> Agent:
         async with self._lock(session_id):
             if await self._usable(session_id):
                 return self._live[session_id]
             session = await self.harness.sessions.resume(session_id)
-            return await self._start(session)
+            return await self._start(session, inputs)
 
-    async def get_or_open(self, session_id: str, meta: dict[str, Any] | None = None) -> Agent:
-        """The live agent, else the resumed session, else a new one."""
+    async def get_or_open(self, session_id: str, meta: dict[str, Any] | None = None, *,
+                          inputs: Any = None) -> Agent:
+        """The live agent, else the resumed session, else a new one.
+
+        ``inputs`` go to ``dsh_agent_world`` when the agent is created or resumed here; a live
+        agent keeps the world it was opened with (evict it first to rebuild the world).
+        """
         async with self._lock(session_id):
             if await self._usable(session_id):
                 return self._live[session_id]
@@ -77,7 +108,7 @@ class AgentService:
                 session = await self.harness.sessions.resume(session_id)
             else:
                 session = await self.harness.sessions.create(session_id, meta or {})
-            return await self._start(session)
+            return await self._start(session, inputs)
 
     async def _usable(self, session_id: str) -> bool:
         """Whether the live agent can take turns; an idle one whose log write failed is
@@ -108,9 +139,9 @@ class AgentService:
             if entry.users == 0:
                 del self._opening[session_id]
 
-    async def world_for(self, session_id: str) -> AgentWorld:
+    async def world_for(self, session_id: str, inputs: Any = None) -> AgentWorld:
         world = await self.harness.plugins.afirst("dsh_agent_world", harness=self.harness,
-                                                  session_id=session_id)
+                                                  session_id=session_id, inputs=inputs)
         if world is None:
             raise AgentError(f"no plugin provides a world for session {session_id!r}")
         if not isinstance(world, AgentWorld):
@@ -118,12 +149,19 @@ class AgentService:
                              "expected AgentWorld")
         return world
 
-    async def _start(self, session: Session) -> Agent:
-        world = await self.world_for(session.id)
+    def deps(self, provider_name: str) -> AgentDeps:
+        config = self.harness.config
+        return AgentDeps(llm=self.harness.llm, redact=self.harness.redactor.text,
+                         compaction=config.compaction,
+                         reasoning_replay=config.providers[provider_name].reasoning_replay,
+                         global_tools=self.global_tools)
+
+    async def _start(self, session: Session, inputs: Any = None) -> Agent:
+        world = await self.world_for(session.id, inputs)
         await self.pin_title(session)
         provider_name, model = self.harness.llm.split(world.model)
         provider = self.harness.llm.provider(provider_name)
-        agent = Agent(self, session, world, provider, provider_name, model)
+        agent = Agent(self.deps(provider_name), session, world, provider, provider_name, model)
         self._live[session.id] = agent
         return agent
 

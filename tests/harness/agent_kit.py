@@ -40,12 +40,17 @@ class WorldsPlugin:
     def __init__(self, **world_kw: Any):
         self.world_kw = world_kw
         self.calls: list[str] = []
+        self.inputs: list[Any] = []
 
     @hookimpl
-    def dsh_agent_world(self, harness, session_id):
+    def dsh_agent_world(self, harness, session_id, inputs):
         if not session_id.startswith("test:"):
             return None
         self.calls.append(session_id)
+        self.inputs.append(inputs)
+        if session_id.startswith("test:inputs") and inputs is not None:
+            # A per-turn world input: the model of this attempt.
+            return AgentWorld(system_prompt=SYSTEM, model=inputs["model"])
         tools = [tool("echo", echo), tool("slow", slow), tool("big", big)]
         if session_id.startswith("test:private"):
             tools.append(tool("private_only", echo))

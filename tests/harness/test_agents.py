@@ -39,6 +39,23 @@ async def test_turn_with_tool_calls_is_logged_and_replayed(tmp_path, server):
     await h.close()
 
 
+async def test_world_inputs_reach_the_world_hook_on_open_not_on_a_live_agent(tmp_path, server):
+    server.push(Reply(content="one"), Reply(content="two"))
+    h = make_harness(tmp_path, server.base_url)
+    worlds = h.plugins.pm.get_plugin("worlds")
+    agent = await h.agents.get_or_open("test:inputs", inputs={"model": "scripted/other-model"})
+    assert agent.model == "other-model" and worlds.inputs == [{"model": "scripted/other-model"}]
+    assert (await agent.followup("hi")).ok and server.requests[-1]["model"] == "other-model"
+    # A live agent keeps its world; evicted and opened again without inputs (the web UI), the
+    # owner builds the world from its own facts: here the default model.
+    assert await h.agents.get_or_open("test:inputs", inputs={"model": "x/y"}) is agent
+    await h.agents.evict("test:inputs")
+    agent = await h.agents.resume("test:inputs")
+    assert agent.model == "deepseek-v4-flash" and worlds.inputs[-1] is None
+    assert (await agent.followup("again")).ok
+    await h.close()
+
+
 async def test_prefix_property_three_turns_and_restart(tmp_path, server):
     server.push(Reply(tool_calls=[("echo", {"text": "1"})]), Reply(content="t1", reasoning="r1"),
                 Reply(content="t2"),
