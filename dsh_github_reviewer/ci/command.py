@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Mapping
 
 from pydantic import SecretStr, ValidationError
@@ -23,10 +22,9 @@ from dsh_harness import Harness, error_lines
 from ..app import AccountRuntime, ReviewerApp
 from ..config import TeamSettings
 from ..core.sanitizer import redact_secrets
+from ..core.triggers import Trigger, is_review_post, reply_marker, review_marker
 from ..github.errors import GitHubError, NotFound
 from ..github.models import PullRequest, Review
-from ..github.review_submit import MARKER, marker
-from ..pr_output.replies import reply_marker
 from ..reviewers.single import facts
 from ..reviewers.team import verdict
 from ..reviewers.team.personas import BUILT_IN, DEFAULT_TEAM, resolve
@@ -38,7 +36,6 @@ from .event import CiEnv, CiError, CiTask, load_payload, task_for
 log = logging.getLogger(__name__)
 
 INSTRUCTIONS_PATH = ".github/review_instructions.md"
-_TRIGGER_TAG = re.compile(re.escape(MARKER.split("{")[0]))
 
 
 def say(text: str) -> None:
@@ -101,7 +98,7 @@ async def previous_head(acct: AccountRuntime, pr: PullRequest) -> str | None:
     base = pr.base.repo
     assert acct.client is not None and base is not None
     ours = [r for r in await acct.client.list_reviews(base.owner.login, base.name, pr.number)
-            if r.state != "PENDING" and r.body and _TRIGGER_TAG.search(r.body)]
+            if r.state != "PENDING" and is_review_post(r.body)]
     return ours[-1].commit_id if ours else None
 
 
@@ -114,7 +111,8 @@ async def completed_by_earlier_attempt(acct: AccountRuntime, pr: PullRequest,
     documented way to retry, so that one runs again."""
     base = pr.base.repo
     assert acct.client is not None and base is not None
-    tags = [marker(f"{acct.key}:ci:{env.run_id}.{n}") for n in range(1, int(env.run_attempt))]
+    tags = [review_marker(Trigger.ci(acct.key, env.run_id, n))
+            for n in range(1, int(env.run_attempt))]
     if not tags:
         return None
     for r in await acct.client.list_reviews(base.owner.login, base.name, pr.number):
@@ -190,13 +188,13 @@ async def _run(harness: Harness, app: ReviewerApp, acct: AccountRuntime, env: Ci
             say(f"review {earlier.id} was already posted by an earlier attempt of this run "
                 f"and every persona completed; not posting again")
             return 0
-    trigger = (f"{acct.key}:cmd:{task.comment_id}" if task.comment_id is not None
-               else f"{acct.key}:ci:{env.run_id}.{env.run_attempt}")
+    trigger = str(Trigger.cmd(acct.key, task.comment_id) if task.comment_id is not None
+                  else Trigger.ci(acct.key, env.run_id, env.run_attempt))
     personas = acct.config.review.team.personas
     say(f"reviewing {env.repository}#{pr.number} at {pr.head.sha[:12]} with "
         f"{', '.join(personas)} and the coordinator")
-    earlier = tuple(f"{acct.key}:ci:{env.run_id}.{n}" for n in range(1, int(env.run_attempt))
-                    ) if task.comment_id is None else ()
+    earlier = tuple(str(Trigger.ci(acct.key, env.run_id, n))
+                    for n in range(1, int(env.run_attempt))) if task.comment_id is None else ()
     result = await team.review(acct, pr, trigger, instructions, await previous_head(acct, pr),
                                task.requested_by, same_review=earlier)
     for persona, outcome in result.outcomes.items():
@@ -217,7 +215,7 @@ async def _chat(team: TeamReview, acct: AccountRuntime, pr: PullRequest, task: C
                 instructions: TrustedInstructions) -> int:
     """A /bot question, answered by the coordinator, who holds the team's reports."""
     assert task.comment_id is not None and acct.client is not None and pr.base.repo
-    result = await team.chat(acct, pr, f"{acct.key}:chat:{task.comment_id}", instructions,
+    result = await team.chat(acct, pr, str(Trigger.chat(acct.key, task.comment_id)), instructions,
                              chat_message(facts(pr), task.author, task.message, None, None))
     text = (result.text or "").strip()
     if not result.ok:

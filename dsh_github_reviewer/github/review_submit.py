@@ -15,14 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.sanitizer import redact_secrets
+from ..core.triggers import Trigger, review_marker
 from .client import GitHubClient
 from .errors import GitHubError
 from .models import Review
 
 log = logging.getLogger(__name__)
-
-MARKER = "<!-- dsh-github-reviewer:trigger:{trigger} -->"
-
 
 @dataclass
 class DraftComment:
@@ -41,18 +39,15 @@ class Draft:
     comments: list[DraftComment] = field(default_factory=list)
 
 
-def marker(trigger: str) -> str:
-    return MARKER.format(trigger=trigger)
-
-
-def review_payload(draft: Draft, body: str, trigger: str) -> tuple[str, list[dict[str, Any]]]:
+def review_payload(draft: Draft, body: str, trigger: Trigger | str
+                   ) -> tuple[str, list[dict[str, Any]]]:
     """The review body (redacted, file-level notes folded in, marker last) and line comments."""
     notes = [f"**`{c.path}`**: {redact_secrets(c.body)}" for c in draft.comments
              if c.subject_type == "FILE"]
     parts = [redact_secrets(body).strip()]
     if notes:
         parts.append("File comments:\n\n" + "\n\n".join(notes))
-    parts.append(marker(trigger))
+    parts.append(review_marker(trigger))
     comments = []
     for c in draft.comments:
         if c.subject_type != "LINE":
@@ -66,8 +61,8 @@ def review_payload(draft: Draft, body: str, trigger: str) -> tuple[str, list[dic
 
 
 async def find_posted(client: GitHubClient, owner: str, repo: str, number: int,
-                      trigger: str) -> Review | None:
-    tag = marker(trigger)
+                      trigger: Trigger | str) -> Review | None:
+    tag = review_marker(trigger)
     for review in await client.list_reviews(owner, repo, number):
         if review.state != "PENDING" and review.body and tag in review.body:
             return review
@@ -75,7 +70,7 @@ async def find_posted(client: GitHubClient, owner: str, repo: str, number: int,
 
 
 async def post_review(client: GitHubClient, owner: str, repo: str, number: int,
-                      draft: Draft, body: str, trigger: str) -> tuple[Review, bool]:
+                      draft: Draft, body: str, trigger: Trigger | str) -> tuple[Review, bool]:
     """(the review, whether this call posted it) — an earlier post for the trigger is reused."""
     existing = await find_posted(client, owner, repo, number, trigger)
     if existing is not None:

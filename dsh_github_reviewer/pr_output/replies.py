@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import Literal, Protocol
 
 from ..core.sanitizer import redact_secrets
+from ..core.triggers import reply_marker
 from ..github.client import GitHubClient
-
-MARKER = "<!-- dsh-github-reviewer:reply-to:{id} -->"
 
 
 class CommandRef(Protocol):
@@ -23,10 +22,6 @@ class CommandRef(Protocol):
     def source(self) -> Literal["issue", "review"]: ...
     @property
     def thread_root(self) -> int | None: ...
-
-
-def reply_marker(comment_id: int) -> str:
-    return MARKER.format(id=comment_id)
 
 
 async def already_replied(client: GitHubClient, owner: str, repo: str, number: int,

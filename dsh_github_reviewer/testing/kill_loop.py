@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.triggers import Trigger, review_marker
 from .deployment import Deployment
 from .sandbox import SandboxGitHub
 from .scenario import FEATURE, REPO, build_shop
@@ -101,7 +102,8 @@ async def _check(tmp: Path, sb: SandboxGitHub, model, report: LoopReport) -> Non
         if len(answers) != 1:
             problems.append(f"/bot {cid} answered {len(answers)} times")
     for cid in report.review_cmds:
-        marked = [r for r in all_reviews if f"demo:cmd:{cid} -->" in (r.body or "")]
+        marked = [r for r in all_reviews
+                  if review_marker(Trigger.cmd("demo", cid)) in (r.body or "")]
         if len(marked) > 1:
             problems.append(f"/review {cid} answered {len(marked)} times")
         asked = next(c for c in comments if c.id == cid)

@@ -17,10 +17,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..core.sanitizer import sanitize, sanitize_line
+from ..core.triggers import is_own_post, is_review_post
 from ..github.client import GitHubClient
 from ..github.errors import GitHubError
 from ..github.models import Review, ReviewComment
-from ..github.review_submit import MARKER
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +33,6 @@ THREADS_QUERY = (
     "repository(owner: $owner, name: $name) { pullRequest(number: $number) { reviewThreads("
     "first: 100, after: $after) { pageInfo { hasNextPage endCursor } nodes { isResolved "
     "isOutdated resolvedBy { login } comments(first: 1) { nodes { databaseId } } } } } } }")
-MARKER_PREFIX = MARKER.split("{", 1)[0]
-OWN_POST = "<!-- dsh-github-reviewer:"  # every post of the bot carries a marker starting so
 
 
 @dataclass
@@ -52,7 +50,7 @@ class ThreadNews:
 
 def bot_reviews(reviews: Iterable[Review]) -> list[Review]:
     """The bot's submitted reviews: they carry its trigger marker."""
-    return [r for r in reviews if r.state != "PENDING" and r.body and MARKER_PREFIX in r.body]
+    return [r for r in reviews if r.state != "PENDING" and is_review_post(r.body)]
 
 
 async def thread_states(client: GitHubClient, owner: str, repo: str, number: int
@@ -87,7 +85,7 @@ def _from_a_person(c: ReviewComment, bot_logins: set[str]) -> bool:
     """Replies by the bot itself (its login, or any post carrying its marker, as its chat
     answers do) and by other bots are not people's feedback."""
     return not (c.user.is_bot or c.user.login.lower() in bot_logins
-                or OWN_POST in (c.body or ""))
+                or is_own_post(c.body))
 
 
 def _last_told_resolution(root_id: int, history: Sequence[str]) -> str | None:

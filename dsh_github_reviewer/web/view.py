@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.session_key import parse_session_id
+from ..core.triggers import Trigger
 from .facts import COMMENT_TOOL, CREATE, REVIEW_TOOLS, SUBMIT, call_method, review_url
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
@@ -85,9 +86,12 @@ def excerpt(diff: dict[str, list[DiffLine]], path: str, line: int | None, side: 
 
 
 def question_link(pr_url: str | None, trigger: str, in_thread: bool) -> str | None:
-    """The ``/bot`` comment on GitHub: the chat trigger ends with its comment id."""
-    ident = trigger.rpartition(":")[2]
-    if not pr_url or not pr_url.startswith(("https://", "http://")) or not ident.isdigit():
+    """The ``/bot`` comment on GitHub: the chat trigger names its comment id."""
+    try:
+        ident = Trigger.parse(trigger).comment_id
+    except ValueError:
+        ident = None  # a session meta from elsewhere: no link
+    if not pr_url or not pr_url.startswith(("https://", "http://")) or ident is None:
         return None
     return f"{pr_url}#discussion_r{ident}" if in_thread else f"{pr_url}#issuecomment-{ident}"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
+from ..core.triggers import Trigger
 from ..github.errors import GitHubError, RateLimited
 from ..pr_output.replies import already_replied, post_reply
 from ..turn.prompts import TrustedInstructions
@@ -53,9 +54,9 @@ class CommandProcedure:
         pr = await ctx.client.get_pull(owner, name, number)
         stored = await ctx.store.instructions(rec.instructions_key)
         instructions = TrustedInstructions(stored.source, stored.text) if stored else None
-        result = await ctx.runner.chat(ctx.acct, pr, ctx.trigger("chat", cmd.comment_id),
-                                       instructions, cmd.author, cmd.message, cmd.path,
-                                       cmd.line)
+        chat = Trigger.chat(ctx.acct.key, cmd.comment_id)
+        result = await ctx.runner.chat(ctx.acct, pr, str(chat), instructions,
+                                       cmd.author, cmd.message, cmd.path, cmd.line)
         if not result.ok:
             raise ChatFailed(result.error or "chat failed")
         if result.text:
@@ -98,7 +99,7 @@ class CommandProcedure:
                 c.next_attempt_at = now + backoff(c.attempts, interval)
                 if c.attempts >= limit:
                     e.queued.remove(c)
-                    e.add_notice(Notice(trigger=self.ctx.trigger("bot", c.comment_id),
+                    e.add_notice(Notice(trigger=Trigger.bot(self.ctx.acct.key, c.comment_id),
                                         what=f"the /bot command {c.comment_id}", error=error,
                                         created_at=now))
                     log.error("%s: gave up on /bot %d after %d attempts", key, c.comment_id,

@@ -35,9 +35,6 @@ class WorkContext:
         assert self.acct.client is not None
         return self.acct.client
 
-    def trigger(self, kind: str, ident: object) -> str:
-        return f"{self.acct.key}:{kind}:{ident}"
-
 
 def repo_of(key: str) -> tuple[str, str, int]:
     """(owner, repo, number) of a PR record key."""

@@ -28,16 +28,13 @@ from ..config import AccountConfig
 from ..core.clock import utcnow
 from ..core.commands import association_allowed, author_ignored, parse_command
 from ..core.sanitizer import sanitize_line
+from ..core.triggers import Trigger, is_own_post
 from ..github.feeds import FeedMarks
 from ..github.models import IssueComment, PullSummary, ReviewComment
 from .records import ACCOUNTS, PRS, AccountRecord, Command, PrRecord, RepoState, pr_key
 from .store import WorkStore
 
 log = logging.getLogger(__name__)
-
-# Every outbound text of the bot (reviews, replies, notices) carries a marker starting so.
-OWN_MARKER = "<!-- dsh-github-reviewer:"
-
 
 @dataclass
 class Observations:
@@ -65,11 +62,6 @@ class Inbox:
     def account(self) -> str:
         return self.store.account
 
-    def trigger(self, kind: str, ident: object) -> str:
-        """What one review answers; the account is part of it, so two accounts reviewing the
-        same PR never take each other's review for their own."""
-        return f"{self.account}:{kind}:{ident}"
-
     def _log_once(self, key: str, sha: str, what: str, msg: str, *args: object) -> None:
         if (key, sha, what) not in self._logged:
             self._logged.add((key, sha, what))
@@ -77,7 +69,7 @@ class Inbox:
 
     def is_own(self, c: IssueComment | ReviewComment) -> bool:
         """The bot's own comments never command: its login (PAT) or any of its markers."""
-        if c.user.is_bot or OWN_MARKER in (c.body or ""):
+        if c.user.is_bot or is_own_post(c.body):
             return True
         return bool(self.bot_login) and c.user.login.lower() == self.bot_login.lower()
 
@@ -137,16 +129,13 @@ class Inbox:
 
     def _observe_pull(self, key: str, rec: PrRecord | None, pr: PullSummary,
                       now: datetime) -> PrRecord | None:
-        if rec is not None and rec.closed_seen_at is not None:
-            rec.closed_seen_at = None  # reopened
+        if rec is not None:
+            rec.reopened()
         if not self._reviewable(key, pr):
             return rec
         head = pr.head.sha
         if rec is None:
-            return PrRecord(head_sha=head, status="reviewing", updated_at=now,
-                            title=sanitize_line(pr.title), base_sha=pr.base.sha,
-                            base_ref=pr.base.ref,
-                            trigger=self.trigger("auto", head))
+            return self._new_record(pr, now)
         if rec.head_sha == head:
             return self._retargeted(key, rec, pr, now)
         cap = self.config.review.max_reviews_per_pr
@@ -154,13 +143,15 @@ class Inbox:
             self._log_once(key, head, "cap", "%s: %d automatic reviews done (cap); not "
                            "reviewing head %s", key, rec.reviews_done, head)
             return rec
-        rec.head_sha, rec.status, rec.updated_at = head, "reviewing", now
-        rec.title, rec.base_sha, rec.base_ref = sanitize_line(pr.title), pr.base.sha, pr.base.ref
-        rec.trigger, rec.requested_by = self.trigger("auto", head), None
-        # A new head is new work: earlier failures (and a give-up) belong to the old head.
-        rec.fail_count, rec.last_failed_sha, rec.last_failed_at = 0, None, None
-        rec.not_before = None
+        rec.seen_at(head_sha=head, title=sanitize_line(pr.title), base_sha=pr.base.sha,
+                    base_ref=pr.base.ref)
+        rec.owe_review(Trigger.auto(self.account, head), now)
         return rec
+
+    def _new_record(self, pr: PullSummary, now: datetime) -> PrRecord:
+        return PrRecord.owing(head_sha=pr.head.sha, title=sanitize_line(pr.title),
+                              base_sha=pr.base.sha, base_ref=pr.base.ref,
+                              trigger=Trigger.auto(self.account, pr.head.sha), now=now)
 
     def _retargeted(self, key: str, rec: PrRecord, pr: PullSummary,
                     now: datetime) -> PrRecord:
@@ -179,11 +170,8 @@ class Inbox:
             return rec
         log.info("%s: base branch %s -> %s; reviewing head %s again", key, rec.base_ref,
                  pr.base.ref, pr.head.sha)
-        rec.status, rec.updated_at, rec.requested_by = "reviewing", now, None
         rec.base_sha, rec.base_ref = pr.base.sha, pr.base.ref
-        rec.trigger = self.trigger("retarget", f"{pr.head.sha}:{pr.base.sha}")
-        rec.fail_count, rec.last_failed_sha, rec.last_failed_at = 0, None, None
-        rec.not_before = None
+        rec.owe_review(Trigger.retarget(self.account, pr.head.sha, pr.base.sha), now)
         return rec
 
     def _observe_comment(self, key: str, rec: PrRecord | None, pr: PullSummary | None,
@@ -205,10 +193,7 @@ class Inbox:
         if rec is None:
             if pr is None:
                 return None  # a PR this account does not know and did not list: ignore
-            rec = PrRecord(head_sha=pr.head.sha, status="reviewing", updated_at=now,
-                           title=sanitize_line(pr.title), base_sha=pr.base.sha,
-                            base_ref=pr.base.ref,
-                           trigger=self.trigger("auto", pr.head.sha))
+            rec = self._new_record(pr, now)
         rec.mark_processed(c.id)
         if parsed.kind == "review":
             started = rec.last_review_started_at
@@ -216,10 +201,7 @@ class Inbox:
                 log.info("%s: /review %d is older than the last review; already covered",
                          key, c.id)
                 return rec
-            rec.status, rec.updated_at = "reviewing", now
-            rec.trigger, rec.requested_by = self.trigger("cmd", c.id), c.user.login
-            rec.fail_count, rec.last_failed_sha, rec.last_failed_at = 0, None, None
-            rec.not_before = None
+            rec.owe_review(Trigger.cmd(self.account, c.id), now, requested_by=c.user.login)
             return rec
         is_review = isinstance(c, ReviewComment)
         rec.queued.append(Command(

@@ -8,21 +8,16 @@ posts it twice.
 from __future__ import annotations
 
 from ..core.sanitizer import redact_secrets
+from ..core.triggers import notice_marker
 from ..github.client import GitHubClient
 from .records import Notice
-
-MARKER = "<!-- dsh-github-reviewer:gave-up:{trigger} -->"
-
-
-def notice_marker(trigger: str) -> str:
-    return MARKER.format(trigger=trigger)
 
 
 def notice_body(notice: Notice, attempts: int) -> str:
     error = " ".join(redact_secrets(notice.error).split())[:300]
     return (f"dsh-github-reviewer gave up on {notice.what} after {attempts} failed attempts. "
             f"Last error: `{error.replace('`', '')}`.\n\n"
-            + ("Post the `/bot` command again to retry." if ":bot:" in notice.trigger else
+            + ("Post the `/bot` command again to retry." if notice.trigger.kind == "bot" else
                "Comment `/review` to try again.")
             + f"\n\n{notice_marker(notice.trigger)}")
 

@@ -19,11 +19,13 @@ status values fail validation at open, so a corrupted record is reported, not gu
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator
 
+from ..core.triggers import Trigger
 from ..github.feeds import FeedMarks
 
 DOMAIN = "dsh_github_reviewer"
@@ -37,8 +39,22 @@ MAX_BACKOFF = timedelta(minutes=30)
 Status = Literal["reviewed", "missing_instructions", "reviewing", "gave_up"]
 
 
+def _trigger(value: object) -> Trigger:
+    if isinstance(value, Trigger):
+        return value
+    if isinstance(value, str):
+        return Trigger.parse(value)
+    raise ValueError(f"a trigger is a string <account>:<kind>:<ident>, not {type(value).__name__}")
+
+
+# Stored as its string form, unchanged on the wire: records of earlier versions parse.
+StoredTrigger = Annotated[Trigger, PlainValidator(_trigger),
+                          PlainSerializer(str, return_type=str)]
+
+
 class Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Assignments are validated too: a trigger set as a string becomes a ``Trigger``.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
 def backoff(attempts: int, poll_interval_s: float) -> timedelta:
@@ -70,7 +86,7 @@ class Command(Record):
 class Notice(Record):
     """A visible give-up: one short PR comment, findable by its ``trigger`` marker."""
 
-    trigger: str
+    trigger: StoredTrigger
     what: str
     error: str
     created_at: datetime
@@ -106,8 +122,8 @@ class PrRecord(Record):
     base_ref: str | None = None
     reviewed_head_sha: str | None = None
     last_review_started_at: datetime | None = None
-    # What the owed review answers: "<account>:auto:<sha>" or "<account>:cmd:<comment id>".
-    trigger: str | None = None
+    # What the owed review answers (``core.triggers``: auto, retarget or cmd).
+    trigger: StoredTrigger | None = None
     requested_by: str | None = None
     last_failed_sha: str | None = None
     fail_count: int = Field(default=0, ge=0)
@@ -121,6 +137,87 @@ class PrRecord(Record):
     notices: list[Notice] = Field(default_factory=list)
     instructions_key: str | None = None
     closed_seen_at: datetime | None = None
+
+    # -- the state machine: every change of ``status`` is one of these transitions ----------
+    # (``tests/reviewer/test_work_records.py`` holds the transition table; the architecture
+    # guide, "The PR record's states", shows the same table.)
+
+    @classmethod
+    def owing(cls, *, head_sha: str, title: str, base_sha: str | None, base_ref: str | None,
+              trigger: Trigger, now: datetime) -> PrRecord:
+        """A PR seen for the first time: it owes a review of its head."""
+        return cls(head_sha=head_sha, status="reviewing", updated_at=now, title=title,
+                   base_sha=base_sha, base_ref=base_ref, trigger=trigger)
+
+    def owe_review(self, trigger: Trigger, now: datetime, requested_by: str | None = None
+                   ) -> None:
+        """Any state -> ``reviewing`` answering ``trigger``: a new head, a retarget, a
+        ``/review``. New work starts afresh: earlier failures (and a give-up) belong to the
+        work before it."""
+        self.status, self.updated_at = "reviewing", now
+        self.trigger, self.requested_by = trigger, requested_by
+        self.fail_count, self.last_failed_sha, self.last_failed_at = 0, None, None
+        self.not_before = None
+
+    def seen_at(self, *, head_sha: str, title: str, base_sha: str | None,
+                base_ref: str | None) -> None:
+        """What the PR looked like when last observed (no transition)."""
+        self.head_sha, self.title, self.base_sha, self.base_ref = (head_sha, title, base_sha,
+                                                                   base_ref)
+
+    def started(self, at: datetime, instructions_key: str | None) -> None:
+        """``reviewing`` stays ``reviewing``: the model is about to run."""
+        self.last_review_started_at, self.updated_at = at, at
+        self.instructions_key = instructions_key
+
+    def reviewed(self, head_sha: str, now: datetime, *, counted: bool,
+                 answers: Collection[Trigger | None]) -> None:
+        """A review of ``head_sha`` is on GitHub. ``reviewing`` -> ``reviewed`` when the owed
+        trigger is one the review answers (``answers``); otherwise the record moved on during
+        the turn (a push, a ``/review`` after the start) and still owes that."""
+        self.updated_at, self.reviewed_head_sha = now, head_sha
+        if counted:
+            self.reviews_done += 1
+        if self.trigger in answers:
+            self.status, self.head_sha, self.trigger, self.requested_by = ("reviewed", head_sha,
+                                                                           None, None)
+            self.fail_count, self.last_failed_sha, self.last_failed_at = 0, None, None
+            self.not_before, self.last_error = None, None
+
+    def failed(self, head_sha: str, now: datetime, error: str, max_attempts: int,
+               ran: Trigger) -> bool:
+        """A failed attempt at ``ran`` on ``head_sha`` (``reviewing``); at ``max_attempts``
+        on one head ``reviewing`` -> ``gave_up``. True when it gave up."""
+        self.fail_count = (self.fail_count if self.last_failed_sha == head_sha else 0) + 1
+        self.last_failed_sha, self.last_failed_at, self.updated_at = head_sha, now, now
+        self.last_error = error
+        if self.fail_count < max_attempts:
+            return False
+        self.gave_up(now, f"the review of head {head_sha[:12]}", error, self.trigger or ran)
+        return True
+
+    def gave_up(self, now: datetime, what: str, error: str, trigger: Trigger) -> None:
+        """``reviewing`` -> ``gave_up``: the owed review is abandoned, visibly (a notice
+        carrying ``trigger``, posted once)."""
+        self.status = "gave_up"
+        self.add_notice(Notice(trigger=trigger, what=what, error=error, created_at=now))
+
+    def missing_instructions(self, now: datetime, error: str) -> None:
+        """Any state -> ``missing_instructions``: nothing to review against; nothing owed."""
+        self.status, self.updated_at = "missing_instructions", now
+        self.trigger, self.requested_by, self.fail_count, self.not_before = None, None, 0, None
+        self.last_error = error
+
+    def paused(self, until: datetime, error: str) -> None:
+        """``reviewing`` stays ``reviewing`` until ``until`` (rate limit): no attempt counted."""
+        self.not_before, self.last_error = until, error
+
+    def closed(self, now: datetime) -> None:
+        """Gone from the open list (any state; ``prunable`` a week later)."""
+        self.closed_seen_at = self.closed_seen_at or now
+
+    def reopened(self) -> None:
+        self.closed_seen_at = None
 
     def processed(self, comment_id: int) -> bool:
         return comment_id in self.processed_comment_ids
@@ -218,7 +315,7 @@ def migrate_v1(data: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 if q.get("kind") == "review" and entry.get("status") != "reviewing":
                     # A /review waiting behind a review: owed as a review of the head.
                     entry["status"] = "reviewing"
-                    entry["trigger"] = f"{account}:cmd:{q['comment_id']}"
+                    entry["trigger"] = Trigger.cmd(account, q["comment_id"]).format()
                     entry["requested_by"] = q.get("author")
             stored = entry.pop("instructions", None)
             if stored:

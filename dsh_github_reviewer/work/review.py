@@ -17,13 +17,14 @@ from __future__ import annotations
 import logging
 
 from ..core.sanitizer import sanitize_line
+from ..core.triggers import Trigger
 from ..github.errors import GitHubError, NotFound, RateLimited
 from ..github.models import PullRequest
 from ..github.review_submit import find_posted
 from ..turn.guidance import builtin_guidance
 from ..turn.prompts import TrustedInstructions, keep_told
 from .context import WorkContext, repo_of, short_error
-from .records import InstructionsRecord, Notice, PrRecord
+from .records import InstructionsRecord, PrRecord
 
 log = logging.getLogger(__name__)
 
@@ -70,17 +71,20 @@ class ReviewProcedure:
         return builtin_guidance()
 
     async def run(self, key: str, rec: PrRecord) -> None:
-        ran = rec.trigger or self.ctx.trigger("auto", rec.head_sha)
+        ran = rec.trigger or Trigger.auto(self.ctx.acct.key, rec.head_sha)
         try:
             await self._run(key, rec, ran)
         except RateLimited as exc:
-            await self._paused(key, ran, exc)
+            await self._paused(key, exc)
         except Exception as exc:
             if not isinstance(exc, GitHubError):
                 log.exception("%s: review failed with an exception", key)
             await self._failed(key, ran, None, short_error(exc))
 
-    async def _run(self, key: str, rec: PrRecord, trigger: str) -> None:
+    def _auto(self, head: str) -> Trigger:
+        return Trigger.auto(self.ctx.acct.key, head)
+
+    async def _run(self, key: str, rec: PrRecord, trigger: Trigger) -> None:
         ctx = self.ctx
         owner, name, number = repo_of(key)
         pr = await ctx.client.get_pull(owner, name, number)
@@ -88,14 +92,14 @@ class ReviewProcedure:
             await self._closed(key)
             return
         head = pr.head.sha
-        if trigger == ctx.trigger("auto", rec.head_sha):
-            trigger = ctx.trigger("auto", head)   # the head the review will actually see
+        if trigger == self._auto(rec.head_sha):
+            trigger = self._auto(head)   # the head the review will actually see
         posted = await find_posted(ctx.client, owner, name, number, trigger)
         if posted is not None and posted.commit_id != head:
             log.info("%s: trigger %s was answered on %s; reviewing head %s on its own", key,
                      trigger, (posted.commit_id or "?")[:12], head[:12])
             await self._answered_elsewhere(key, trigger, posted.commit_id)
-            trigger = ctx.trigger("auto", head)
+            trigger = self._auto(head)
             posted = await find_posted(ctx.client, owner, name, number, trigger)
         if posted is not None:
             log.info("%s: review for %s was already posted (%s)", key, trigger, posted.id)
@@ -115,13 +119,12 @@ class ReviewProcedure:
 
         def reviewing(e: PrRecord | None) -> PrRecord:
             assert e is not None
-            e.last_review_started_at, e.updated_at = started, started
+            e.started(started, stored.key)
             e.title, e.base_sha, e.base_ref = sanitize_line(pr.title), pr.base.sha, pr.base.ref
-            e.instructions_key = stored.key
             return e
         rec = await ctx.store.start_review(key, stored, reviewing)
         log.info("%s: reviewing head %s (trigger %s)", key, head, trigger)
-        result = await ctx.runner.review(ctx.acct, pr, trigger, instructions,
+        result = await ctx.runner.review(ctx.acct, pr, str(trigger), instructions,
                                          rec.reviewed_head_sha, rec.requested_by)
         if result.ok:
             log.info("%s: review posted (review id %s)", key, result.review_id)
@@ -133,31 +136,23 @@ class ReviewProcedure:
 
     # -- recording outcomes ---------------------------------------------------------------
 
-    async def _succeeded(self, key: str, owed: str | None, trigger: str, pr: PullRequest,
-                         review_id: int | None, started: object) -> None:
+    async def _succeeded(self, key: str, owed: Trigger | None, trigger: Trigger,
+                         pr: PullRequest, review_id: int | None, started: object) -> None:
         now = self.ctx.clock()
-        automatic = ":auto:" in trigger
 
         def apply(e: PrRecord | None) -> PrRecord | None:
             if e is None:
                 return None
-            e.updated_at, e.reviewed_head_sha = now, pr.head.sha
-            if automatic and started is not None:
-                e.reviews_done += 1
             # Still owed if the record moved on meanwhile (a push, a /review after the start).
-            if e.trigger in (owed, trigger) or e.trigger == self.ctx.trigger("auto",
-                                                                              pr.head.sha):
-                e.status, e.head_sha, e.trigger, e.requested_by = ("reviewed", pr.head.sha,
-                                                                   None, None)
-                e.fail_count, e.last_failed_sha, e.last_failed_at = 0, None, None
-                e.not_before, e.last_error = None, None
+            e.reviewed(pr.head.sha, now, counted=trigger.automatic and started is not None,
+                       answers=(owed, trigger, self._auto(pr.head.sha)))
             return e
         await self.ctx.store.update_pr(key, apply)
 
-    async def _answered_elsewhere(self, key: str, trigger: str, commit: str | None) -> None:
+    async def _answered_elsewhere(self, key: str, trigger: Trigger, commit: str | None) -> None:
         def apply(e: PrRecord | None) -> PrRecord | None:
             if e is not None and e.trigger == trigger:
-                e.trigger, e.requested_by = self.ctx.trigger("auto", e.head_sha), None
+                e.trigger, e.requested_by = self._auto(e.head_sha), None
                 if commit:
                     e.reviewed_head_sha = commit
             return e
@@ -169,10 +164,9 @@ class ReviewProcedure:
         def apply(e: PrRecord | None) -> PrRecord | None:
             if e is None:
                 return None
-            e.head_sha, e.status, e.updated_at = pr.head.sha, "missing_instructions", now
-            e.title, e.base_sha, e.base_ref = sanitize_line(pr.title), pr.base.sha, pr.base.ref
-            e.trigger, e.requested_by, e.fail_count, e.not_before = None, None, 0, None
-            e.last_error = missing_message(self.ctx.acct.instance)
+            e.seen_at(head_sha=pr.head.sha, title=sanitize_line(pr.title),
+                      base_sha=pr.base.sha, base_ref=pr.base.ref)
+            e.missing_instructions(now, missing_message(self.ctx.acct.instance))
             return e
         await self.ctx.store.update_pr(key, apply)
         repo = pr.base.repo.full_name if pr.base.repo else key
@@ -186,24 +180,24 @@ class ReviewProcedure:
 
         def apply(e: PrRecord | None) -> PrRecord | None:
             if e is not None:
-                e.closed_seen_at = e.closed_seen_at or now
+                e.closed(now)
             return e
         await self.ctx.store.update_pr(key, apply)
         log.info("%s: closed; its review is no longer owed", key)
 
-    async def _paused(self, key: str, trigger: str, exc: RateLimited) -> None:
+    async def _paused(self, key: str, exc: RateLimited) -> None:
         from datetime import timedelta
 
         until = self.ctx.clock() + timedelta(seconds=exc.wait_s)
 
         def apply(e: PrRecord | None) -> PrRecord | None:
             if e is not None and e.status == "reviewing":
-                e.not_before, e.last_error = until, short_error(exc)
+                e.paused(until, short_error(exc))
             return e
         await self.ctx.store.update_pr(key, apply)
         log.warning("%s: %s; review waits until %s", key, exc, until.isoformat())
 
-    async def _failed(self, key: str, trigger: str, head: str | None, error: str) -> None:
+    async def _failed(self, key: str, trigger: Trigger, head: str | None, error: str) -> None:
         now = self.ctx.clock()
         limit = self.ctx.cfg.review.max_attempts
 
@@ -211,16 +205,9 @@ class ReviewProcedure:
             if e is None or e.status != "reviewing":
                 return e
             sha = head or e.head_sha
-            if e.trigger not in (trigger, None) and e.trigger != self.ctx.trigger("auto", sha):
+            if e.trigger not in (trigger, None) and e.trigger != self._auto(sha):
                 return e   # the owed work changed during the attempt: it starts afresh
-            e.fail_count = (e.fail_count if e.last_failed_sha == sha else 0) + 1
-            e.last_failed_sha, e.last_failed_at, e.updated_at = sha, now, now
-            e.last_error = error
-            if e.fail_count >= limit:
-                e.status = "gave_up"
-                e.add_notice(Notice(trigger=e.trigger or trigger,
-                                    what=f"the review of head {sha[:12]}", error=error,
-                                    created_at=now))
+            if e.failed(sha, now, error, limit, trigger):
                 log.error("%s: gave up reviewing head %s after %d attempts: %s", key, sha,
                           e.fail_count, error)
             return e

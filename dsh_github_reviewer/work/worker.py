@@ -9,6 +9,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
 
+from ..core.triggers import Trigger
 from ..github.errors import GitHubError, RateLimited
 from .chat import CommandProcedure
 from .context import WorkContext, repo_of, short_error
@@ -70,7 +71,7 @@ class PrWorker:
                 return True
         return False
 
-    async def _post_notice(self, key: str, trigger: str) -> None:
+    async def _post_notice(self, key: str, trigger: Trigger) -> None:
         owner, name, number = repo_of(key)
         rec = await self.ctx.store.pr(key)
         notice = next((n for n in rec.notices if n.trigger == trigger), None) if rec else None

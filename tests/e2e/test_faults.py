@@ -111,7 +111,7 @@ async def test_crash_after_the_post_then_a_push_records_each_head_by_its_own_rev
     dep.runner.review = real
     assert len(reviews_with(sandbox80, f"demo:cmd:{cmd.id}")) == 1
     rec = await dep.entry()
-    assert rec.status == "reviewing" and rec.trigger == f"demo:cmd:{cmd.id}"
+    assert rec.status == "reviewing" and str(rec.trigger) == f"demo:cmd:{cmd.id}"
     assert rec.reviewed_head_sha == first_head and "process died" in rec.last_error
     await dep.restart()
     new_head = push_fix(sandbox80)

@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import httpx2
 
+from dsh_github_reviewer.core.triggers import review_marker as marker
 from dsh_github_reviewer.github.auth import PatAuth
 from dsh_github_reviewer.github.client import GitHubClient
 from dsh_github_reviewer.github.models import Review, ReviewComment, User
-from dsh_github_reviewer.github.review_submit import marker
 from dsh_github_reviewer.testing import SandboxGitHub
 from dsh_github_reviewer.turn.feedback import (
     ThreadState,

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
+from dsh_github_reviewer.core.triggers import review_marker as marker
 from dsh_github_reviewer.github.guard import Guard
-from dsh_github_reviewer.github.review_submit import marker
 from dsh_github_reviewer.testing import SandboxGitHub
 
 from .guard_kit import TOKEN, Budget, Driver, begin_turn, make_repo, runtime_for

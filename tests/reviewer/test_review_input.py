@@ -4,7 +4,7 @@ the bot's last review, a vanished head, a merge of the base branch, a failed pre
 from __future__ import annotations
 
 from dsh_github_reviewer.config import ReviewSettings
-from dsh_github_reviewer.github.review_submit import marker
+from dsh_github_reviewer.core.triggers import review_marker as marker
 from dsh_github_reviewer.turn.review_input import prepare_review
 
 from .conftest import small_repo

@@ -133,7 +133,7 @@ async def test_a_retarget_owes_a_review_of_the_same_head_once(live):
     rec = await dep.entry()
     base = st.pull(REPO, 1).base_sha
     assert rec.status == "reviewing" and rec.head_sha == head
-    assert rec.trigger == f"demo:retarget:{head}:{base}"
+    assert str(rec.trigger) == f"demo:retarget:{head}:{base}"
     # A redelivery, or a title edit, changes nothing more.
     again = sb.webhooks.redeliver(d.id)
     await asyncio.to_thread(again.done.wait, 10)
@@ -155,7 +155,7 @@ async def test_a_lost_retarget_is_caught_by_the_poll_with_the_same_trigger(live)
     rec = await dep.entry()
     base = st.pull(REPO, 1).base_sha
     assert rec.status == "reviewing" and rec.head_sha == head and rec.base_ref == "release"
-    assert rec.trigger == f"demo:retarget:{head}:{base}"
+    assert str(rec.trigger) == f"demo:retarget:{head}:{base}"
     # The lost delivery arriving late owes nothing more: the same trigger, not a second one.
     (d,) = sb.webhooks.deliveries("pull_request", "edited")
     again = sb.webhooks.redeliver(d.id)

@@ -149,7 +149,7 @@ async def test_bot_command_failures_back_off_and_give_up(world):
     # The third failure gives up on /bot 5 visibly; /bot 7 stays owed.
     assert [c.comment_id for c in rec.queued] == [7]
     (given_up,) = rec.notices
-    assert (given_up.trigger, given_up.what, given_up.posted) == (
+    assert (str(given_up.trigger), given_up.what, given_up.posted) == (
         "acct:bot:5", "the /bot command 5", False)
     assert given_up.created_at == T0 + timedelta(seconds=200)
     assert rec.due_at(INTERVAL, clock()) == clock()

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from dsh_github_reviewer.core.triggers import Trigger
 from dsh_github_reviewer.work.records import (
     MAX_BACKOFF,
     NOTICES_KEPT,
@@ -64,7 +65,8 @@ def command(cid: int, **kw) -> Command:
 
 
 def notice(trigger: str, **kw) -> Notice:
-    return Notice(**{"trigger": trigger, "what": "review", "error": "e", "created_at": T0, **kw})
+    return Notice(**{"trigger": f"acct:auto:{trigger}", "what": "review", "error": "e",
+                     "created_at": T0, **kw})
 
 
 @pytest.mark.parametrize(("kw", "until"), [
@@ -135,9 +137,9 @@ def test_notices_are_unique_and_only_posted_ones_are_pruned():
     rec.add_notice(notice("new"))
     # Over the limit by 5: the 5 oldest posted notices go, the 6th posted one stays.
     assert len(rec.notices) == NOTICES_KEPT
-    assert [n.trigger for n in rec.notices[:2]] == ["t6", "t7"]
+    assert [n.trigger.ident for n in rec.notices[:2]] == ["t6", "t7"]
     assert rec.notices[0].posted and not rec.notices[1].posted
-    assert rec.notices[-1].trigger == "new"
+    assert rec.notices[-1].trigger.ident == "new"
 
 
 def test_pr_keys():
@@ -205,3 +207,104 @@ def test_a_closed_pr_is_pruned_after_seven_days_when_it_owes_nothing():
     assert not unposted.prunable(T0 + 2 * week)                   # a give-up notice to post
     unposted.notices[0].posted = True
     assert unposted.prunable(T0 + 2 * week)
+
+
+# -- the state machine -----------------------------------------------------------------------
+# The same table is in docs/architecture*.md, "The PR record's states".
+
+AUTO = Trigger.auto("acct", "h")
+CMD = Trigger.cmd("acct", 5)
+
+
+def _owe(r: PrRecord) -> None:
+    r.owe_review(CMD, T0, requested_by="rev")
+
+
+def _reviewed(r: PrRecord) -> None:
+    r.reviewed("h", T0, counted=True, answers=(r.trigger,))
+
+
+def _reviewed_other(r: PrRecord) -> None:
+    # The record moved on during the turn: the review answered another trigger.
+    r.reviewed("h", T0, counted=True, answers=(Trigger.auto("acct", "older"),))
+
+
+def _failed(r: PrRecord) -> None:
+    r.failed("h", T0, "boom", 3, AUTO)
+
+
+def _failed_last(r: PrRecord) -> None:
+    r.fail_count, r.last_failed_sha = 2, "h"
+    r.failed("h", T0, "boom", 3, AUTO)
+
+
+TRANSITIONS = {
+    "owe_review": _owe,
+    "reviewed": _reviewed,
+    "reviewed (record moved on)": _reviewed_other,
+    "failed": _failed,
+    "failed (max_attempts)": _failed_last,
+    "paused": lambda r: r.paused(T0 + sec(60), "rate limited"),
+    "missing_instructions": lambda r: r.missing_instructions(T0, "none"),
+    "closed": lambda r: r.closed(T0),
+}
+
+# (from, transition) -> to. A review outcome (reviewed, failed, paused) is recorded only on a
+# `reviewing` record; a transition missing here is never applied from that state.
+TABLE = {
+    ("reviewed", "owe_review"): "reviewing",
+    ("missing_instructions", "owe_review"): "reviewing",
+    ("gave_up", "owe_review"): "reviewing",
+    ("reviewing", "owe_review"): "reviewing",
+    ("reviewing", "reviewed"): "reviewed",
+    ("reviewing", "reviewed (record moved on)"): "reviewing",
+    ("reviewing", "failed"): "reviewing",
+    ("reviewing", "failed (max_attempts)"): "gave_up",
+    ("reviewing", "paused"): "reviewing",
+    ("reviewing", "missing_instructions"): "missing_instructions",
+    ("reviewed", "missing_instructions"): "missing_instructions",
+    ("reviewing", "closed"): "reviewing",
+    ("reviewed", "closed"): "reviewed",
+    ("gave_up", "closed"): "gave_up",
+    ("missing_instructions", "closed"): "missing_instructions",
+}
+
+
+@pytest.mark.parametrize(("start", "name"), sorted(TABLE))
+def test_the_pr_record_state_machine(start, name):
+    rec = pr(status=start, trigger=AUTO if start == "reviewing" else None)
+    TRANSITIONS[name](rec)
+    assert rec.status == TABLE[start, name]
+
+
+def test_owing_work_starts_afresh_and_a_give_up_leaves_a_notice():
+    rec = PrRecord.owing(head_sha="h", title="t", base_sha="b", base_ref="main", trigger=AUTO,
+                         now=T0)
+    assert (rec.status, rec.trigger, rec.base_ref) == ("reviewing", AUTO, "main")
+    for _ in range(3):
+        rec.failed("h", T0, "boom", 3, AUTO)
+    assert rec.status == "gave_up" and [n.trigger for n in rec.notices] == [AUTO]
+    rec.owe_review(CMD, T0 + sec(1), requested_by="rev")
+    assert (rec.fail_count, rec.last_failed_sha, rec.last_failed_at, rec.not_before) == (
+        0, None, None, None)
+    assert (rec.trigger, rec.requested_by) == (CMD, "rev")
+    rec.reviewed("h2", T0 + sec(2), counted=False, answers=(CMD,))
+    assert (rec.status, rec.trigger, rec.head_sha, rec.reviews_done) == ("reviewed", None,
+                                                                          "h2", 0)
+
+
+def test_a_stored_trigger_keeps_its_string_form():
+    raw = {"head_sha": "h", "status": "reviewing", "updated_at": T0.isoformat(),
+           "trigger": "acct:retarget:h:b",
+           "notices": [{"trigger": "acct:bot:7", "what": "w", "error": "e",
+                        "created_at": T0.isoformat()}]}
+    rec = PrRecord.model_validate(raw)
+    assert rec.trigger == Trigger.retarget("acct", "h", "b") and rec.trigger.automatic
+    assert rec.notices[0].trigger == Trigger.bot("acct", 7)
+    dumped = rec.model_dump(mode="json")
+    assert dumped["trigger"] == "acct:retarget:h:b"
+    assert dumped["notices"][0]["trigger"] == "acct:bot:7"
+    rec.trigger = "acct:cmd:9"  # assignments are validated
+    assert rec.trigger == Trigger.cmd("acct", 9)
+    with pytest.raises(ValueError, match="kind 'later'"):
+        PrRecord.model_validate({**raw, "trigger": "acct:later:1"})
