@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import DeploymentConfig, LoadedConfig, load_config
+from .config import DEFAULT_CONFIG_PATH, DeploymentConfig, LoadedConfig, load_config
 from .errors import DshError
 from .harness import HARNESS_VERSION, Harness
 from .home_lock import HomeLock
+from .init_config import example_text, write_example
 
 log = logging.getLogger("dsh")
 
@@ -59,6 +60,19 @@ def cmd_plugins(harness: Harness, args: argparse.Namespace) -> int:
         print(f"    hooks:  {', '.join(p['hooks']) or '-'}")
         if p["error"]:
             print(f"    error:  {p['error']}")
+    return 0
+
+
+def cmd_init(harness: Harness, args: argparse.Namespace) -> int:
+    source, text = example_text(harness.discovered, args.plugin)
+    if args.print:
+        sys.stdout.write(text)
+        return 0
+    path = args.config or DEFAULT_CONFIG_PATH
+    write_example(path, text, force=args.force)
+    again = f"dsh --config {path} " if args.config else "dsh "
+    print(f"wrote {path} from {source}: edit it (or set the variables it reads), then run "
+          f"`{again}config check`")
     return 0
 
 
@@ -209,6 +223,14 @@ def build_parser(harness: Harness | None = None
     p = registry.add_command("plugins", "list plugins, their origin and hooks")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_plugins, needs_config=False)
+
+    p = registry.add_command("init", "write a commented dsh.toml to start from (or --config "
+                             "PATH), from the example an installed plugin ships")
+    p.add_argument("--plugin", default=None,
+                   help="whose example to write when several installed plugins ship one")
+    p.add_argument("--force", action="store_true", help="replace an existing file")
+    p.add_argument("--print", action="store_true", help="print the example instead of writing it")
+    p.set_defaults(handler=cmd_init, needs_config=False)
 
     p = registry.add_command("config", "inspect the deployment config")
     csub = p.add_subparsers(dest="config_command", metavar="SUBCOMMAND", required=True)

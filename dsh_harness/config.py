@@ -225,7 +225,7 @@ class LoadedConfig(BaseModel):
         where = (self.looked_for or DEFAULT_CONFIG_PATH).expanduser()
         where = where if where.is_absolute() else Path.cwd() / where
         return (f"{command} needs a config file and none was found at {where} "
-                "(pass --config PATH, or copy dsh.example.toml to dsh.toml)")
+                "(pass --config PATH, or run `dsh init` to write a commented one there)")
 
     @property
     def home(self) -> Path:
@@ -280,7 +280,8 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         if explicit:
-            raise ConfigError(f"{path}: config file not found") from None
+            raise ConfigError(f"{path}: config file not found (`dsh --config {path} init` "
+                              "writes a commented one)") from None
         return LoadedConfig(source="(defaults)", base_dir=Path.cwd(), config=DeploymentConfig(),
                             found=False, looked_for=path)
     except (OSError, UnicodeDecodeError) as exc:

@@ -47,6 +47,9 @@ class Manifest(BaseModel):
     module: str
     description: str = ""
     default_instance: str | None = None
+    # A commented deployment config for this plugin, shipped inside its package: what
+    # ``dsh init`` writes (so an installed wheel needs no source checkout to start from).
+    example_config: str | None = None
     services: ManifestServices = ManifestServices()
 
 

@@ -333,3 +333,27 @@ def test_booleans_accept_only_true_or_false(tmp_path, where):
     (tmp_path / "dsh.toml").write_text(text)
     err = one_line_error(dsh("config", "check", cwd=tmp_path, env=KEYS))
     assert field in err and "must be true or false" in err, err
+
+
+# -- issue 21 item 15: `dsh init` writes the example an installed plugin ships -----------------
+
+def test_init_writes_the_shipped_example_and_never_overwrites(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    err = one_line_error(dsh("github-reviewer", "status", cwd=tmp_path))
+    assert "run `dsh init`" in err
+    proc = dsh("init", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "wrote dsh.toml from dsh-github-reviewer's example" in proc.stdout
+    written = tmp_path / "dsh.toml"
+    assert written.read_text() == (root / "dsh.example.toml").read_text()
+    assert written.stat().st_mode & 0o777 == 0o600
+    written.write_text("# the operator's edits\n")
+    err = one_line_error(dsh("init", cwd=tmp_path))
+    assert "already exists; it was left untouched" in err
+    assert written.read_text() == "# the operator's edits\n"
+    proc = dsh("--config", "other/dsh.toml", "init", cwd=tmp_path)
+    assert proc.returncode == 0 and (tmp_path / "other/dsh.toml").exists(), proc.stderr
+    proc = dsh("init", "--print", cwd=tmp_path)
+    assert proc.stdout == (root / "dsh.example.toml").read_text()
+    err = one_line_error(dsh("init", "--plugin", "nope", cwd=tmp_path))
+    assert "no installed plugin named 'nope' ships an example config" in err

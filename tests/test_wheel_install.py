@@ -73,6 +73,14 @@ def test_wheel_commands_from_an_empty_directory(installed, tmp_path):
     proc = _run([str(installed), "run", "--once"], cwd=tmp_path)
     assert proc.returncode == 1 and "needs a config file" in proc.stderr
     assert list(tmp_path.iterdir()) == []
+    # Issue 21 item 15: the command the message names works from the installed wheel alone.
+    assert "run `dsh init`" in proc.stderr
+    proc = _run([str(installed), "init"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "dsh.toml").read_text() == (ROOT / "dsh.example.toml").read_text()
+    proc = _run([str(installed), "config", "check"], cwd=tmp_path)
+    assert proc.returncode == 1 and "GITHUB_TOKEN" in proc.stderr, proc.stderr
+    assert "GITHUB_REPOSITORIES" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_scripts_run_on_a_fresh_copy_creates_dsh_toml_and_names_the_variables(tmp_path):
@@ -101,6 +109,7 @@ def test_scripts_run_on_a_fresh_copy_creates_dsh_toml_and_names_the_variables(tm
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     assert "created dsh.toml from dsh.example.toml" in proc.stderr
     assert "GITHUB_TOKEN" in proc.stderr and "DEEPSEEK_API_KEY" in proc.stderr
+    assert "GITHUB_REPOSITORIES" in proc.stderr  # without it a token account idles
     assert "Traceback" not in proc.stderr
     assert (clone / "dsh.toml").read_text() == (clone / "dsh.example.toml").read_text()
 

@@ -122,11 +122,17 @@ class ReviewerApp:
         missing = [a for a in self.accounts.values() if not a.config.has_credentials]
         if missing:
             names = ", ".join(f"{a.instance}.accounts[{a.config.name}]" for a in missing)
+            # A PAT account without repositories idles: name the variable the example reads
+            # them from, or a user who sets only the token waits for reviews that never come.
+            repos = ("; a token account also needs its repositories: set GITHUB_REPOSITORIES "
+                     "(owner/repo names, comma or space separated, e.g. octo-org/service; "
+                     "the example dsh.toml reads repositories from it), else it idles"
+                     if any(not a.config.repositories for a in missing) else "")
             raise SetupError(
                 f"no GitHub credentials for {names}: set GITHUB_TOKEN (a ghp_/github_pat_/gho_ "
-                "token used by dsh.toml's personal_access_token), or configure a GitHub App "
-                "(app_id, installation_id, private_key_path). The model key comes from "
-                "DEEPSEEK_API_KEY. To see the bot work without either, run: "
+                f"token used by dsh.toml's personal_access_token){repos}; or configure a "
+                "GitHub App (app_id, installation_id, private_key_path). The model key comes "
+                "from DEEPSEEK_API_KEY. To see the bot work without either, run: "
                 "dsh github-reviewer demo")
 
     def key_path(self, acct: AccountRuntime) -> Path:

@@ -113,7 +113,7 @@ def _config_lines(a: dict[str, Any]) -> list[str]:
 async def cmd_status(harness: Harness, args: argparse.Namespace) -> int:
     if PLUGIN_NAME not in harness.instances.values():
         raise DshError(f"{harness.loaded.source}: no enabled instance of {PLUGIN_NAME} (add a "
-                       "[plugins.github-reviewer] block, see dsh.example.toml)")
+                       "[plugins.github-reviewer] block; `dsh init --print` shows an example)")
     data = await status_data(harness)
     if args.json:
         print(json.dumps(data, indent=2, ensure_ascii=False))
