@@ -91,6 +91,10 @@ class GitHubClient:
         self._etags: dict[str, OrderedDict[str, tuple[str, str]]] = {}
         self.cache_bytes = 0
         self.cache_limit = ETAG_CACHE_BYTES
+        # credential fingerprint -> URL -> ETag of the polled URLs (``poll_page``): no body is
+        # kept, since a 304 there only means "nothing new", so the next tick's entries take a
+        # few bytes per repository and are never evicted by other traffic.
+        self._poll_etags: dict[str, dict[str, str]] = {}
         self.blocked_until = 0.0
         self.counters = Counters()
 
@@ -135,6 +139,64 @@ class GitHubClient:
         if conditional and etag and is_json:
             self._remember(cache, cache_key, etag, text)
         return Response(resp.status_code, data, resp.headers)
+
+    async def poll_page(self, path: str, params: dict[str, Any], *, fresh: bool) -> Response:
+        """The first page of a polled list, as a conditional request that keeps only the ETag.
+
+        A 304 comes back as ``not_modified`` with no data: the caller already recorded what
+        this page said. ``fresh`` asks unconditionally (the last answer was never recorded) and
+        still remembers the new ETag.
+        """
+        wait = self.blocked_until - self.clock()
+        if wait > 0:
+            raise RateLimited(f"GitHub rate limit: waiting {wait:.0f} s more before calling",
+                              wait)
+        token = await self.auth.token()
+        url = self.url(path)
+        key = url + "?" + str(httpx2.QueryParams(params))
+        etags = self._poll_etags.setdefault(fingerprint(token), {})
+        headers = {"Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json",
+                   "X-GitHub-Api-Version": API_VERSION}
+        known = None if fresh else etags.get(key)
+        if known:
+            headers["If-None-Match"] = known
+        try:
+            resp = await self.http.request("GET", url, params=params, headers=headers)
+        except httpx2.HTTPError as exc:
+            raise GitHubError(f"GET {path}: {type(exc).__name__}: {exc}") from None
+        self.counters.requests += 1
+        if resp.status_code == 304 and known:
+            self.counters.not_modified += 1
+            return Response(304, None, resp.headers, not_modified=True)
+        self._raise_for("GET", path, resp)
+        data = self._decode("GET", path, resp.text, "json" in resp.headers.get("content-type", ""))
+        if not isinstance(data, list):
+            raise GitHubError(f"GET {path}: expected a JSON list")
+        etag = resp.headers.get("etag")
+        if etag:
+            etags[key] = etag
+        else:
+            etags.pop(key, None)
+        return Response(resp.status_code, data, resp.headers)
+
+    async def _rest_of(self, path: str, first: Response, cap: int,
+                       stop: Callable[[list[Any]], bool] | None = None) -> tuple[list[Any], bool]:
+        """The items of ``first`` and the pages after it, until ``stop(page)`` says so, the
+        last page, or ``cap`` pages; (items, read to the end or the stop)."""
+        items = list(first.data)
+        resp, pages = first, 1
+        while not (stop and stop(resp.data)):
+            m = _NEXT.search(resp.headers.get("link", ""))
+            if not m:
+                return items, True
+            if pages >= cap:
+                return items, False
+            resp = await self.request("GET", m.group(1), conditional=False)
+            if not isinstance(resp.data, list):
+                raise GitHubError(f"GET {path}: expected a JSON list")
+            items.extend(resp.data)
+            pages += 1
+        return items, True
 
     @staticmethod
     def _decode(method: str, path: str, text: str, is_json: bool) -> Any:
@@ -230,6 +292,19 @@ class GitHubClient:
 
     # -- endpoints --------------------------------------------------------------------------
 
+    async def list_open_pulls_once(self, owner: str, repo: str) -> list[PullSummary]:
+        """Every open PR, asked unconditionally and kept out of the ETag cache: a poll lists in
+        full only once per repository (then it reads what changed), so caching these pages
+        would only evict what the next tick needs."""
+        path = f"repos/{seg(owner, repo)}/pulls"
+        params = {"state": "open", "sort": "created", "direction": "asc", "per_page": 100}
+        first = await self.request("GET", path, params=params, conditional=False)
+        if not isinstance(first.data, list):
+            raise GitHubError(f"GET {path}: expected a JSON list")
+        # No page cap: a cap would leave the newest PRs of a busy repository unreviewed.
+        items, _ = await self._rest_of(path, first, cap=1 << 30)
+        return self.parse_list(PullSummary, items, f"GET {path}")
+
     async def list_open_pulls(self, owner: str, repo: str) -> tuple[list[PullSummary], bool]:
         path = f"repos/{seg(owner, repo)}/pulls"
         # Every open PR, each page a conditional request: a page cap would leave the newest
@@ -237,6 +312,30 @@ class GitHubClient:
         items, cached = await self.paginate(path, {"state": "open", "sort": "created",
                                                    "direction": "asc"}, unlimited=True)
         return self.parse_list(PullSummary, items, f"GET {path}"), cached
+
+    async def pulls_updated_since(self, owner: str, repo: str, since: datetime | None, *,
+                                  fresh: bool) -> PullChanges:
+        """PRs of any state updated at or after ``since``, newest first: what changed since the
+        last tick. Opening, pushing, retargeting, closing and merging all move a PR's
+        ``updated_at``, so a quiet repository answers page 1 with a free 304 whatever its
+        number of open PRs. ``since=None`` reads page 1 only, for the watermark."""
+        path = f"repos/{seg(owner, repo)}/pulls"
+        first = await self.poll_page(path, {"state": "all", "sort": "updated",
+                                            "direction": "desc", "per_page": 100}, fresh=fresh)
+        if first.not_modified:
+            return PullChanges([], unchanged=True)
+        if since is None:
+            page = self.parse_list(PullSummary, first.data, f"GET {path}")
+            return PullChanges([], newest=page[0].updated_at if page else None)
+
+        def older(page: list[Any]) -> bool:
+            return bool(page) and _updated(page[-1]) < since
+
+        items, reached = await self._rest_of(path, first, self.page_cap, older)
+        pulls = [p for p in self.parse_list(PullSummary, items, f"GET {path}")
+                 if p.updated_at >= since]
+        return PullChanges(pulls, newest=max((p.updated_at for p in pulls), default=None),
+                           reached=reached)
 
     async def authenticated_login(self) -> str:
         """The login of the token's user (``GET /user``; PAT mode)."""
@@ -296,20 +395,26 @@ class GitHubClient:
         except (ValueError, UnicodeDecodeError):
             raise GitHubError(f"GET {api}: file is not UTF-8 text") from None
 
-    async def _feed(self, path: str, model: type[T], since: datetime) -> tuple[list[T], bool]:
-        """A repository-wide comment feed, oldest update first; (items, all pages were 304)."""
-        items, cached = await self.paginate(path, {"since": iso(since), "sort": "updated",
-                                                   "direction": "asc"})
-        return self.parse_list(model, items, f"GET {path}"), cached
+    async def _feed(self, path: str, model: type[T], since: datetime, fresh: bool
+                    ) -> tuple[list[T], bool]:
+        """A repository-wide comment feed, oldest update first; (items, unchanged: the first
+        page was a 304, so it holds nothing the last recorded poll did not)."""
+        first = await self.poll_page(path, {"since": iso(since), "sort": "updated",
+                                            "direction": "asc", "per_page": 100}, fresh=fresh)
+        if first.not_modified:
+            return [], True
+        items, _ = await self._rest_of(path, first, self.page_cap)
+        return self.parse_list(model, items, f"GET {path}"), False
 
-    async def issue_comments_since(self, owner: str, repo: str, since: datetime
-                                   ) -> tuple[list[IssueComment], bool]:
-        return await self._feed(f"repos/{seg(owner, repo)}/issues/comments", IssueComment, since)
+    async def issue_comments_since(self, owner: str, repo: str, since: datetime, *,
+                                   fresh: bool = False) -> tuple[list[IssueComment], bool]:
+        return await self._feed(f"repos/{seg(owner, repo)}/issues/comments", IssueComment,
+                                since, fresh)
 
-    async def review_comments_since(self, owner: str, repo: str, since: datetime
-                                    ) -> tuple[list[ReviewComment], bool]:
+    async def review_comments_since(self, owner: str, repo: str, since: datetime, *,
+                                    fresh: bool = False) -> tuple[list[ReviewComment], bool]:
         return await self._feed(f"repos/{seg(owner, repo)}/pulls/comments", ReviewComment,
-                                since)
+                                since, fresh)
 
     async def list_issue_comments(self, owner: str, repo: str, number: int) -> list[IssueComment]:
         path = f"repos/{seg(owner, repo)}/issues/{int(number)}/comments"
@@ -365,6 +470,25 @@ class GitHubClient:
             return [r.full_name for r in items]
         data, _ = await self.paginate("user/repos")
         return [r.full_name for r in self.parse_list(Repo, data, "GET user/repos")]
+
+
+@dataclass
+class PullChanges:
+    """What ``pulls_updated_since`` saw: the changed PRs (open and closed), the newest update
+    among them, whether page 1 was a 304, and whether the read reached ``since`` (False: the
+    page cap stopped it first, so the caller lists the open PRs in full)."""
+
+    pulls: list[PullSummary]
+    unchanged: bool = False
+    newest: datetime | None = None
+    reached: bool = True
+
+
+def _updated(item: Any) -> datetime:
+    try:
+        return datetime.fromisoformat(str(item["updated_at"]).replace("Z", "+00:00"))
+    except (KeyError, TypeError, ValueError):
+        raise GitHubError("GET pulls: an item without a valid updated_at") from None
 
 
 def iso(when: datetime) -> str:

@@ -1,10 +1,16 @@
 """One tick's view of a repository at a cost that does not grow with its open PRs.
 
-Per repository: the open-PR listing plus the repository-wide issue-comment and review-comment
-feeds, all conditional requests. The feeds' ``since`` only moves when a comment newer than it
-arrived, so while nothing changes every URL stays the same and GitHub answers 304 — free of
-rate limit. ``since`` is inclusive, so the boundary comment comes back once more; callers
-dedupe by comment id.
+Per repository, three conditional requests: page 1 of the PR listing ordered by last update
+(every state), read down only to the newest update the last tick recorded, and the
+repository-wide issue-comment and review-comment feeds. While nothing changes every URL stays
+the same and GitHub answers 304 — free of rate limit — so an idle repository costs three free
+requests at 10 or 10,000 open PRs. Opening, pushing to, retargeting, closing and merging a PR
+all move its ``updated_at``, so each of them is seen by the next tick.
+
+The open PRs are listed in full only when there is no watermark yet (a repository's first
+poll) or when more changed since the last tick than the page cap reads. The feeds' ``since``
+and the listing's watermark are inclusive, so boundary items come back once more; callers
+dedupe (comment ids, recorded heads).
 """
 
 from __future__ import annotations
@@ -24,30 +30,47 @@ class FeedMarks(BaseModel):
     model_config = ConfigDict(extra="forbid")
     issue_comments_since: datetime
     review_comments_since: datetime
+    # The newest PR update recorded; None until the repository's first full listing.
+    pulls_updated_since: datetime | None = None
 
 
 @dataclass
 class RepoSnapshot:
+    # Open PRs: every one when ``complete``, else only those updated since the last tick.
     pulls: list[PullSummary]
     issue_comments: list[IssueComment] = field(default_factory=list)
     review_comments: list[ReviewComment] = field(default_factory=list)
     marks: FeedMarks | None = None
+    # PRs closed or merged since the last tick (empty when ``complete``: the caller compares
+    # the full listing with what it knows).
+    closed: list[int] = field(default_factory=list)
+    complete: bool = False
     unchanged: bool = False
-    pulls_unchanged: bool = False
 
 
-async def poll_repository(client: GitHubClient, owner: str, repo: str,
-                          marks: FeedMarks) -> RepoSnapshot:
-    pulls, pulls_cached = await client.list_open_pulls(owner, repo)
-    issue, issue_cached = await client.issue_comments_since(owner, repo,
-                                                            marks.issue_comments_since)
-    review, review_cached = await client.review_comments_since(owner, repo,
-                                                               marks.review_comments_since)
+async def poll_repository(client: GitHubClient, owner: str, repo: str, marks: FeedMarks, *,
+                          fresh: bool = False) -> RepoSnapshot:
+    """``fresh``: the last poll's answers were never recorded, so ask without ETags (a 304
+    would hide what was never recorded)."""
+    since = marks.pulls_updated_since
+    changes = await client.pulls_updated_since(owner, repo, since, fresh=fresh)
+    issue, issue_same = await client.issue_comments_since(
+        owner, repo, marks.issue_comments_since, fresh=fresh)
+    review, review_same = await client.review_comments_since(
+        owner, repo, marks.review_comments_since, fresh=fresh)
+    watermark = max([t for t in (since, changes.newest) if t is not None], default=None)
+    complete = since is None or not changes.reached
+    closed: list[int] = []
+    if complete:
+        pulls = await client.list_open_pulls_once(owner, repo)
+    else:
+        pulls = [p for p in changes.pulls if p.state == "open"]
+        closed = [p.number for p in changes.pulls if p.state != "open"]
     new_marks = FeedMarks(
         issue_comments_since=max([marks.issue_comments_since, *(c.updated_at for c in issue)]),
         review_comments_since=max([marks.review_comments_since,
-                                   *(c.updated_at for c in review)]))
+                                   *(c.updated_at for c in review)]),
+        pulls_updated_since=watermark)
     return RepoSnapshot(pulls=pulls, issue_comments=issue, review_comments=review,
-                        marks=new_marks,
-                        unchanged=pulls_cached and issue_cached and review_cached,
-                        pulls_unchanged=pulls_cached)
+                        marks=new_marks, closed=closed, complete=complete,
+                        unchanged=changes.unchanged and issue_same and review_same)

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 # The earliest a poll asked for by a failed delivery runs after the previous tick started.
 RECONCILE_SOON_S = 30.0
+PRUNE_EVERY = timedelta(days=1)
 
 
 @dataclass
@@ -59,6 +60,7 @@ class AccountPoller:
         # listing of one of them holds nothing new. After a failed recording it is observed
         # again in full, since the ETag cache already holds the answer that was never recorded.
         self._recorded: set[str] = set()
+        self._pruned_at: dict[str, datetime] = {}
 
     # -- loop ---------------------------------------------------------------------------------
 
@@ -207,26 +209,42 @@ class AccountPoller:
         repo = full.lower()
         clean = repo in self._recorded
         # Not clean until this poll is recorded: a failure anywhere below (even in the feeds,
-        # after the listing's answer was cached) makes the next poll observe in full.
+        # after the listing's ETag was kept) makes the next poll ask without ETags.
         self._recorded.discard(repo)
-        snap = await poll_repository(self.client, owner, name, marks)
-        if snap.unchanged and clean:
+        snap = await poll_repository(self.client, owner, name, marks, fresh=not clean)
+        if snap.unchanged:
             self._recorded.add(repo)
+            await self._prune_if_due(repo, now)
             return 0   # an idle repository: three free 304s, no read or write of a record
         keys = await self.inbox.record(Observations(
             repo=full, pulls=snap.pulls,
             comments=[*snap.issue_comments, *snap.review_comments],
-            marks=snap.marks, at=now, complete=True,
-            pulls_seen_before=snap.pulls_unchanged and clean))
-        if not (snap.pulls_unchanged and clean):
+            marks=snap.marks, at=now, complete=snap.complete, closed=snap.closed))
+        if snap.complete:
             await self._mark_closed(full, {p.number for p in snap.pulls}, now)
+            self._pruned_at[repo] = now
         self._recorded.add(repo)
         if keys:
             self.scheduler.wake(self.acct.key, keys)
         return len(keys)
 
+    async def _prune_if_due(self, repo: str, now: datetime) -> None:
+        """Housekeeping without GitHub calls: records of PRs closed over 7 days ago go, once a
+        day per repository (a scan of the stored records, never on every idle tick)."""
+        last = self._pruned_at.get(repo)
+        if last is not None and now - last < PRUNE_EVERY:
+            return
+        self._pruned_at[repo] = now
+        async with self.store.domain.transaction() as tx:
+            for key, rec in (await self.store.prs()).items():
+                _, rec_repo, _ = split_pr_key(key)
+                if rec_repo == repo and rec.prunable(now):
+                    tx.delete(PRS, key)
+                    log.info("account %s: pruned closed PR %s", self.acct.key, key)
+
     async def _mark_closed(self, full: str, open_numbers: set[int], now: datetime) -> None:
-        """PRs gone from the open list: noted once; pruned 7 days later when nothing is owed."""
+        """After a full listing: PRs missing from it are closed — noted once; pruned 7 days
+        later when nothing is owed."""
         repo = full.lower()
         changed = False
         async with self.store.domain.transaction() as tx:

@@ -152,9 +152,15 @@ class RestRoutes:
     def list_pulls(self, ctx: Ctx, owner: str, repo: str) -> Reply:
         full = self.state.repo(f"{owner}/{repo}").full_name
         want = ctx.query.get("state", "open")
+        # GitHub: sort=created (default) | updated; direction defaults to desc for created and
+        # asc otherwise; ties (same second) keep a stable order.
+        sort = ctx.query.get("sort", "created")
+        default = "desc" if sort == "created" else "asc"
+        key = ((lambda p: (p.updated_at, p.number)) if sort == "updated"
+               else (lambda p: p.number))
         pulls = sorted((p for (r, _), p in self.state.pulls.items() if r == full.lower()
-                        and (want == "all" or p.state == want)), key=lambda p: p.number,
-                       reverse=ctx.query.get("direction", "desc") == "desc")
+                        and (want == "all" or p.state == want)), key=key,
+                       reverse=ctx.query.get("direction", default) == "desc")
         return self._page(ctx, [self.p.pull(p, full=False) for p in pulls])
 
     def get_pull(self, ctx: Ctx, owner: str, repo: str, n: str) -> Reply:

@@ -43,12 +43,13 @@ class Observations:
     comments: Sequence[IssueComment | ReviewComment] = ()
     marks: FeedMarks | None = None
     at: datetime | None = None
-    # True when ``pulls`` is every open PR of the repository (a poll), so PRs missing from it
-    # are closed; a webhook delivery of one PR leaves it False.
+    # PRs seen closed or merged (a poll that read only what changed): noted in the same write,
+    # so a command posted just before the close is not taken as work.
+    closed: Sequence[int] = ()
+    # True when ``pulls`` is every open PR of the repository (a poll's full listing), so
+    # commands on PRs missing from it are ignored; a poll that read only what changed, or a
+    # webhook delivery of one PR, leaves it False.
     complete: bool = False
-    # True when ``pulls`` is the same listing already recorded: it only tells which PR a
-    # comment belongs to, so a busy account's tick does not re-read every PR record.
-    pulls_seen_before: bool = False
 
 
 @dataclass
@@ -91,9 +92,13 @@ class Inbox:
                     before[key] = rec.model_dump_json() if rec else None
                 return records[key]
 
-            for pr in () if obs.pulls_seen_before else obs.pulls:
+            for pr in obs.pulls:
                 key = pr_key(self.account, repo, pr.number)
                 records[key] = self._observe_pull(key, await load(pr.number), pr, now)
+            for number in obs.closed:
+                rec = await load(number)
+                if rec is not None and rec.closed_seen_at is None:
+                    rec.closed_seen_at = now
             for c in sorted(obs.comments, key=lambda c: (c.created_at, c.id)):
                 number = c.number
                 if obs.complete and number not in open_prs:
@@ -101,6 +106,8 @@ class Inbox:
                 key = pr_key(self.account, repo, number)
                 rec = await load(number)
                 pull = open_prs.get(number)
+                if pull is None and rec is not None and rec.closed_seen_at is not None:
+                    continue  # a command on a PR a poll saw closed
                 if pull is not None and not self._reviewable(key, pull):
                     continue
                 records[key] = self._observe_comment(key, rec, pull, c, now)
