@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import DEFAULT_CONFIG_PATH, DeploymentConfig, LoadedConfig, load_config
-from .errors import DshError
+from .errors import ConfigError, DshError
 from .harness import HARNESS_VERSION, Harness
 from .home_lock import HomeLock
 from .init_config import example_text, write_example
@@ -198,6 +198,37 @@ async def cmd_sessions_show(harness: Harness, args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_sessions_copy(harness: Harness, args: argparse.Namespace) -> int:
+    from .sessions.copy import copy_sessions
+
+    factories = harness.session_store_factories()
+    for label, name in (("--from", args.source), ("--to", args.target)):
+        if name not in factories:
+            raise ConfigError(f"sessions copy: {label}: unknown session store {name!r} "
+                              f"(available: {', '.join(sorted(factories))})")
+    source = factories[args.source](harness.home)
+    try:
+        target = factories[args.target](harness.home)
+        try:
+            report = await copy_sessions(source, target, ids=args.session_ids, force=args.force,
+                                         backup_dir=harness.home / "backups" / "sessions")
+        finally:
+            await target.close()
+    finally:
+        await source.close()
+    print(f"copied {len(report.copied)} sessions from {args.source} to {args.target}; "
+          f"{len(report.unchanged)} already identical; verified byte for byte")
+    if report.replaced:
+        print(f"replaced {len(report.replaced)} differing sessions; their logs were saved "
+              f"under {report.backups}")
+    if report.dropped_tails:
+        print(f"note: torn final lines ({report.dropped_tails} bytes) were left behind")
+    if harness.config.sessions.store != args.target:
+        print(f"note: sessions.store is still {harness.config.sessions.store}; set it to "
+              f"\"{args.target}\" to use the copy")
+    return 0
+
+
 def _event_line(e: Any) -> str:
     data = e.model_dump(mode="json", exclude={"seq", "at", "type"})
     text = json.dumps(data, ensure_ascii=False, sort_keys=True)
@@ -255,7 +286,8 @@ def build_parser(harness: Harness | None = None
                    help="replace a destination that already holds records (after a backup)")
     s.set_defaults(handler=cmd_storage_copy)
 
-    p = registry.add_command("sessions", "list and read session logs (never resumes them)")
+    p = registry.add_command("sessions", "list and read session logs (never resumes them), copy "
+                             "them between stores")
     ssub = p.add_subparsers(dest="sessions_command", metavar="SUBCOMMAND", required=True)
     s = add_subcommand(ssub, "list", "every session with title, turns, tokens and cost")
     s.add_argument("--json", action="store_true")
@@ -264,6 +296,14 @@ def build_parser(harness: Harness | None = None
     s.add_argument("session_id")
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=cmd_sessions_show)
+    s = add_subcommand(ssub, "copy", "copy session logs between stores, byte for byte")
+    s.add_argument("session_ids", nargs="*", metavar="SESSION_ID",
+                   help="only these sessions (default: all of the source)")
+    s.add_argument("--from", dest="source", required=True)
+    s.add_argument("--to", dest="target", required=True)
+    s.add_argument("--force", action="store_true",
+                   help="replace target logs that differ (after a backup)")
+    s.set_defaults(handler=cmd_sessions_copy)
 
     p = registry.add_command("run", "start every enabled plugin until SIGINT/SIGTERM")
     p.add_argument("--once", action="store_true", help="one pass of each plugin's work, then exit")

@@ -81,6 +81,10 @@ class StorageConfig(StrictModel):
 
 class SessionsConfig(StrictModel):
     store: str = "jsonl"
+    # The ``postgres`` store's database; storage.dsn when not given.
+    dsn: SecretStr | None = None
+
+    _dsn = field_validator("dsn")(_check_dsn)
 
 
 class ModelSpec(StrictModel):
@@ -193,6 +197,15 @@ class DeploymentConfig(StrictModel):
         if deepseek is not None and "api_key_env" not in deepseek.model_fields_set:
             out["deepseek"] = deepseek.model_copy(update={"api_key_env": DEEPSEEK_KEY_ENV})
         return out
+
+    @model_validator(mode="after")
+    def _sessions_dsn(self) -> DeploymentConfig:
+        if (self.sessions.store == "postgres" and self.sessions.dsn is None
+                and self.storage.dsn is None):
+            raise ValueError('sessions.store is "postgres" but neither sessions.dsn nor '
+                             'storage.dsn is set (e.g. dsn = "${DSH_DATABASE_URL}" under '
+                             "[storage])")
+        return self
 
     @field_validator("plugins")
     @classmethod

@@ -244,13 +244,18 @@ class Harness:
 
     # -- sessions, models, agents -------------------------------------------------------------
 
+    def session_store_factories(self) -> dict[str, Any]:
+        """Every registered session store by name: ``factory(home)`` makes one (for copies
+        between stores; ``sessions`` opens the configured one)."""
+        stores: dict[str, Any] = {}
+        self.plugins.call("dsh_register_session_stores",
+                          register=_register_into(stores, "session store"), config=self.config)
+        return stores
+
     @property
     def sessions(self) -> SessionService:
         if self._sessions is None:
-            stores: dict[str, Any] = {}
-            self.plugins.call("dsh_register_session_stores",
-                              register=_register_into(stores, "session store"),
-                              config=self.config)
+            stores = self.session_store_factories()
             name = self.config.sessions.store
             if name not in stores:
                 raise ConfigError(f"{self.loaded.source}: sessions.store: unknown session store "

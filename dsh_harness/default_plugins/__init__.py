@@ -9,6 +9,7 @@ DEFAULT_PLUGINS: list[tuple[str, str]] = [
     ("dsh.storage.sqlite", "dsh_harness.default_plugins.storage_sqlite"),
     ("dsh.storage.postgres", "dsh_harness.default_plugins.storage_postgres"),
     ("dsh.sessions.jsonl", "dsh_harness.default_plugins.sessions_jsonl"),
+    ("dsh.sessions.postgres", "dsh_harness.default_plugins.sessions_postgres"),
     ("dsh.llm.openai", "dsh_harness.default_plugins.llm_openai"),
     ("dsh.web", "dsh_harness.default_plugins.web"),
 ]

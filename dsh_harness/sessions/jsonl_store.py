@@ -19,6 +19,7 @@ from urllib.parse import quote, unquote
 from pydantic import ValidationError
 
 from ..errors import DshError
+from ..storage.json_backend import atomic_write
 from .events import EVENT_ADAPTER, SessionHeader
 from .store import LoadedLog, SessionStore
 
@@ -83,7 +84,7 @@ class _Parsed:
     dropped: int  # bytes of a torn final line
 
 
-def _parse(path: Path, raw: bytes, first_line: int) -> _Parsed:
+def _parse(path: Path | str, raw: bytes, first_line: int) -> _Parsed:
     """Lines numbered from ``first_line`` (1 = the header). A torn final line is dropped
     (nothing after it was acknowledged); a bad line anywhere else is corruption."""
     lines = raw.split(b"\n")
@@ -283,6 +284,13 @@ class JsonlSessionStore(SessionStore):
                 return f.read()
         except FileNotFoundError:
             raise SessionLogError(f"session {session_id!r} not found") from None
+
+    async def put_raw(self, session_id: str, raw: bytes) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = self.path(session_id)
+        await self.release(session_id)
+        # Temp file, fsync, rename: a reader sees the old log or the new one, never a mix.
+        await asyncio.to_thread(atomic_write, path, raw)
 
     async def list_ids(self) -> list[str]:
         if not self.directory.is_dir():

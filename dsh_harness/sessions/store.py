@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+from ..errors import DshError
 from .events import SessionHeader
 
 
@@ -67,6 +68,12 @@ class SessionStore(ABC):
         (the caller then loads it whole). ``repair`` as in ``load``; the store then tracks
         the session as if loaded."""
         return None
+
+    async def put_raw(self, session_id: str, raw: bytes) -> None:
+        """Store ``raw`` (whole, validated JSONL lines: header first) as the log of
+        ``session_id``, replacing any log of that id in one atomic step (``dsh sessions
+        copy``). What ``read_from(session_id, 0)`` returns afterwards is exactly ``raw``."""
+        raise DshError(f"the {self.name} session store cannot import logs")
 
     async def release(self, session_id: str) -> None:  # noqa: B027 - optional
         """Flush and drop any open handle on a session (agent evicted from memory)."""

@@ -181,8 +181,24 @@ class SessionCatalog:
                 lambda: {sid: e for sid, st in changed
                          if (e := self._advance(sid, st, lambda s, o: sync(s, o))) is not None})
         out = {}
-        for sid, st in changed:  # other stores: whole log through the store's own load
+        for sid, st in changed:
+            # A store that serves its log's bytes (postgres) is read from where it was left.
+            old = self._entries.get(sid)
+            size = st[1] if isinstance(st, tuple) else None
+            offset = old.offset if old is not None and size is not None \
+                and size >= old.offset else 0
             try:
+                data = await self.store.read_from(sid, offset)
+            except Exception:
+                continue
+            if data is not None:
+                entry = await asyncio.to_thread(self._advance, sid, st,
+                                                lambda s, o, data=data, at=offset:
+                                                data[o - at:])
+                if entry is not None:
+                    out[sid] = entry
+                continue
+            try:  # other stores: whole log through the store's own load
                 loaded = await self.store.load(sid)
             except Exception:
                 continue
@@ -296,8 +312,8 @@ class SessionCatalog:
         return live
 
     async def _load_whole(self, session_id: str, stamp: Any) -> LiveLog:
-        if hasattr(self.store, "read_from_sync"):
-            data = await self.store.read_from(session_id, 0)
+        data = await self.store.read_from(session_id, 0)
+        if data is not None:  # a store that serves its log's bytes: later reads are tails
             try:
                 header, events, used = await asyncio.to_thread(dg.parse_lines, data, True)
             except dg.DigestError:

@@ -1,0 +1,20 @@
+"""Built-in plugin: the ``postgres`` session store (psycopg 3, the ``postgres`` extra)."""
+
+from ..hookspecs import hookimpl
+from ..sessions.jsonl_store import SessionLogError
+
+
+@hookimpl
+def dsh_register_session_stores(register, config):
+    def factory(home):
+        # Imported on first use: psycopg is optional and costs nothing unless configured.
+        from ..sessions.postgres_store import PostgresSessionStore
+
+        dsn = config.sessions.dsn or config.storage.dsn
+        if dsn is None:
+            raise SessionLogError('sessions.dsn: the postgres session store needs a database '
+                                  'URL: set sessions.dsn or storage.dsn, e.g. '
+                                  'dsn = "${DSH_DATABASE_URL}"')
+        return PostgresSessionStore(dsn.get_secret_value())
+
+    register("postgres", factory)
