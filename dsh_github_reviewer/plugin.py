@@ -14,6 +14,7 @@ from .cli import once
 from .config import ReviewerConfig
 from .core.clock import utcnow
 from .core.session_key import PrKey, parse_session_id
+from .eval import web_page as eval_page
 from .reviewers.single import Runner
 from .sources.webhook import deliveries as webhook_deliveries
 from .sources.webhook.runtime import bind_receivers, start_receivers, stop_receivers
@@ -133,6 +134,7 @@ def dsh_register_commands(cli):
 def dsh_register_web_routes(router):
     router.add_template_dir(Path(__file__).parent / "web" / "templates")
     web_pages.register(router)
+    eval_page.register(router)
 
 
 @hookimpl

@@ -1,4 +1,4 @@
-"""``dsh github-reviewer status|demo|ci``."""
+"""``dsh github-reviewer status|demo|ci|eval``."""
 
 from __future__ import annotations
 
@@ -40,6 +40,14 @@ def register(cli: Any) -> None:
                     help="comma-separated personas (default: review.team.personas, else "
                          "quality,security,performance)")
     ci.set_defaults(handler=cmd_ci)
+    text = ("review quality on seeded-defect pull requests: the real loop against a sandbox "
+            "GitHub with your providers, scored against ground truth (see docs/eval.en.md)")
+    ev = sub.add_parser("eval", help=text, description=text)
+    from ..eval.args import add_arguments
+
+    add_arguments(ev)
+    # A scratch home and sandbox per run; without a config file the default provider applies.
+    ev.set_defaults(handler=cmd_eval, needs_config=False)
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -166,6 +174,12 @@ async def cmd_ci(harness: Harness, args: argparse.Namespace) -> int:
     except CiError as exc:
         print(f"dsh-review: {exc}")
         return 2
+
+
+async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
+    from ..eval.command import cmd_eval as run_eval
+
+    return await run_eval(harness, args)
 
 
 async def cmd_demo(harness: Harness, args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dsh_harness import Harness, parse_config
+from dsh_harness import Harness, LoadedConfig, parse_config
 
 from ..app import ReviewerApp
 from ..app.service import WorkService
@@ -19,10 +19,13 @@ from .scenario import REPO, deployment_toml
 
 
 class Deployment:
-    def __init__(self, tmp: Path, sb: SandboxGitHub, model, clock=None, **toml_kw):
+    def __init__(self, tmp: Path, sb: SandboxGitHub, model, clock=None,
+                 loaded: LoadedConfig | None = None, **toml_kw):
         # ``clock`` (optional): what the work records and the scheduler take as now, so a
-        # test can move past a backoff without sleeping through it.
+        # test can move past a backoff without sleeping through it. ``loaded``: a config to
+        # run instead of the scripted model's (the eval runs the user's providers).
         self.tmp, self.sb, self.model, self.toml_kw = tmp, sb, model, toml_kw
+        self.loaded = loaded
         self.clock = clock
         self.harness: Harness | None = None
         self.pollers: dict[str, AccountPoller] = {}
@@ -37,7 +40,7 @@ class Deployment:
         return path
 
     async def start(self) -> Deployment:
-        self.harness = Harness(parse_config(self.toml(), "dsh.toml", self.tmp))
+        self.harness = Harness(self.loaded or parse_config(self.toml(), "dsh.toml", self.tmp))
         app = ReviewerApp.of(self.harness)
         await app.connect()
         self.runner = Runner(self.harness, app)

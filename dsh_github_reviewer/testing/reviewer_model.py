@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,7 +142,10 @@ def _comment_body(f: Finding) -> str:
     return f"{f.message}\n\n`{f.text}`"
 
 
-def reviewer_policy(req: ModelRequest) -> Reply:
+def reviewer_policy(req: ModelRequest,
+                    find: Callable[[str, ModelRequest], list[Finding]] | None = None) -> Reply:
+    """``find`` (optional) replaces the rules: what to report, from the diff and the request
+    (the eval's scripted models report from a case's ground truth)."""
     user = req.last_user_text()
     turn = req.since_last_user()
     if user.startswith("Flow: chat"):
@@ -173,7 +177,7 @@ def reviewer_policy(req: ModelRequest) -> Reply:
         diff = prepared + (_patches(read, left_out) if left_out else "")
     earlier = _earlier_comments(req)
     rejected = _rejected(user)
-    found = findings_in_diff(diff)
+    found = find(diff, req) if find is not None else findings_in_diff(diff)
     dropped = [f for f in found if any(
         path == f.path and f.message.startswith(first.rstrip("…").rstrip())
         for path, first in rejected)]

@@ -1,0 +1,73 @@
+"""Scripted reviewers of known behaviour for the eval (issue 23): they drive the real tools like
+the scripted reviewer model, but report from a case's ground truth, so the score each must get
+can be computed by hand.
+
+* ``perfect``: every defect the push introduced, on its first line, and nothing else;
+* ``silent``: no finding;
+* ``every_line``: one finding per added line of the PR's diff;
+* ``repeater``: like ``perfect``, and on a second push every defect still present again;
+* ``decoys``: like ``perfect``, plus one finding on every decoy.
+
+The case is known from the repository name (``eval/<case id>``), the push from how many review
+turns the PR's conversation has had.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+
+from dsh_harness.testing import ModelRequest, ScriptedModelServer
+
+from ..eval.cases import Case
+from ..eval.validate import hunks
+from .reviewer_model import Finding, reviewer_policy
+
+_TARGET = re.compile(r"Review only [^/\s]+/([^#\s]+)#\d+ at head SHA")
+BEHAVIOURS = ("perfect", "silent", "every_line", "repeater", "decoys")
+
+
+def _push(req: ModelRequest) -> int:
+    return sum(1 for m in req.messages if m.get("role") == "user"
+               and str(m.get("content", "")).startswith("Flow: review"))
+
+
+def _report(case: Case, push: int, behaviour: str) -> list[Finding]:
+    def f(path: str, line: int, what: str) -> Finding:
+        # The push in the message keeps a repeat from looking like the earlier comment.
+        return Finding(path, line, f"line {line}", f"{what} (push {push})")
+
+    if behaviour == "silent":
+        return []
+    if behaviour == "every_line":
+        head, base = case.tree(push), case.tree(0)
+        return [f(path, line, "Suspicious line.") for path in sorted(head)
+                if head[path] != base.get(path)
+                for _, _, added in hunks(base.get(path, ""), head[path])
+                for line in sorted(added)]
+    live = case.live(push)
+    new = [d for d in live.values() if case.introduced_in(d.id) == push]
+    out = [f(d.path, d.lines[0], d.description) for d in new]
+    if behaviour == "repeater":
+        out += [f(d.path, d.lines[0], d.description) for d in live.values() if d not in new]
+    if behaviour == "decoys":
+        out += [f(x.path, x.lines[0], "This looks unsafe.") for x in case.push[push - 1].decoys]
+    return out
+
+
+def _find(cases: dict[str, Case], behaviour: Callable[[str], str], diff: str,
+          req: ModelRequest) -> list[Finding]:
+    m = _TARGET.search(req.last_user_text())
+    case = cases.get(m.group(1).lower()) if m else None
+    if case is None:
+        return []
+    return _report(case, _push(req), behaviour(case.id))
+
+
+def eval_model(cases: list[Case], behaviour: str | Callable[[str], str]) -> ScriptedModelServer:
+    """A scripted model server reviewing ``cases`` with one behaviour (or one per case id)."""
+    pick = (lambda _id: behaviour) if isinstance(behaviour, str) else behaviour
+    by_repo = {c.id.lower(): c for c in cases}
+    find = functools.partial(_find, by_repo, pick)
+    return ScriptedModelServer(policy=functools.partial(reviewer_policy, find=find))

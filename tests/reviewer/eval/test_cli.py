@@ -1,0 +1,91 @@
+"""Issue 23 black-box: ``dsh github-reviewer eval`` as a user runs it, with an OpenAI-compatible
+test server as the provider; its report in --out, in the home, and on the web UI's eval page."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import dsh_github_reviewer.plugin as reviewer_plugin
+from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
+from dsh_harness import Harness, load_config
+from dsh_harness.testing import ScriptedModelServer
+
+from ...cli_kit import dsh
+from ...harness.agent_kit import config_text
+from ...web.test_pr_pages import client
+from .kit import TWO_PUSH
+
+SUMMARY_KEYS = {"cases", "defects", "found", "findings", "hits", "false_positives", "recall",
+                "precision", "f1", "false_positives_per_pr", "false_positive_kinds",
+                "clean_cases", "findings_on_clean", "clean_cases_flagged", "decoys",
+                "decoy_hits", "re_review", "by_category", "by_severity", "failures", "cost_usd",
+                "cost_per_pr_usd", "prompt_tokens", "output_tokens", "cache_hit", "model_calls",
+                "wall_s"}
+
+
+@pytest.mark.slow
+async def test_eval_limit_5_json_runs_every_case_through_the_provider(tmp_path):
+    with ScriptedModelServer(policy=reviewer_policy) as model:
+        (tmp_path / "dsh.toml").write_text(config_text(model.base_url))
+        proc = dsh("github-reviewer", "eval", "--limit", "5", "--json", "--yes", "--out",
+                   str(tmp_path / "out"), cwd=tmp_path, timeout=300)
+        requests = model.requests
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert len(report["cases"]) == 5 and report["tolerance_lines"] == 3
+    (cfg,) = report["configs"]
+    assert cfg["label"] == cfg["model"] == "scripted/deepseek-v4-flash" and cfg["team"] == []
+    assert set(cfg["summary"]) == SUMMARY_KEYS and cfg["summary"]["failures"] == 0
+    assert [c["case"] for c in cfg["cases"]] == report["cases"]
+    for row in cfg["cases"]:
+        assert row["error"] is None and row["reviewed"] and row["model_calls"] > 0
+        assert any(f"Review only eval/{row['case']}#1 " in json.dumps(r) for r in requests)
+        for f in row["findings"]:
+            assert set(f) >= {"push", "path", "line", "start_line", "kind", "target", "body"}
+    assert cfg["summary"]["defects"] == sum(len(r["defects"]) for r in cfg["cases"]) > 0
+    assert cfg["summary"]["recall"] == 0.0  # its Python rules find nothing in these Go PRs
+    assert "cases ×" in proc.stderr and "5/5 cases" in proc.stderr  # estimate, progress
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "<td>go-audit-query</td><td title=" in html and "<td class=miss>✗</td>" in html
+    assert "| scripted/deepseek-v4-flash | 5 |" in (tmp_path / "out" / "report.md").read_text()
+    assert json.loads((tmp_path / "home" / "eval" / "latest.json").read_text()) == report
+
+    # The web UI's eval page shows that latest report.
+    h = Harness(load_config(tmp_path / "dsh.toml"), load_entry_points=False,
+                plugins=[("dsh-github-reviewer", reviewer_plugin)])
+    try:
+        async with client(h) as c:
+            page = (await c.get("/eval")).text
+            api = (await c.get("/api/eval")).json()
+    finally:
+        await h.close()
+    assert "Review quality eval" in page and "go-audit-query" in page and "<svg" in page
+    assert api["report"]["cases"] == report["cases"]
+
+
+@pytest.mark.slow
+def test_check_cases_names_a_broken_case_and_refuses_to_run_it(tmp_path):
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "calc.toml").write_text(TWO_PUSH)
+    proc = dsh("github-reviewer", "eval", "--check-cases", "--cases", str(cases), cwd=tmp_path)
+    assert proc.returncode == 0 and "1 of 1 cases valid" in proc.stdout, proc.stderr
+    (cases / "bad.toml").write_text(TWO_PUSH.replace("lines = [6, 6]", "lines = [2, 2]"))
+    proc = dsh("github-reviewer", "eval", "--check-cases", "--cases", str(cases), cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stdout.startswith("bad: div: lines [2, 2]")
+    proc = dsh("github-reviewer", "eval", "--yes", "--cases", str(cases), cwd=tmp_path)
+    assert proc.returncode == 2 and "invalid cases" in proc.stderr
+    proc = dsh("github-reviewer", "eval", "--yes", "--model", "nope/x", "--only", "calc",
+               "--cases", str(cases), cwd=tmp_path)
+    assert proc.returncode == 2 and "--model 'nope/x'" in proc.stderr
+    # With no config the default provider applies, and its missing key is named up front.
+    proc = dsh("github-reviewer", "eval", "--yes", "--cases", str(cases), "--only", "calc",
+               cwd=tmp_path)
+    assert proc.returncode == 2 and "DEEPSEEK_API_KEY" in proc.stderr
+    # Without --yes and without a terminal nothing starts.
+    proc = dsh("github-reviewer", "eval", "--only", "calc", "--cases", str(cases), cwd=tmp_path,
+               env={"DEEPSEEK_API_KEY": "sk-test"})
+    assert proc.returncode == 1 and "pass --yes" in proc.stderr
+    assert "1 cases × 1 configuration(s)" in proc.stderr and "$" in proc.stderr

@@ -1,0 +1,113 @@
+"""Issue 23 through the real loop: scripted models of known behaviour review cases built in the
+sandbox GitHub (real github-mcp-server, records, worker, guard) and get exact scores."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dsh_github_reviewer.eval import CaseRun, Finding, load_cases, score_case, summarize
+from dsh_github_reviewer.eval.report import build_report, html_fragment, markdown
+from dsh_github_reviewer.eval.run import EvalConfig, Options, run_config
+from dsh_github_reviewer.testing.eval_model import eval_model
+from dsh_harness import Harness, parse_config
+
+from ...harness.agent_kit import config_text
+from .kit import case
+
+MODEL = "scripted/deepseek-v4-flash"
+
+
+def _harness(tmp_path, model) -> Harness:
+    return Harness(parse_config(config_text(model.base_url), "t.toml", tmp_path))
+
+
+async def _run(tmp_path, cases, behaviour, **opts):
+    with eval_model(cases, behaviour) as model:
+        h = _harness(tmp_path, model)
+        try:
+            res = await run_config(h, EvalConfig(MODEL), cases, Options(**opts))
+        finally:
+            await h.close()
+        return res, model.requests
+
+
+@pytest.mark.slow
+async def test_scripted_reviewers_get_their_exact_scores(tmp_path):
+    """One run, five copies of the two-push calculator case, each reviewed by a model of known
+    behaviour (chosen by the repository name)."""
+    behaviours = {"perfect": "perfect", "silent": "silent", "every": "every_line",
+                  "repeat": "repeater", "decoy": "decoys"}
+    cases = [case(id=f"calc-{k}") for k in behaviours]
+    res, _ = await _run(tmp_path, cases, lambda cid: behaviours[cid.split("-")[1]],
+                        concurrency=5)
+    runs = {r.case_id: r for r in res.runs}
+    assert all(r.error is None and r.reviewed == [1, 2] for r in runs.values()), runs
+
+    def s(k):
+        c = next(c for c in cases if c.id == f"calc-{k}")
+        return summarize([score_case(c, runs[c.id])], [runs[c.id]])
+
+    perfect = s("perfect")
+    assert (perfect["recall"], perfect["precision"], perfect["f1"]) == (1.0, 1.0, 1.0)
+    assert perfect["re_review"]["new_found"] == 1 and perfect["re_review"]["repeats"] == 0
+    silent = s("silent")
+    assert (silent["recall"], silent["findings"], silent["f1"]) == (0.0, 0, 0.0)
+    # Every added line: 11 comments on push 1, 12 on push 2 (see test_score for the kinds).
+    every = s("every")
+    assert (every["findings"], every["hits"], every["recall"]) == (23, 3, 1.0)
+    assert (every["precision"], every["f1"]) == (round(3 / 23, 4), round(3 / 13, 4))
+    assert every["false_positive_kinds"] == {"other": 4, "decoy": 2, "repeat": 6,
+                                             "duplicate": 8}
+    repeat = s("repeat")
+    assert (repeat["re_review"]["repeats"], repeat["precision"]) == (1, 0.75)
+    assert repeat["f1"] < perfect["f1"]
+    decoy = s("decoy")
+    assert (decoy["decoy_hits"], decoy["false_positives"], decoy["precision"]) == (1, 1, 0.75)
+    # What was read back is what the bot posted, with a cost measured per case.
+    assert [(f.push, f.line) for f in runs["calc-perfect"].findings] == [(1, 6), (1, 11), (2, 15)]
+    assert all(r.model_calls > 0 and r.cost_usd > 0 for r in runs.values())
+
+
+@pytest.mark.slow
+async def test_shipped_cases_with_a_perfect_reviewer_and_the_cost_cap(tmp_path):
+    cases = [c for c in load_cases() if c.id in ("py-pagination", "go-audit-query",
+                                                  "ts-clean-debounce")]
+    res, requests = await _run(tmp_path, cases, "perfect", concurrency=1,
+                               max_cost_usd=1e-9)
+    # The first batch ran (nothing was spent before it); the cap stopped the rest.
+    assert len(res.runs) == 1 and "--max-cost-usd 1e-09 reached after 1 of 3" in res.stopped
+    assert all(f"eval/{res.runs[0].case_id}#1" in json.dumps(r) for r in requests)
+    res, _ = await _run(tmp_path, cases, "perfect", concurrency=3)
+    by = {c.id: c for c in cases}
+    s = summarize([score_case(by[r.case_id], r) for r in res.runs], res.runs)
+    assert (s["recall"], s["precision"], s["findings_on_clean"], s["failures"]) == \
+        (1.0, 1.0, 0, 0)
+    report = build_report(cases, [res], started_at=res_started())
+    assert report["configs"][0]["summary"]["decoys"] == 1
+    assert "| scripted/deepseek-v4-flash | 3 | 100% | 100% | 1.00 |" in markdown(report)
+
+
+def res_started():
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC)
+
+
+def test_report_escapes_what_the_model_wrote():
+    c = case()
+    body = "<script>alert(1)</script> & `x`"
+    run = CaseRun(case_id="calc", findings=[Finding(path="app/calc.py", line=6, body=body)],
+                  reviewed=[1, 2])
+    from dsh_github_reviewer.eval.run import ConfigResult
+
+    report = build_report([c], [ConfigResult(EvalConfig(MODEL), [run])],
+                          started_at=res_started())
+    page = html_fragment(report)
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt; &amp;" in page
+    row = report["configs"][0]["cases"][0]
+    assert row["findings"][0] | {"body": None} == {
+        "push": 1, "path": "app/calc.py", "line": 6, "start_line": None, "kind": "hit",
+        "target": "div", "body": None}
+    assert json.loads(json.dumps(report)) == report
