@@ -89,3 +89,32 @@ def test_check_cases_names_a_broken_case_and_refuses_to_run_it(tmp_path):
                env={"DEEPSEEK_API_KEY": "sk-test"})
     assert proc.returncode == 1 and "pass --yes" in proc.stderr
     assert "1 cases × 1 configuration(s)" in proc.stderr and "$" in proc.stderr
+
+
+@pytest.mark.slow
+def test_models_and_the_team_side_by_side_on_the_same_cases(tmp_path):
+    from dsh_github_reviewer.testing.team_model import TeamModel
+
+    with ScriptedModelServer(policy=TeamModel()) as model:
+        (tmp_path / "dsh.toml").write_text(config_text(model.base_url))
+        proc = dsh("github-reviewer", "eval", "--only", "py-order-search-sql", "--only",
+                   "py-db-backup", "--model", "scripted/deepseek-v4-flash", "--model",
+                   "scripted/deepseek-v4-pro", "--team", "quality,security", "--json", "--yes",
+                   "--concurrency", "2", cwd=tmp_path, timeout=300)
+        requests = model.requests
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [c["label"] for c in report["configs"]] == [
+        "scripted/deepseek-v4-flash", "scripted/deepseek-v4-pro",
+        "scripted/deepseek-v4-flash team(quality,security)",
+        "scripted/deepseek-v4-pro team(quality,security)"]
+    for cfg in report["configs"]:
+        assert [c["case"] for c in cfg["cases"]] == ["py-db-backup", "py-order-search-sql"]
+        assert cfg["summary"]["failures"] == 0
+        # The scripted rules catch the SQL concatenation, alone and as the security persona.
+        sql = next(c for c in cfg["cases"] if c["case"] == "py-order-search-sql")
+        assert [f["kind"] for f in sql["findings"]] == ["hit"]
+    assert {r["model"] for r in requests} == {"deepseek-v4-flash", "deepseek-v4-pro"}
+    personas = [r for r in requests if r["messages"][0]["content"].startswith(
+        "You are the security reviewer")]
+    assert {r["model"] for r in personas} == {"deepseek-v4-flash", "deepseek-v4-pro"}
