@@ -67,6 +67,30 @@ def _confirm(lines: list[str], yes: bool) -> bool:
     return input("Start? [y/N] ").strip().lower() in ("y", "yes")
 
 
+class Running:
+    """``<home>/eval/running.json`` while a run is under way: the web UI's eval page shows it."""
+
+    def __init__(self, home: Path | None, started: datetime, labels: list[str], cases: int):
+        self.path = home / "eval" / "running.json" if home is not None else None
+        self.state: dict[str, Any] = {
+            "started_at": started.isoformat(timespec="seconds"), "configs": labels,
+            "cases": cases, "config": None, "done": 0, "spent_usd": 0.0}
+
+    def update(self, cfg: EvalConfig, done: int, total: int, spent: float) -> None:
+        if self.path is None:
+            return
+        self.state.update(config=cfg.label, done=done, spent_usd=round(spent, 6),
+                          updated_at=datetime.now(UTC).isoformat(timespec="seconds"))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state), encoding="utf-8")
+        tmp.replace(self.path)
+
+    def done(self) -> None:
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+
+
 def _write(report: dict[str, Any], out: Path | None, home: Path | None) -> list[Path]:
     written = []
     stamp = report["started_at"].replace(":", "").replace("+0000", "Z")
@@ -137,20 +161,26 @@ async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
               for e in estimates]
     if not _confirm(lines, args.yes):
         return 1
+    home = harness.home if harness.loaded.found else None
+    started = datetime.now(UTC)
+    running = Running(home, started, [c.label for c in configs], len(cases))
     opts = Options(concurrency=max(1, args.concurrency), instructions=instructions,
                    max_cost_usd=args.max_cost_usd,
-                   progress=lambda line: print(line, file=sys.stderr, flush=True))
-    started = datetime.now(UTC)
+                   progress=lambda line: print(line, file=sys.stderr, flush=True),
+                   on_batch=running.update)
     results = []
     spent = 0.0
     try:
         for cfg in configs:
+            running.update(cfg, 0, len(cases), spent)
             res = await run_config(harness, cfg, cases, opts, spent)
             spent += sum(r.cost_usd for r in res.runs)
             results.append(res)
     except EvalError as exc:
         print(f"eval: {exc}", file=sys.stderr)
         return 2
+    finally:
+        running.done()
     judge = None
     if args.judge:
         from .judge import judge_results
@@ -158,7 +188,6 @@ async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
         judge = await judge_results(harness.config, args.judge, cases, results)
     report = build_report(cases, results, started_at=started,
                           estimate={e["config"]: e for e in estimates}, judge=judge)
-    home = harness.home if harness.loaded.found else None
     for path in _write(report, Path(args.out) if args.out else None, home):
         print(f"eval: wrote {path}", file=sys.stderr)
     print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else markdown(report))

@@ -61,6 +61,8 @@ class Options:
     instructions: str = ""
     max_cost_usd: float | None = None
     progress: Callable[[str], None] = lambda line: None
+    # Called after every batch: (configuration, cases done, cases in all, USD spent so far).
+    on_batch: Callable[[EvalConfig, int, int, float], None] = lambda *a: None
 
 
 @dataclass
@@ -93,8 +95,10 @@ def scratch_config(base: DeploymentConfig, review: dict[str, Any], home: Path,
                    opts: Options) -> LoadedConfig:
     """The user's providers, a fresh home and one account on the sandbox; nothing else of
     the user's deployment (no storage routes, no web UI, no other accounts)."""
-    review = {**review, "models": [], "team": {**review.get("team", {}),
-                                               "personas": list(cfg.team)}}
+    # The model under test alone (no fallback candidates); the cases have no instructions file
+    # and two reviews at most, so neither require_instructions nor a review cap may stop them.
+    review = {**review, "models": [], "require_instructions": False, "max_reviews_per_pr": 0,
+              "team": {**review.get("team", {}), "personas": list(cfg.team)}}
     if opts.instructions:
         review["default_instructions"] = opts.instructions
     account = {"name": ACCOUNT, "personal_access_token": TOKEN, "api_url": sb.api_url,
@@ -218,6 +222,7 @@ async def run_config(harness: Harness, cfg: EvalConfig, cases: list[Case], opts:
                     run = await _collect(dep, case, shas[case.id])
                     result.runs.append(run)
                     spent += run.cost_usd
+                opts.on_batch(cfg, len(result.runs), len(cases), spent)
                 opts.progress(f"[{cfg.label}] {len(result.runs)}/{len(cases)} cases, "
                               f"${spent:.4f} spent"
                               + (f", {sum(r.error is not None for r in result.runs)} failed"

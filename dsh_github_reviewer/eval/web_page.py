@@ -1,5 +1,6 @@
 """The web UI's eval page (``/eval``): the latest report ``dsh github-reviewer eval`` wrote into
-this deployment's home (``<home>/eval/latest.json``)."""
+this deployment's home (``<home>/eval/latest.json``), and the progress of a run under way
+(``running.json``, rewritten after every batch)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ from .report import html_fragment
 
 def latest_path(home: Path) -> Path:
     return home / "eval" / "latest.json"
+
+
+def running_path(home: Path) -> Path:
+    return home / "eval" / "running.json"
 
 
 def _load(path: Path) -> tuple[dict[str, Any] | None, str | None]:
@@ -33,12 +38,14 @@ def register(router: Any) -> None:
                 fragment = html_fragment(report)
             except (KeyError, TypeError) as exc:  # a report from another version
                 error = f"latest.json cannot be shown: missing {exc}"
+        running, _ = await asyncio.to_thread(_load, running_path(router.harness.home))
         return await router.render(request, "reviewer_eval.html", fragment=fragment,
-                                   error=error)
+                                   error=error, running=running)
 
     async def eval_api(request):
         report, error = await asyncio.to_thread(_load, latest_path(router.harness.home))
-        return router.json({"report": report, "error": error})
+        running, _ = await asyncio.to_thread(_load, running_path(router.harness.home))
+        return router.json({"report": report, "error": error, "running": running})
 
     router.add_page("/eval", eval_page, "Eval")
     router.add_route("/api/eval", eval_api)

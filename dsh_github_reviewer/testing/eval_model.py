@@ -6,7 +6,8 @@ can be computed by hand.
 * ``silent``: no finding;
 * ``every_line``: one finding per added line of the PR's diff;
 * ``repeater``: like ``perfect``, and on a second push every defect still present again;
-* ``decoys``: like ``perfect``, plus one finding on every decoy.
+* ``decoys``: like ``perfect``, plus one finding on every decoy;
+* ``fail``: every request of the case fails (HTTP 500), so its review is never posted.
 
 The case is known from the repository name (``eval/<case id>``), the push from how many review
 turns the PR's conversation has had.
@@ -18,14 +19,14 @@ import functools
 import re
 from collections.abc import Callable
 
-from dsh_harness.testing import ModelRequest, ScriptedModelServer
+from dsh_harness.testing import ModelRequest, Reply, ScriptedModelServer
 
 from ..eval.cases import Case
 from ..eval.validate import hunks
 from .reviewer_model import Finding, reviewer_policy
 
 _TARGET = re.compile(r"Review only [^/\s]+/([^#\s]+)#\d+ at head SHA")
-BEHAVIOURS = ("perfect", "silent", "every_line", "repeater", "decoys")
+BEHAVIOURS = ("perfect", "silent", "every_line", "repeater", "decoys", "fail")
 
 
 def _push(req: ModelRequest) -> int:
@@ -70,4 +71,11 @@ def eval_model(cases: list[Case], behaviour: str | Callable[[str], str]) -> Scri
     pick = (lambda _id: behaviour) if isinstance(behaviour, str) else behaviour
     by_repo = {c.id.lower(): c for c in cases}
     find = functools.partial(_find, by_repo, pick)
-    return ScriptedModelServer(policy=functools.partial(reviewer_policy, find=find))
+
+    def policy(req: ModelRequest) -> Reply:
+        m = _TARGET.search(req.last_user_text())
+        if m and m.group(1).lower() in by_repo and pick(by_repo[m.group(1).lower()].id) == "fail":
+            raise LookupError("scripted failure")  # the server answers HTTP 500
+        return reviewer_policy(req, find=find)
+
+    return ScriptedModelServer(policy=policy)

@@ -51,8 +51,12 @@ async def test_eval_limit_5_json_runs_every_case_through_the_provider(tmp_path):
     assert "<td>go-audit-query</td><td title=" in html and "<td class=miss>✗</td>" in html
     assert "| scripted/deepseek-v4-flash | 5 |" in (tmp_path / "out" / "report.md").read_text()
     assert json.loads((tmp_path / "home" / "eval" / "latest.json").read_text()) == report
+    assert not (tmp_path / "home" / "eval" / "running.json").exists()  # removed at the end
 
-    # The web UI's eval page shows that latest report.
+    # The web UI's eval page shows that latest report, and a run under way.
+    (tmp_path / "home" / "eval" / "running.json").write_text(json.dumps({
+        "started_at": "2026-01-01T00:00:00+00:00", "configs": ["a/b", "a/c"], "cases": 40,
+        "config": "a/c", "done": 12, "spent_usd": 0.5}))
     h = Harness(load_config(tmp_path / "dsh.toml"), load_entry_points=False,
                 plugins=[("dsh-github-reviewer", reviewer_plugin)])
     try:
@@ -62,7 +66,8 @@ async def test_eval_limit_5_json_runs_every_case_through_the_provider(tmp_path):
     finally:
         await h.close()
     assert "Review quality eval" in page and "go-audit-query" in page and "<svg" in page
-    assert api["report"]["cases"] == report["cases"]
+    assert "An eval is running" in page and "a/c — 12/40 cases, $0.5000 spent" in page
+    assert api["report"]["cases"] == report["cases"] and api["running"]["done"] == 12
 
 
 @pytest.mark.slow

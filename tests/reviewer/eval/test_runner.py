@@ -38,12 +38,18 @@ async def test_scripted_reviewers_get_their_exact_scores(tmp_path):
     """One run, five copies of the two-push calculator case, each reviewed by a model of known
     behaviour (chosen by the repository name)."""
     behaviours = {"perfect": "perfect", "silent": "silent", "every": "every_line",
-                  "repeat": "repeater", "decoy": "decoys"}
+                  "repeat": "repeater", "decoy": "decoys", "fail": "fail"}
     cases = [case(id=f"calc-{k}") for k in behaviours]
     res, _ = await _run(tmp_path, cases, lambda cid: behaviours[cid.split("-")[1]],
-                        concurrency=5)
+                        concurrency=6)
     runs = {r.case_id: r for r in res.runs}
+    failed = runs.pop("calc-fail")
     assert all(r.error is None and r.reviewed == [1, 2] for r in runs.values()), runs
+    # A review that never got posted is a failure with the recorded reason, and finds nothing.
+    assert failed.reviewed == [] and failed.findings == []
+    assert failed.error.startswith("push 1, 2: ") and "500" in failed.error, failed.error
+    fail = summarize([score_case(cases[-1], failed)], [failed])
+    assert (fail["failures"], fail["recall"]) == (1, 0.0)
 
     def s(k):
         c = next(c for c in cases if c.id == f"calc-{k}")
@@ -79,7 +85,10 @@ async def test_shipped_cases_with_a_perfect_reviewer_and_the_cost_cap(tmp_path):
     # The first batch ran (nothing was spent before it); the cap stopped the rest.
     assert len(res.runs) == 1 and "--max-cost-usd 1e-09 reached after 1 of 3" in res.stopped
     assert all(f"eval/{res.runs[0].case_id}#1" in json.dumps(r) for r in requests)
-    res, _ = await _run(tmp_path, cases, "perfect", concurrency=3)
+    batches = []
+    res, _ = await _run(tmp_path, cases, "perfect", concurrency=2,
+                        on_batch=lambda cfg, done, total, spent: batches.append((done, total)))
+    assert batches == [(2, 3), (3, 3)]  # what the progress line and running.json show
     by = {c.id: c for c in cases}
     s = summarize([score_case(by[r.case_id], r) for r in res.runs], res.runs)
     assert (s["recall"], s["precision"], s["findings_on_clean"], s["failures"]) == \
