@@ -24,11 +24,14 @@ from ..turn.answered import committed_answer
 from ..turn.prompts import (
     PrFacts,
     TrustedInstructions,
+    TurnMessage,
     chat_message,
     review_message,
     system_prompt,
+    told_meta,
 )
-from ..turn.review_input import prepare_review
+from ..turn.review_input import ReviewInput, prepare_review
+from ..turn.told import Conversation
 
 log = logging.getLogger(__name__)
 
@@ -66,16 +69,32 @@ def scope_for(pr: PullRequest, flow: str, trigger: str) -> Scope:
 
 
 async def review_turn_message(acct: AccountRuntime, pr: PullRequest, previous_head: str | None,
-                              requested_by: str | None, agent: Agent, turn: GuardTurn) -> str:
+                              requested_by: str | None, agent: Agent,
+                              turn: GuardTurn) -> TurnMessage:
     """A review turn's user message (the single reviewer's and every persona's): per-turn facts
     only, so the system prompt stays byte-stable — the prepared diff or only what changed since
-    the session's last completed review, and people's feedback on the bot's threads."""
+    the session's last completed review, and people's feedback on the bot's threads — and what
+    it told the model, as data for the turn meta (``turn/told.py``)."""
     assert acct.client is not None
-    history = agent.user_messages()
-    prepared = await prepare_review(acct.client, pr, acct.config.review, previous_head, history)
+    pr_facts = facts(pr)
+
+    async def build(seen: list) -> tuple[ReviewInput, str]:
+        conv = Conversation(seen)
+        prepared = await prepare_review(acct.client, pr, acct.config.review, previous_head,
+                                        conv)
+        return prepared, review_message(pr_facts, previous_head, requested_by, prepared, conv)
+
+    seen = agent.user_turns()
+    prepared, text = await build(seen)
+    # A compaction at the start of this turn would summarize turns the message refers to
+    # ("unchanged", "above"): then only the turns it keeps count (built again; the GitHub
+    # reads are conditional, so this costs no rate limit).
+    kept = agent.user_turns(upcoming_tokens=len(text.encode()) // 4 + 1)
+    if len(kept) != len(seen):
+        prepared, text = await build(kept)
     if prepared.files is not None:
         turn.use_files(prepared.files)
-    return review_message(facts(pr), previous_head, requested_by, prepared, history)
+    return TurnMessage(text, told_meta(pr_facts, previous_head, prepared))
 
 
 class Runner:
@@ -110,6 +129,9 @@ class Runner:
                                  runtime=acct.mcp,
                                  token=await acct.auth.token(valid_for_s=deadline - loop.time()))
                 message = await message_for(pr, agent, turn)
+                told = {}
+                if isinstance(message, TurnMessage):
+                    message, told = message.text, message.meta
                 acct.guard.begin(key.session_id, turn)
                 try:
                     # The PR as this turn saw it, for the web UI's PR pages (not sent to the
@@ -118,7 +140,7 @@ class Runner:
                              "head": pr.head.sha}
                     outcome = await agent.followup(message, deadline=deadline,
                                                    meta={"flow": flow, "trigger": trigger,
-                                                         "pr": about})
+                                                         "pr": about, **told})
                 finally:
                     await acct.guard.end(key.session_id)
                     # A bot watches many PRs for months: keep no idle conversation in memory.
@@ -146,7 +168,7 @@ class Runner:
         # A review already posted for the trigger is looked for by the caller (work.review),
         # which also checks that it was posted on this head.
 
-        async def message(p: PullRequest, agent: Agent, turn: GuardTurn) -> str:
+        async def message(p: PullRequest, agent: Agent, turn: GuardTurn) -> TurnMessage:
             return await review_turn_message(acct, p, previous_head, requested_by, agent, turn)
 
         turn, result = await self._turn(acct, pr, "review", trigger, instructions, message)

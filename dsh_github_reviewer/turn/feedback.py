@@ -3,9 +3,9 @@
 Before a review turn the runner reads the PR's review comments (one conditional listing, which
 also carries each comment's 👍/👎 counts — no extra request) and the threads' resolution state
 (one GraphQL ``reviewThreads`` query). For each thread the bot started it renders *facts*: a
-person's reply, the resolution, the reactions. A fact already present in an earlier user
-message of the conversation is left out, so the model is told each thing once, without any
-stored state: the conversation log is the record of what it was told.
+person's reply, the resolution, the reactions. A fact an earlier turn still in the conversation
+already reported (its turn meta says so, ``told.py``) is left out, so the model is told each
+thing once; a person's reply quoting a fact's wording changes nothing.
 
 Only per review turn, never per idle tick: the poller's cost stays flat.
 """
@@ -21,6 +21,7 @@ from ..core.triggers import is_own_post, is_review_post
 from ..github.client import GitHubClient
 from ..github.errors import GitHubError
 from ..github.models import Review, ReviewComment
+from .told import Conversation
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,15 @@ class ThreadState:
 class ThreadNews:
     root: ReviewComment
     facts: list[str] = field(default_factory=list)
+    resolution: str | None = None   # "resolved" | "reopened" when this news reports one
+
+
+def told_facts(news: Sequence[ThreadNews]) -> tuple[list[str], dict[str, str]]:
+    """What ``render`` tells the model, as data for the turn meta: the facts and the thread
+    resolutions reported."""
+    shown = news[:MAX_THREADS]
+    return ([f for n in shown for f in n.facts],
+            {str(n.root.id): n.resolution for n in shown if n.resolution})
 
 
 def bot_reviews(reviews: Iterable[Review]) -> list[Review]:
@@ -77,10 +87,6 @@ async def thread_states(client: GitHubClient, owner: str, repo: str, number: int
     return out
 
 
-def _told(fact: str, history: Sequence[str]) -> bool:
-    return any(fact in message for message in history)
-
-
 def _from_a_person(c: ReviewComment, bot_logins: set[str]) -> bool:
     """Replies by the bot itself (its login, or any post carrying its marker, as its chat
     answers do) and by other bots are not people's feedback."""
@@ -88,21 +94,10 @@ def _from_a_person(c: ReviewComment, bot_logins: set[str]) -> bool:
                 or is_own_post(c.body))
 
 
-def _last_told_resolution(root_id: int, history: Sequence[str]) -> str | None:
-    """``resolved`` or ``reopened``: the thread's resolution the model was told last."""
-    resolved, reopened = f"thread {root_id} resolved", f"thread {root_id} unresolved again"
-    last = None
-    for message in history:
-        i, j = message.rfind(resolved), message.rfind(reopened)
-        if i >= 0 or j >= 0:
-            last = "resolved" if i > j else "reopened"
-    return last
-
-
-def _resolution_news(root_id: int, state: ThreadState, history: Sequence[str]) -> str | None:
+def _resolution_news(root_id: int, state: ThreadState, conv: Conversation) -> str | None:
     """The resolution when it differs from what the model was told last: a thread can be
     resolved, unresolved and resolved again, and each change matters to the findings."""
-    told = _last_told_resolution(root_id, history)
+    told = conv.resolution(root_id)
     if state.resolved and told != "resolved":
         who = f" by {sanitize_line(state.resolved_by, 80)}" if state.resolved_by else ""
         return f"thread {root_id} resolved{who}"
@@ -112,7 +107,9 @@ def _resolution_news(root_id: int, state: ThreadState, history: Sequence[str]) -
 
 
 def thread_news(comments: Sequence[ReviewComment], mine: Sequence[Review],
-                states: dict[int, ThreadState], history: Sequence[str]) -> list[ThreadNews]:
+                states: dict[int, ThreadState],
+                history: Conversation | Sequence[str]) -> list[ThreadNews]:
+    conv = Conversation.of(history)
     review_ids = {r.id for r in mine}
     bot_logins = {r.user.login.lower() for r in mine if r.user}
     roots = [c for c in comments
@@ -132,7 +129,7 @@ def thread_news(comments: Sequence[ReviewComment], mine: Sequence[Review],
             news.facts.append(f"reply {c.id} by {sanitize_line(c.user.login, 80)} "
                               f"({c.author_association}): {quoted}")
         state = states.get(root.id)
-        resolution = _resolution_news(root.id, state, history) if state else None
+        resolution = _resolution_news(root.id, state, conv) if state else None
         if resolution:
             news.facts.append(resolution)
         elif state is not None and state.outdated and not state.resolved:
@@ -141,7 +138,10 @@ def thread_news(comments: Sequence[ReviewComment], mine: Sequence[Review],
         if r is not None and (r.plus_one or r.minus_one):
             news.facts.append(f"thread {root.id} reactions: +1 x{r.plus_one}, "
                               f"-1 x{r.minus_one}")
-        news.facts = [f for f in news.facts if f == resolution or not _told(f, history)]
+        news.resolution = "resolved" if state and state.resolved else "reopened"
+        if resolution is None:
+            news.resolution = None
+        news.facts = [f for f in news.facts if f == resolution or not conv.told_fact(f)]
         if news.facts:
             out.append(news)
     return out

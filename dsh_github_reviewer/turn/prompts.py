@@ -11,14 +11,16 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core.sanitizer import sanitize, sanitize_line
+from .told import TOLD, Conversation, Told, digest
 
 if TYPE_CHECKING:
     from .review_input import ReviewInput
 
 BODY_LIMIT = 8_000
+FINDINGS_SHOWN = 50
 
 TRUST_BOUNDARY = """\
 ## Trust boundary
@@ -158,7 +160,8 @@ def _body(pr: PrFacts) -> str:
 
 
 def review_message(pr: PrFacts, previous_head: str | None, requested_by: str | None,
-                   prepared: ReviewInput | None = None, history: Sequence[str] = ()) -> str:
+                   prepared: ReviewInput | None = None,
+                   history: Conversation | Sequence[str] = ()) -> str:
     """The review turn's user message; with ``prepared`` it carries the prepared
     diff or only what changed, and repeats the PR block and body only when they changed."""
     if prepared is not None:
@@ -182,7 +185,7 @@ _FOCUS = {
     "first": "This is the first review of this pull request. Its prepared diff is below.",
     "again": "This is a re-review (last reviewed head: {previous}), but that review is not in "
              "this conversation verbatim, so the PR's whole prepared diff is below. Do not "
-             "repeat findings already reported on the PR.",
+             "repeat findings already reported on the PR{listed}.",
     "base_changed": "This is a re-review after the pull request's base branch changed (last "
                     "reviewed head: {previous}), so its whole prepared diff against the new "
                     "base is below. Do not repeat unchanged findings.",
@@ -192,28 +195,52 @@ _FOCUS = {
             "repeat unchanged findings.",
     "force_push": "This is a re-review after a force-push or rebase (last reviewed head: "
                   "{previous}). Do not repeat unchanged findings.",
-    "unchanged": "The head is unchanged since your last review ({previous}); check your earlier "
-                 "findings and the feedback below.",
+    "unchanged": "The head is unchanged since your last review ({previous}), so the diff you "
+                 "reviewed above is current; check your earlier findings{feedback}.",
+    "retry": "Your previous turn above was given this same material (head {head}) and ended "
+             "without submitting a review. It is still current and is not repeated: review it "
+             "and submit.",
     "unavailable": "Review this pull request.",
 }
 
 
+@dataclass(frozen=True)
+class TurnMessage:
+    """A user message and what it told the model, as data for the turn's meta."""
+
+    text: str
+    meta: dict[str, Any]
+
+
+def told_meta(pr: PrFacts, previous_head: str | None, prepared: ReviewInput) -> dict[str, Any]:
+    """The turn meta's ``told`` for a review turn (``told.py`` reads it back)."""
+    return {TOLD: Told(base_ref=pr.base_ref, head=pr.head_sha,
+                       previous_head=prepared.previous_head or previous_head,
+                       kind=prepared.kind, whole_diff=prepared.whole_diff,
+                       block=digest(_stable_block(pr)), body=digest(_body(pr)),
+                       facts=prepared.told_facts, threads=prepared.told_threads,
+                       findings=prepared.findings).model_dump(mode="json")}
+
+
 def _prepared_message(pr: PrFacts, previous_head: str | None, requested_by: str | None,
-                      prepared: ReviewInput, history: Sequence[str]) -> str:
+                      prepared: ReviewInput, history: Conversation | Sequence[str]) -> str:
     who = (f" Requested with /review by {sanitize_line(requested_by, 80)}."
            if requested_by else "")
     parts = [f"Flow: review.{who}\n"
              + _FOCUS[prepared.kind].format(
-                 previous=prepared.previous_head or previous_head or "?") + "\n"
+                 previous=prepared.previous_head or previous_head or "?", head=pr.head_sha,
+                 listed=" (listed below)" if prepared.findings else "",
+                 feedback=" and the feedback below" if prepared.feedback else "") + "\n"
              f"Review only {pr.owner}/{pr.repo}#{pr.number} at head SHA {pr.head_sha} against "
              f"base SHA {pr.base_sha} ({pr.changed_files} files, +{pr.additions}/"
              f"-{pr.deletions})."]
     block, body = _stable_block(pr), _body(pr)
-    told = [m for m in history if m.startswith("Flow: review")]
-    same_block = any(block in m for m in told)
-    same_body = any(body in m for m in told)
+    same_block, same_body = Conversation.of(history).showed(block, body)
     if same_block and same_body:
-        parts.append("(Title, body and branches are unchanged since your last review.)")
+        # "since your last review" only when there was one the model can see.
+        since = ("unchanged since your last review" if previous_head and prepared.kind != "again"
+                 else "as shown above in this conversation")
+        parts.append(f"(Title, body and branches are {since}.)")
     else:
         parts.append(block if not same_block else "(Title and branches unchanged.)")
         parts.append(body if not same_body else "(Body unchanged.)")
@@ -226,6 +253,13 @@ def _prepared_message(pr: PrFacts, previous_head: str | None, requested_by: str 
                      + more + "\n</new_commits>")
     if prepared.diff:
         parts.append(prepared.diff)
+    if prepared.findings:
+        shown = prepared.findings[:FINDINGS_SHOWN]
+        more = len(prepared.findings) - len(shown)
+        parts.append("<your_earlier_findings>\nYour inline findings already on this pull "
+                     "request (do not repeat them; say which ones the code now fixes):\n"
+                     + "\n".join(f"- {f}" for f in shown)
+                     + (f"\n- and {more} more" if more else "") + "\n</your_earlier_findings>")
     if prepared.feedback:
         parts.append(prepared.feedback)
     return "\n\n".join(parts)

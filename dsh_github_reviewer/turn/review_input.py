@@ -10,8 +10,12 @@ changes since the merge base instead of the difference between the heads, so the
 comparisons are combined into the files whose content differs between the heads, and their
 current PR diff is given with a note saying so.
 
-Whether a turn is a re-review is decided by the conversation, not only by the work record: an
-interdiff means nothing to a model that has not seen the earlier review (a lost session).
+Whether a turn is a re-review is decided by the conversation, not only by the record: an
+interdiff means nothing to a model that has not seen the earlier review (a lost session, or a
+crash right after the post), so that model gets the whole diff and the list of the bot's
+earlier findings on the PR. What earlier turns told the model is read from their turn meta
+(``told.py``), never from their text. A retry after a turn that ended without a submit refers
+to the material that turn was given instead of sending it again.
 """
 
 from __future__ import annotations
@@ -24,22 +28,22 @@ from ..config import ReviewSettings
 from ..core.sanitizer import redact_secrets, sanitize, sanitize_line
 from ..github.client import GitHubClient
 from ..github.errors import GitHubError, NotFound, RateLimited
-from ..github.models import Comparison, PullFile, PullRequest, Review
+from ..github.models import Comparison, PullFile, PullRequest, Review, ReviewComment
 from .diff_prep import exclude_patterns, excluded, is_binary, prepare
-from .feedback import bot_reviews, render, thread_news, thread_states
+from .feedback import ThreadNews, bot_reviews, render, thread_news, thread_states, told_facts
+from .told import Conversation
 
 log = logging.getLogger(__name__)
 
 FILES_PAGE_CAP = 30  # GitHub lists at most 3,000 files of a PR
 COMMITS_SHOWN = 20
 COMMIT_MESSAGE_LIMIT = 500
-REVIEW_FLOW = "Flow: review"
 
 
 @dataclass
 class ReviewInput:
     """The per-turn material; ``kind`` is first | again | base_changed | push | force_push |
-    unchanged | unavailable."""
+    unchanged | retry | unavailable."""
 
     kind: str
     diff: str = ""
@@ -49,6 +53,13 @@ class ReviewInput:
     note: str = ""
     files: list[PullFile] | None = None  # the PR's files, reused by the guard
     previous_head: str | None = None  # the last reviewed head this material starts from
+    findings: list[str] = field(default_factory=list)  # the bot's earlier findings (again)
+    told_facts: list[str] = field(default_factory=list)  # feedback facts, for the turn meta
+    told_threads: dict[str, str] = field(default_factory=dict)  # resolutions, likewise
+
+    @property
+    def whole_diff(self) -> bool:
+        return self.kind in ("first", "again", "base_changed") and bool(self.diff)
 
 
 SIZES_PER_QUERY = 50
@@ -77,14 +88,25 @@ async def blob_sizes(client: GitHubClient, owner: str, repo: str, sha: str,
         return {}
 
 
-def reviewed_in(history: Sequence[str]) -> bool:
-    return any(m.startswith(REVIEW_FLOW) for m in history)
+def reviewed_in(history: Conversation | Sequence[str]) -> bool:
+    return Conversation.of(history).reviewed
 
 
-def _base_branch_changed(base_ref: str, history: Sequence[str]) -> bool:
-    """Whether the base branch the model was last told (prompts' PR block) is another one."""
-    told = [m for m in history if m.startswith(REVIEW_FLOW) and "\nbase branch: " in m]
-    return bool(told) and f"\nbase branch: {base_ref}\n" not in told[-1]
+def _base_branch_changed(base_ref: str, conv: Conversation) -> bool:
+    """Whether the base branch the model was last told is another one."""
+    told = conv.base_ref()
+    return told is not None and told != base_ref
+
+
+def _material_above(pr: PullRequest, previous_head: str | None, conv: Conversation) -> bool:
+    """A turn still in the conversation was given this very material (same head, base and
+    starting point) and no review came of it: a retry can point at it."""
+    if previous_head == pr.head.sha:
+        return False
+    return any(t is not None and t.head == pr.head.sha and t.base_ref == pr.base.ref
+               and t.previous_head == previous_head
+               and t.kind in ("first", "again", "base_changed", "push", "force_push")
+               for t, _ in conv.turns)
 
 
 def _commit_lines(cmp: Comparison) -> tuple[list[str], int]:
@@ -141,7 +163,9 @@ async def _between_heads(client: GitHubClient, owner: str, repo: str, old: str, 
 
 
 async def prepare_review(client: GitHubClient, pr: PullRequest, settings: ReviewSettings,
-                         previous_head: str | None, history: Sequence[str]) -> ReviewInput:
+                         previous_head: str | None,
+                         history: Conversation | Sequence[str]) -> ReviewInput:
+    conv = Conversation.of(history)
     base = pr.base.repo
     assert base is not None
     owner, repo, number = base.owner.login, base.name, pr.number
@@ -150,12 +174,12 @@ async def prepare_review(client: GitHubClient, pr: PullRequest, settings: Review
     try:
         # The runner's trigger check listed the reviews just before: a free 304 here.
         mine = bot_reviews(await client.list_reviews(owner, repo, number))
-        if previous_head is None and mine and reviewed_in(history):
+        if previous_head is None and mine and conv.reviewed:
             # The conversation holds a review but the caller lost its head (a reset record):
             # the bot's last review on GitHub says which head it was.
             previous_head = next((r.commit_id for r in reversed(mine) if r.commit_id), None)
         files = await client.list_pull_files(owner, repo, number, max_pages=FILES_PAGE_CAP)
-        result = await _diff_part(client, pr, files, previous_head, history, patterns, budget)
+        result = await _diff_part(client, pr, files, previous_head, conv, patterns, budget)
         result.files, result.previous_head = files, previous_head
     except RateLimited:
         raise  # the turn fails and the account backs off; the tools would fail too
@@ -165,7 +189,12 @@ async def prepare_review(client: GitHubClient, pr: PullRequest, settings: Review
             f"The prepared diff could not be loaded ({redact_secrets(str(exc))[:200]}); read "
             "the changes with pull_request_read method=get_diff or get_files."))
     try:
-        result.feedback = await _feedback(client, owner, repo, number, mine, history)
+        comments = await client.list_review_comments(owner, repo, number) if mine else []
+        news = await _feedback(client, owner, repo, number, mine, comments, conv)
+        result.feedback = render(news)
+        result.told_facts, result.told_threads = told_facts(news)
+        if result.kind == "again":
+            result.findings = earlier_findings(comments, mine)
     except RateLimited:
         raise
     except GitHubError as exc:
@@ -175,7 +204,7 @@ async def prepare_review(client: GitHubClient, pr: PullRequest, settings: Review
 
 
 async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile],
-                     previous_head: str | None, history: Sequence[str], patterns: list[str],
+                     previous_head: str | None, conv: Conversation, patterns: list[str],
                      budget: int) -> ReviewInput:
     base = pr.base.repo
     assert base is not None
@@ -187,13 +216,17 @@ async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile
         sizes = await blob_sizes(client, owner, repo, pr.head.sha, binary)
         return prepare(chosen, patterns, budget, sizes).render()
 
+    if _material_above(pr, previous_head, conv):
+        # The last attempt was given this material and ended without a review (no submit):
+        # sending it again would only bill it again.
+        return ReviewInput("retry")
     if not previous_head:
         return ReviewInput("first", diff=await shown(files))
-    if not reviewed_in(history):
+    if not conv.reviewed:
         # A lost session, or the earlier review was compacted into a summary: the model
         # no longer has the code it reviewed, so an interdiff alone would mean little.
         return ReviewInput("again", diff=await shown(files))
-    if _base_branch_changed(pr.base.ref, history):
+    if _base_branch_changed(pr.base.ref, conv):
         # Retargeted to another base branch: the PR's diff is a different one now, whatever
         # the head did, so the interdiff (or "unchanged") would hide most of it.
         return ReviewInput("base_changed", diff=await shown(files))
@@ -243,12 +276,25 @@ async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile
 
 
 async def _feedback(client: GitHubClient, owner: str, repo: str, number: int,
-                    mine: list[Review], history: Sequence[str]) -> str:
+                    mine: list[Review], comments: list[ReviewComment],
+                    conv: Conversation) -> list[ThreadNews]:
     if not mine:
-        return ""
-    comments = await client.list_review_comments(owner, repo, number)
+        return []
     ids = {r.id for r in mine}
     has_threads = any(c.pull_request_review_id in ids and c.in_reply_to_id is None
                       for c in comments)
     states = await thread_states(client, owner, repo, number) if has_threads else {}
-    return render(thread_news(comments, mine, states, history))
+    return thread_news(comments, mine, states, conv)
+
+
+def earlier_findings(comments: Sequence[ReviewComment], mine: Sequence[Review]) -> list[str]:
+    """The bot's inline findings on the PR, one line each: what a model that no longer has
+    its earlier review (a lost session, a crash right after the post) must not repeat."""
+    ids = {r.id for r in mine}
+    out = []
+    for c in comments:
+        if c.pull_request_review_id in ids and c.in_reply_to_id is None:
+            where = sanitize_line(c.path or "", 200) + (f":{c.line}" if c.line else "")
+            first = sanitize_line((c.body or "").strip().split("\n", 1)[0], 160)
+            out.append(f"{where}: {first}")
+    return out

@@ -77,6 +77,15 @@ class AgentDeps:
     global_tools: list[Tool]
 
 
+@dataclass(frozen=True)
+class UserTurn:
+    """One turn's user message as the model still sees it, with the turn's meta."""
+
+    turn: int
+    meta: dict[str, Any]
+    content: str
+
+
 @dataclass
 class _Queued:
     text: str
@@ -119,6 +128,28 @@ class Agent:
                        if isinstance(e, Compaction)), default=0)
         failed = failed_attempts(self.session.events)
         return [e.content for e in self.session.events
+                if isinstance(e, UserMessage) and e.turn > through and e.turn not in failed]
+
+    def user_turns(self, upcoming_tokens: int = 0) -> list[UserTurn]:
+        """Like ``user_messages``, with each turn's number and meta (what the plugin recorded
+        about the turn when it queued it: structured facts, never shown to the model).
+
+        ``upcoming_tokens`` estimates the next user message: when the prompt with it would
+        exceed the compaction budget, the turns the compaction at the start of that turn will
+        summarize are left out too, so a plugin never says "unchanged, see above" about text
+        the summary is about to replace."""
+        events = self.session.events
+        through = max((e.through_turn for e in events if isinstance(e, Compaction)), default=0)
+        if upcoming_tokens:
+            limit = compaction.budget(self.deps.compaction,
+                                      self.deps.llm.spec(self.provider_name, self.model))
+            if self.prompt_tokens() + upcoming_tokens > limit:
+                folded = compaction.eligible_through_turn(
+                    events, self.session.last_turn + 1, self.deps.compaction.keep_recent_turns)
+                through = max(through, folded or 0)
+        failed = failed_attempts(events)
+        metas = {e.turn: e.meta for e in events if isinstance(e, TurnStart)}
+        return [UserTurn(e.turn, dict(metas.get(e.turn, {})), e.content) for e in events
                 if isinstance(e, UserMessage) and e.turn > through and e.turn not in failed]
 
     @property

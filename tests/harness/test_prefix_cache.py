@@ -96,3 +96,22 @@ async def test_reasoning_replay_modes(tmp_path, replay):
         await agent.followup("two")
         await h.close()
         assert "reasoning_content" not in server.requests[1]["messages"][2]
+
+
+async def test_user_turns_carry_their_meta_and_leave_out_what_a_compaction_will_fold(tmp_path):
+    with ScriptedModelServer() as server:
+        server.push(*[Reply(content=f"answer {i}") for i in range(3)])
+        h = make_harness(tmp_path, server.base_url,
+                         extra="[compaction]\nmax_prompt_tokens = 900\nkeep_recent_turns = 1\n")
+        agent = await h.agents.create("test:turns")
+        for i in range(3):
+            assert (await agent.followup(f"turn {i} " + "x" * 200, meta={"told": i})).ok
+        turns = agent.user_turns()
+        assert [(t.turn, t.meta, t.content[:6]) for t in turns] == [
+            (1, {"told": 0}, "turn 0"), (2, {"told": 1}, "turn 1"), (3, {"told": 2}, "turn 2")]
+        assert [t.content for t in turns] == agent.user_messages()
+        # A next message this big makes the next turn compact all but the last turn: the
+        # turns it will summarize are not "still seen" any more.
+        assert [t.turn for t in agent.user_turns(upcoming_tokens=2_000)] == [3]
+        assert [t.turn for t in agent.user_turns(upcoming_tokens=1)] == [1, 2, 3]
+        await h.close()

@@ -24,7 +24,7 @@ from ...github.guard import GuardTurn
 from ...github.models import PullRequest
 from ...github.review_submit import Draft, find_posted, post_review
 from ...turn.answered import committed_answer
-from ...turn.prompts import TrustedInstructions
+from ...turn.prompts import TrustedInstructions, TurnMessage
 from ..single import facts, pr_key, review_turn_message, scope_for
 from . import verdict
 from .attempts import AttemptResult, Outcome, reported_before, run_attempts
@@ -33,7 +33,7 @@ from .personas import COORDINATOR
 
 log = logging.getLogger(__name__)
 
-MessageFor = Callable[[Agent, GuardTurn], Awaitable[str]]
+MessageFor = Callable[[Agent, GuardTurn], Awaitable[str | TurnMessage]]
 
 
 @dataclass
@@ -162,12 +162,15 @@ class TeamReview:
                 acct.guard.begin(sid, turn)
                 try:
                     text = message if isinstance(message, str) else await message(agent, turn)
+                    told = {}
+                    if isinstance(text, TurnMessage):
+                        text, told = text.text, text.meta
                     # A persona's empty answer is no report: it must not enter the replayed
                     # transcript either (only completed attempts are memory).
                     outcome = await agent.followup(
                         text, deadline=deadline, require_text=flow == "persona",
                         meta={"flow": flow, "trigger": trigger, "persona": key.persona,
-                              "head": pr.head.sha})
+                              "head": pr.head.sha, **told})
                 finally:
                     await acct.guard.end(sid)
         except TimeoutError:
@@ -192,7 +195,7 @@ class TeamReview:
         if earlier is not None:
             return Outcome(True, earlier, None, ["reused: reported before a restart"])
 
-        async def message(agent: Agent, turn: GuardTurn) -> str:
+        async def message(agent: Agent, turn: GuardTurn) -> TurnMessage:
             # A persona reviews the same material as the single reviewer.
             return await review_turn_message(acct, pr, previous_head, requested_by, agent, turn)
 
