@@ -5,13 +5,18 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from dsh_harness import Harness
 
+from ..config import TeamSettings
+from ..reviewers.team.personas import BUILT_IN
 from .cases import Case, CaseError, load_cases
 from .report import build_report, html_page, markdown
 from .run import EvalConfig, EvalError, Options, check_model, run_config
@@ -22,6 +27,21 @@ from .validate import check_cases, corpus_stats
 SYSTEM_TOKENS = 6_000
 CALLS_PER_REVIEW = 5
 OUTPUT_PER_REVIEW = 800
+
+
+def check_team(team: tuple[str, ...], instructions: str) -> None:
+    """The personas a --team names exist: built in, or a section of --instructions."""
+    if not team:
+        raise EvalError("--team: name at least one persona, e.g. quality,security")
+    try:
+        TeamSettings(personas=list(team))
+    except ValidationError as exc:
+        raise EvalError("--team: " + "; ".join(e["msg"] for e in exc.errors())) from None
+    for name in team:
+        section = re.compile(rf"^##\s*Persona:\s*{re.escape(name)}\s*$", re.I | re.M)
+        if name not in BUILT_IN and not section.search(instructions):
+            raise EvalError(f"--team: persona {name!r} is not built in ({', '.join(BUILT_IN)}) "
+                            f"and --instructions has no '## Persona: {name}' section")
 
 
 def select(cases: list[Case], only: list[str], limit: int | None) -> list[Case]:
@@ -138,18 +158,19 @@ async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
         return 2
     models = args.model or [harness.config.default_model]
     configs = [EvalConfig(m) for m in models]
-    if args.team:
-        team = tuple(p.strip().lower() for p in args.team.split(",") if p.strip())
-        configs += [EvalConfig(m, team) for m in models]
     instructions = ""
     try:
+        if args.instructions:
+            instructions = _read(Path(args.instructions))
+        if args.team is not None:
+            team = tuple(p.strip().lower() for p in args.team.split(",") if p.strip())
+            check_team(team, instructions)
+            configs += [EvalConfig(m, team) for m in models]
         for m in [*models, *([args.judge] if args.judge else [])]:
             check_model(harness.config, m)
             problem = harness.llm.problem(m)
             if problem:
                 raise EvalError(f"--model {m}: {problem}")
-        if args.instructions:
-            instructions = _read(Path(args.instructions))
     except (EvalError, OSError, UnicodeDecodeError) as exc:
         print(f"eval: {exc}", file=sys.stderr)
         return 2

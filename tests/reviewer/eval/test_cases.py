@@ -64,3 +64,18 @@ def test_unreadable_cases_name_the_file(tmp_path):
         load_cases(tmp_path / "empty")
     with pytest.raises(CaseError, match="not a directory"):
         load_cases(tmp_path / "missing")
+
+
+def test_team_personas_are_checked_before_anything_runs():
+    from dsh_github_reviewer.eval.command import check_team
+    from dsh_github_reviewer.eval.run import EvalError
+
+    check_team(("quality", "security"), "")
+    check_team(("db",), "# Rules\n## Persona: DB\nLook at the queries.\n")
+    for team, instructions, message in [
+            ((), "", "name at least one persona"),
+            (("coordinator",), "", "coordinator is always part of a team"),
+            (("db",), "## Persona: api\n", "persona 'db' is not built in"),
+            (("Bad Name",), "", "persona names must match")]:
+        with pytest.raises(EvalError, match=message):
+            check_team(team, instructions)
