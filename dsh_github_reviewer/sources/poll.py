@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 
 from ..app import AccountRuntime
 from ..core.clock import utcnow
+from ..core.failures import log_failure
 from ..github.errors import RateLimited
 from ..github.feeds import FeedMarks, poll_repository
 from ..work.context import short_error
@@ -98,8 +99,9 @@ class AccountPoller:
             try:
                 await self.store.update_account(
                     lambda a, at=next_at: setattr(a, "next_tick_at", at))
-            except Exception:
-                log.exception("account %s: cannot record the next tick time", self.acct.key)
+            except Exception as exc:
+                log_failure(log, exc, "account %s: cannot record the next tick time",
+                            self.acct.key)
             try:
                 async with asyncio.timeout(wait):
                     await self._soon.wait()
@@ -120,7 +122,7 @@ class AccountPoller:
             try:
                 return await self._tick()
             except Exception as exc:
-                log.exception("account %s: tick failed", self.acct.key)
+                log_failure(log, exc, "account %s: tick failed", self.acct.key)
                 message = short_error(exc)
                 try:
                     await self.store.update_account(lambda a: setattr(a, "last_error", message))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
+from ..core.failures import local_failure
 from ..core.triggers import Trigger
 from ..github.errors import GitHubError, RateLimited
 from ..pr_output.replies import already_replied, post_reply
@@ -40,6 +41,8 @@ class CommandProcedure:
             log.warning("%s: /bot %d waits until %s: %s", key, cmd.comment_id,
                         until.isoformat(), exc)
         except Exception as exc:
+            if local_failure(exc):
+                raise   # the store failed: retried later, no attempt counted (see review.py)
             if not isinstance(exc, GitHubError | ChatFailed):
                 log.exception("%s: /bot %d failed with an exception", key, cmd.comment_id)
             await self._failed(key, cmd, short_error(exc))
@@ -52,6 +55,10 @@ class CommandProcedure:
             await self._done(key, cmd)
             return
         pr = await ctx.client.get_pull(owner, name, number)
+        if pr.draft:
+            await ctx.store.mark_draft(key)
+            log.info("%s: is a draft; /bot %d waits until it is ready", key, cmd.comment_id)
+            return
         stored = await ctx.store.instructions(rec.instructions_key)
         instructions = TrustedInstructions(stored.source, stored.text) if stored else None
         chat = Trigger.chat(ctx.acct.key, cmd.comment_id)

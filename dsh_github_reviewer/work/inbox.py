@@ -138,6 +138,9 @@ class Inbox:
                       now: datetime) -> PrRecord | None:
         if rec is not None:
             rec.reopened()
+            if rec.draft != pr.draft:
+                # Turned draft: whatever is owed waits. Ready again: it is owed again.
+                rec.draft = pr.draft
         if not self._reviewable(key, pr):
             return rec
         head = pr.head.sha
@@ -174,6 +177,14 @@ class Inbox:
             rec.base_ref = pr.base.ref
             return rec
         if rec.base_ref == pr.base.ref or rec.status == "reviewing":
+            return rec
+        cap = self.config.review.max_reviews_per_pr
+        if cap and rec.reviews_done >= cap:
+            # A retarget's review is automatic like a new head's: the same cap applies. The
+            # base stays recorded as reviewed, so the next poll logs nothing new.
+            self._log_once(key, f"{pr.head.sha}:{pr.base.ref}", "cap",
+                           "%s: %d automatic reviews done (cap); not reviewing the retarget "
+                           "to %s", key, rec.reviews_done, pr.base.ref)
             return rec
         log.info("%s: base branch %s -> %s; reviewing head %s again", key, rec.base_ref,
                  pr.base.ref, pr.head.sha)

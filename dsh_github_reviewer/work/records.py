@@ -137,6 +137,9 @@ class PrRecord(Record):
     notices: list[Notice] = Field(default_factory=list)
     instructions_key: str | None = None
     closed_seen_at: datetime | None = None
+    # The PR was a draft when last seen: nothing of its work runs (an owed review, queued
+    # commands, notices) until it is seen ready for review again.
+    draft: bool = False
 
     # -- the state machine: every change of ``status`` is one of these transitions ----------
     # (``tests/reviewer/test_work_records.py`` holds the transition table; the architecture
@@ -238,12 +241,14 @@ class PrRecord(Record):
         return until
 
     def review_due_at(self, poll_interval_s: float, now: datetime) -> datetime | None:
-        if self.status != "reviewing":
+        if self.status != "reviewing" or self.draft:
             return None
         return self.backoff_until(poll_interval_s) or now
 
     def due_at(self, poll_interval_s: float, now: datetime) -> datetime | None:
         """The earliest moment some of this PR's work may run; None = nothing owed."""
+        if self.draft:
+            return None
         times = [self.review_due_at(poll_interval_s, now)]
         times += [c.next_attempt_at or now for c in self.queued]
         times += [n.next_attempt_at or now for n in self.notices if not n.posted]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 
+from ..core.failures import local_failure
 from ..core.sanitizer import sanitize_line
 from ..core.triggers import Trigger
 from ..github.errors import GitHubError, NotFound, RateLimited
@@ -77,6 +78,11 @@ class ReviewProcedure:
         except RateLimited as exc:
             await self._paused(key, exc)
         except Exception as exc:
+            if local_failure(exc):
+                # The store failed (locked, disk full): not the review's fault, and recording
+                # a failed attempt could mark a review already on GitHub as failed. The
+                # scheduler retries later; the marker finds a review that was posted.
+                raise
             if not isinstance(exc, GitHubError):
                 log.exception("%s: review failed with an exception", key)
             await self._failed(key, ran, None, short_error(exc))
@@ -90,6 +96,12 @@ class ReviewProcedure:
         pr = await ctx.client.get_pull(owner, name, number)
         if pr.state != "open":
             await self._closed(key)
+            return
+        if pr.draft:
+            # Turned draft after the review was owed (a failed attempt, an interrupted run,
+            # a /review just before): nothing runs or posts while it is a draft.
+            await ctx.store.mark_draft(key)
+            log.info("%s: is a draft; the owed review waits until it is ready", key)
             return
         head = pr.head.sha
         if trigger == self._auto(rec.head_sha):
@@ -144,7 +156,10 @@ class ReviewProcedure:
             if e is None:
                 return None
             # Still owed if the record moved on meanwhile (a push, a /review after the start).
-            e.reviewed(pr.head.sha, now, counted=trigger.automatic and started is not None,
+            # A new head's review and a retarget's count toward max_reviews_per_pr; so does
+            # one found on GitHub by its marker (posted before a crash or a failed write: the
+            # record still owed it, so it was never counted). A /review never counts.
+            e.reviewed(pr.head.sha, now, counted=trigger.automatic,
                        answers=(owed, trigger, self._auto(pr.head.sha)))
             return e
         await self.ctx.store.update_pr(key, apply)

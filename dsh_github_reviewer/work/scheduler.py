@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..core.clock import utcnow
+from ..core.failures import log_failure
 from .store import WorkStore
 from .worker import PrWorker
 
@@ -170,9 +171,9 @@ class Scheduler:
             lane.wakeup.clear()
             try:
                 await self._refresh(lane)
-            except Exception:
+            except Exception as exc:
                 # The store failed (disk full, locked): keep what is known and try again.
-                log.exception("account %s: cannot read the work records", lane.key)
+                log_failure(log, exc, "account %s: cannot read the work records", lane.key)
                 lane.rescan = True
                 await self._sleep(lane, lane.poll_interval_s)
                 continue
@@ -199,11 +200,12 @@ class Scheduler:
             lane.held.pop(key, None)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            # Procedures record their own failures; reaching here means recording failed
-            # too (storage). Hold the PR for one interval instead of spinning on it.
-            log.exception("%s: work failed and could not be recorded; retrying in %.0f s",
-                          key, lane.poll_interval_s)
+        except Exception as exc:
+            # Procedures record their own failures; reaching here means the store failed (a
+            # local hiccup: no attempt is counted) or recording failed. Hold the PR for one
+            # interval, in memory, instead of spinning on it.
+            log_failure(log, exc, "%s: work not done, retrying in %.0f s", key,
+                        lane.poll_interval_s)
             from datetime import timedelta
 
             lane.held[key] = self.clock() + timedelta(seconds=lane.poll_interval_s)

@@ -71,6 +71,15 @@ class WorkStore:
         return {k: r for k, r in (await self.prs_table.all()).items()
                 if split_pr_key(k)[0] == self.account}
 
+    async def mark_draft(self, key: str) -> None:
+        """The PR was found a draft when its work was about to run: the work waits (no
+        attempt is counted) until a poll or a delivery sees it ready for review."""
+        def apply(e: PrRecord | None) -> PrRecord | None:
+            if e is not None:
+                e.draft = True
+            return e
+        await self.update_pr(key, apply)
+
     async def delete_pr(self, key: str) -> bool:
         return await self.prs_table.delete(key)
 

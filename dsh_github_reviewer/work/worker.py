@@ -9,6 +9,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
 
+from ..core.failures import local_failure
 from ..core.triggers import Trigger
 from ..github.errors import GitHubError, RateLimited
 from .chat import CommandProcedure
@@ -51,7 +52,7 @@ class PrWorker:
     async def step(self, key: str) -> bool:
         """Run the next due item of the PR; False when nothing is due now."""
         rec = await self.ctx.store.pr(key)
-        if rec is None:
+        if rec is None or rec.draft:
             return False
         now = self.ctx.clock()
         interval = self.ctx.cfg.poll_interval_s
@@ -85,6 +86,8 @@ class PrWorker:
         except RateLimited as exc:
             error, wait = short_error(exc), exc.wait_s
         except Exception as exc:
+            if local_failure(exc):
+                raise
             if not isinstance(exc, GitHubError):
                 log.exception("%s: cannot post the give-up notice", key)
             error = short_error(exc)

@@ -85,6 +85,7 @@ async def test_open_push_bot_and_retarget_are_answered_from_deliveries(tmp_path,
         await asyncio.to_thread(sandbox80.webhooks.wait_idle)
         await asyncio.sleep(0.5)
         assert len(bot_replies(sandbox80)) == 1 and len(dep.reviews()) == 3
+        assert (await dep.entry()).reviews_done == 3, "a retarget's review counts"
         assert all(d.status == 200 for d in sandbox80.webhooks.deliveries())
         (account,) = await status_data(dep.harness)
         hook = account["webhook"]

@@ -225,8 +225,8 @@ async def test_sqlite_refuses_a_non_database_file(tmp_path):
     path.write_bytes(b"not sqlite" * 200)
     with pytest.raises(StorageError) as exc:
         await SqliteBackend(tmp_path).open(SPEC)
-    assert str(exc.value) == (f"{path} is not a usable SQLite database (file is not a database);"
-                              " it was left untouched")
+    assert str(exc.value) == (f"{path} is damaged (SQLite: file is not a database); it was left"
+                              " untouched - restore it from a backup or move it away")
 
 
 async def test_sqlite_reports_a_path_it_cannot_open(tmp_path):
@@ -239,7 +239,7 @@ async def test_sqlite_reports_a_path_it_cannot_open(tmp_path):
 async def test_sqlite_failed_write_rolls_back_and_the_next_one_works(tmp_path):
     stored = await SqliteBackend(tmp_path).open(SPEC)
     await stored.write(1, [("items", "k", text(Item(n=1)))])
-    with pytest.raises(sqlite3.OperationalError, match="no such table"):
+    with pytest.raises(StorageError, match="no such table"):
         # The first op succeeds inside the transaction, the second fails: neither may stay.
         await stored.write(1, [("items", "k", text(Item(n=2))), ("undeclared", "x", "{}")])
     assert await stored.items("items") == [("k", text(Item(n=1)))]

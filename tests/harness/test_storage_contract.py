@@ -206,7 +206,7 @@ async def test_json_backend_sees_writes_of_another_process_handle(tmp_path):
 
 async def test_sqlite_rejects_non_database_file(tmp_path):
     (tmp_path / "dsh.sqlite3").write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(StorageError, match="not a usable SQLite database"):
+    with pytest.raises(StorageError, match="is damaged"):
         await Domain.open(SPEC, SqliteBackend(tmp_path))
     assert (tmp_path / "dsh.sqlite3").read_bytes() == b"this is not sqlite" * 100
 

@@ -17,7 +17,8 @@ from dsh_harness import error_lines
 
 from ...github.models import IssueComment, Owner, PullSummary, ReviewComment
 
-PR_ACTIONS = {"opened", "reopened", "synchronize", "ready_for_review", "edited", "closed"}
+PR_ACTIONS = {"opened", "reopened", "synchronize", "ready_for_review", "converted_to_draft",
+              "edited", "closed"}
 
 
 class MalformedDelivery(ValueError):

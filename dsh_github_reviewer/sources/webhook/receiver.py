@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ...core.clock import utcnow
+from ...core.failures import log_failure
 from . import events
 from .deliveries import Delivery, DeliveryLog
 from .signature import matching_secrets
@@ -131,8 +132,8 @@ class Receiver:
             result = await self._dispatch(delivery, name, parsed, acts, signed_by)
         except Exception as exc:
             self.counters.failed += 1
-            log.exception("webhook delivery %s (%s): recording failed", _safe(delivery),
-                          _safe(name))
+            log_failure(log, exc, "webhook delivery %s (%s): recording failed",
+                        _safe(delivery), _safe(name))
             result = (500, f"could not record the work ({type(exc).__name__}); "
                            "redeliver it or wait for reconciliation")
         finally:

@@ -1,0 +1,67 @@
+"""A local storage failure is never a failed attempt (issue 21 item 2): the store refuses one
+write (``database is locked``) right after the bot's review or reply is on GitHub; nothing is
+recorded as failed, the work is retried after the scheduler's hold and found done by its marker.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dsh_github_reviewer.testing.scenario import REPO, build_shop
+from dsh_github_reviewer.work.store import WorkStore
+from dsh_harness import StorageError
+
+from .conftest import Deployment
+from .fault_kit import Clock, replies_to
+
+pytestmark = pytest.mark.slow
+
+
+class LockedOnce:
+    """``update_pr`` fails once, the first time it runs after ``armed()`` turns true."""
+
+    def __init__(self, monkeypatch, armed):
+        self.armed, self.failed = armed, 0
+        real = WorkStore.update_pr
+
+        async def update_pr(store, key, fn):
+            if not self.failed and self.armed():
+                self.failed += 1
+                raise StorageError("dsh.sqlite3 is locked by another process (SQLite: "
+                                   "database is locked)")
+            return await real(store, key, fn)
+        monkeypatch.setattr(WorkStore, "update_pr", update_pr)
+
+
+async def test_a_store_failure_after_the_post_counts_no_attempt(tmp_path, sandbox80, model,
+                                                                monkeypatch):
+    build_shop(sandbox80)
+    clock = Clock(sandbox80)
+    dep = await Deployment(tmp_path, sandbox80, model, clock=clock).start()
+    try:
+        fault = LockedOnce(monkeypatch, lambda: bool(dep.reviews()))
+        await dep.tick()
+        assert fault.failed == 1 and len(dep.reviews()) == 1
+        rec = await dep.entry()
+        assert rec.status == "reviewing", "the record could not say 'reviewed' yet"
+        assert (rec.fail_count, rec.last_failed_at, rec.last_error) == (0, None, None), \
+            "a review on GitHub recorded as a failed attempt"
+        clock.skip(600)                      # past the scheduler's in-memory hold
+        await dep.tick()
+        rec = await dep.entry()
+        assert (rec.status, rec.fail_count, rec.reviews_done) == ("reviewed", 0, 1)
+        assert len(dep.reviews()) == 1 and len(model.served) > 0
+
+        cmd = sandbox80.state.add_issue_comment(REPO, 1, "maintainer", "/bot why?")
+        fault = LockedOnce(monkeypatch, lambda: bool(replies_to(sandbox80, cmd.id)))
+        await dep.tick()
+        assert fault.failed == 1 and len(replies_to(sandbox80, cmd.id)) == 1
+        [queued] = (await dep.entry()).queued
+        assert (queued.attempts, queued.last_error) == (0, None)
+        clock.skip(600)
+        await dep.tick()
+        rec = await dep.entry()
+        assert rec.queued == [] and rec.notices == []
+        assert len(replies_to(sandbox80, cmd.id)) == 1
+    finally:
+        await dep.stop()
