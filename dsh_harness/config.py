@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from .errors import ConfigError
+from .provider_presets import PRESETS, with_preset
 from .validation import error_lines, format_loc, join_errors
 
 DEFAULT_CONFIG_PATH = Path("dsh.toml")
@@ -96,28 +97,28 @@ class ModelSpec(StrictModel):
     output: float = Field(default=0.28, ge=0)
 
 
-def _deepseek_models() -> dict[str, ModelSpec]:
-    # Published prices (see docs/config.en.md); override per deployment when they change.
-    return {
-        "deepseek-v4-flash": ModelSpec(input=0.14, cache_read=0.0028, output=0.28),
-        "deepseek-v4-pro": ModelSpec(input=0.28, cache_read=0.028, output=0.42),
-        "deepseek-chat": ModelSpec(context_window=128_000, input=0.28, cache_read=0.028,
-                                   output=0.42),
-        "deepseek-reasoner": ModelSpec(context_window=128_000, input=0.28, cache_read=0.028,
-                                       output=0.42),
-    }
-
-
-DEEPSEEK_KEY_ENV = "DEEPSEEK_API_KEY"
+_USAGE_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
 class ProviderConfig(StrictModel):
+    # A built-in provider this block starts from (provider_presets.PRESETS); implied when the
+    # block's name is a preset's. Keys set here override the preset's.
+    preset: str | None = None
     kind: str = "openai"
-    base_url: str = "https://api.deepseek.com"
-    # Unset = no key variable, except for the provider named ``deepseek`` (DEEPSEEK_API_KEY):
-    # another provider must never send the DeepSeek key to its own base URL.
+    # Required unless a preset gives it.
+    base_url: str | None = None
+    # Unset = no key variable: a provider never reads another provider's key (each preset
+    # names its own, e.g. DEEPSEEK_API_KEY, OPENAI_API_KEY).
     api_key_env: str | None = None
     api_key: SecretStr | None = None
+    # False for local servers (Ollama, vLLM) that take requests without a key.
+    api_key_required: ConfigBool = True
+    # Where the usage reports prompt-cache hits (a dotted path); unset = DeepSeek's
+    # prompt_cache_hit_tokens, else OpenAI's prompt_tokens_details.cached_tokens.
+    cache_hit_usage: str | None = None
+    # Where the usage reports the billed cost in USD (OpenRouter: "cost"); when present it is
+    # the turn's cost, instead of tokens times the models table's prices.
+    cost_usage: str | None = None
     timeout_s: float = Field(default=300.0, gt=0)
     max_retries: int = Field(default=4, ge=0, le=20)
     # First backoff step; doubles per attempt (with jitter) unless the server sends Retry-After.
@@ -126,18 +127,49 @@ class ProviderConfig(StrictModel):
     retry_after_max_s: float = Field(default=60.0, ge=0)
     # Which reasoning_content to send back: "all" keeps requests prefix-stable across turns.
     reasoning_replay: Literal["all", "current_turn", "none"] = "all"
-    models: dict[str, ModelSpec] = Field(default_factory=_deepseek_models)
+    models: dict[str, ModelSpec] = Field(default_factory=dict)
+    # Prices and context window of models missing from ``models`` (local servers: free).
+    unlisted_model: ModelSpec | None = None
 
     @field_validator("base_url")
     @classmethod
-    def _http_url(cls, v: str) -> str:
+    def _http_url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
         if not re.match(r"^https?://[^/\s]+", v):
             raise ValueError("must be an http(s) URL")
         return v.rstrip("/")
 
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, v: str | None) -> str | None:
+        if v is not None and v not in PRESETS:
+            raise ValueError(f"unknown preset {v!r} (presets: {', '.join(sorted(PRESETS))})")
+        return v
+
+    @field_validator("cache_hit_usage", "cost_usage")
+    @classmethod
+    def _usage_path(cls, v: str | None) -> str | None:
+        if v is not None and not _USAGE_PATH.match(v):
+            raise ValueError("must be a dotted field path, e.g. "
+                             "prompt_tokens_details.cached_tokens")
+        return v
+
+    @model_validator(mode="after")
+    def _has_endpoint(self) -> ProviderConfig:
+        if self.base_url is None:
+            raise ValueError("base_url is required for a provider that is no preset (presets: "
+                             f"{', '.join(sorted(PRESETS))}; or set preset = \"<name>\")")
+        return self
+
+    @property
+    def url(self) -> str:
+        assert self.base_url is not None  # checked at validation
+        return self.base_url
+
 
 def _default_providers() -> dict[str, ProviderConfig]:
-    return {"deepseek": ProviderConfig(api_key_env=DEEPSEEK_KEY_ENV)}
+    return {name: ProviderConfig.model_validate(with_preset(name, {})) for name in PRESETS}
 
 
 class CompactionConfig(StrictModel):
@@ -189,13 +221,17 @@ class DeploymentConfig(StrictModel):
             raise ValueError("must be <provider>/<model>, e.g. deepseek/deepseek-v4-flash")
         return v
 
-    @field_validator("providers")
+    @field_validator("providers", mode="before")
     @classmethod
-    def _deepseek_key_env(cls, v: dict[str, ProviderConfig]) -> dict[str, ProviderConfig]:
-        out = dict(v)
-        deepseek = out.get("deepseek")
-        if deepseek is not None and "api_key_env" not in deepseek.model_fields_set:
-            out["deepseek"] = deepseek.model_copy(update={"api_key_env": DEEPSEEK_KEY_ENV})
+    def _presets(cls, v: Any) -> Any:
+        """Blocks named like a preset (or naming one) start from it; presets not defined here
+        stay available: defining a provider never removes the built-in ones."""
+        if not isinstance(v, dict):
+            return v
+        out = {name: with_preset(name, raw) if isinstance(raw, dict) else raw
+               for name, raw in v.items()}
+        for name in PRESETS:
+            out.setdefault(name, with_preset(name, {}))
         return out
 
     @model_validator(mode="after")

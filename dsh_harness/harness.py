@@ -287,8 +287,8 @@ class Harness:
         provider = cfg.default_model.split("/", 1)[0]
         if provider not in cfg.providers:
             found.append(f"default_model: provider {provider!r} is not defined under [providers] "
-                         f"(defined: {', '.join(sorted(cfg.providers)) or 'none'}; defining "
-                         "any provider replaces the built-in deepseek one)")
+                         f"(defined: {', '.join(sorted(cfg.providers))}, built-in ones "
+                         "included)")
         # Building each service resolves the names the config uses (backends, store, kinds).
         for touch in (lambda: self.storage, lambda: self.sessions, lambda: self.llm):
             try:

@@ -62,16 +62,41 @@ def _extra(obj: Any, name: str) -> Any:
     return extra.get(name, getattr(obj, name, None) if name in type(obj).model_fields else None)
 
 
-def raw_usage(usage: Any) -> RawUsage:
+def usage_field(usage: Any, path: str) -> Any:
+    """The value at a dotted ``path`` of a usage object: the SDK's typed fields, the fields it
+    does not know (``model_extra``: attribute access to an absent one raises), or dicts."""
+    value = usage
+    for part in path.split("."):
+        if value is None:
+            return None
+        if isinstance(value, Mapping):
+            value = value.get(part)
+        elif part in getattr(type(value), "model_fields", {}):
+            value = getattr(value, part)
+        else:
+            value = (getattr(value, "model_extra", None) or {}).get(part)
+    return value
+
+
+AUTO_CACHE_HIT_FIELDS = ("prompt_cache_hit_tokens", "prompt_tokens_details.cached_tokens")
+
+
+def raw_usage(usage: Any, cache_hit_usage: str | None = None,
+              cost_usage: str | None = None) -> RawUsage:
+    """Token counts (and a reported cost) from the provider's usage, read where the provider's
+    config says its cache hits and cost are (unset: DeepSeek's field, else OpenAI's)."""
     if usage is None:
         return RawUsage()
-    hit = getattr(usage, "prompt_cache_hit_tokens", None)
-    if hit is None:
-        details = getattr(usage, "prompt_tokens_details", None)
-        hit = getattr(details, "cached_tokens", None) if details is not None else None
+    hit = None
+    for path in (cache_hit_usage,) if cache_hit_usage else AUTO_CACHE_HIT_FIELDS:
+        hit = usage_field(usage, path)
+        if hit is not None:
+            break
+    cost = usage_field(usage, cost_usage) if cost_usage else None
     return RawUsage(prompt_tokens=usage.prompt_tokens or 0,
                     completion_tokens=usage.completion_tokens or 0,
-                    cache_hit_tokens=int(hit or 0))
+                    cache_hit_tokens=int(hit or 0),
+                    cost_usd=float(cost) if isinstance(cost, int | float) else None)
 
 
 def chat_body(request: LLMRequest) -> bytes:
@@ -101,6 +126,8 @@ class OpenAICompatibleProvider(LLMProvider):
         var = self.config.api_key_env
         if var and self._env.get(var):
             return self._env[var]
+        if not self.config.api_key_required:
+            return "none"  # a local server takes any key; the SDK insists on one
         hint = (f"set {var} in the environment" if var
                 else f"set providers.{self.name}.api_key_env to the variable holding it")
         raise LLMError(f"provider {self.name!r} has no API key: {hint} "
@@ -116,7 +143,7 @@ class OpenAICompatibleProvider(LLMProvider):
     @property
     def client(self) -> openai.AsyncOpenAI:
         if self._client is None:
-            self._client = openai.AsyncOpenAI(api_key=self._key(), base_url=self.config.base_url,
+            self._client = openai.AsyncOpenAI(api_key=self._key(), base_url=self.config.url,
                                               timeout=self.config.timeout_s, max_retries=0)
         return self._client
 
@@ -211,7 +238,9 @@ class OpenAICompatibleProvider(LLMProvider):
                       for i, slot in sorted(calls.items())]
         return LLMResponse(content="".join(content) if content else None,
                            reasoning="".join(reasoning) if reasoning else None,
-                           tool_calls=tool_calls, usage=raw_usage(usage), finish_reason=finish,
+                           tool_calls=tool_calls,
+                           usage=raw_usage(usage, self.config.cache_hit_usage,
+                                           self.config.cost_usage), finish_reason=finish,
                            model=model)
 
     async def close(self) -> None:

@@ -53,9 +53,11 @@ class LLMService:
             return str(exc)
 
     def spec(self, provider: str, model: str) -> ModelSpec:
-        models = self.config.providers[provider].models
-        if model in models:
-            return models[model]
+        config = self.config.providers[provider]
+        if model in config.models:
+            return config.models[model]
+        if config.unlisted_model is not None:
+            return config.unlisted_model
         if f"{provider}/{model}" not in self._warned:
             self._warned.add(f"{provider}/{model}")
             log.warning("no price for %s/%s in providers.%s.models; using default prices",

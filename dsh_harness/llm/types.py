@@ -26,6 +26,8 @@ class RawUsage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cache_hit_tokens: int = 0
+    # What the provider says the request cost in USD, when it reports it (OpenRouter).
+    cost_usd: float | None = None
 
 
 @dataclass

@@ -2,8 +2,9 @@
 
 For plugin authors' tests: replies come from a script (a list of ``Reply``) or a policy function
 that looks at the request, so a scripted agent can read tool results and decide. Faults can be
-injected (429 with Retry-After, 500, a stream cut mid-answer). Usage is reported the way
-DeepSeek does, with cache hits from a ``PrefixCache``. Every request body is recorded.
+injected (429 with Retry-After, 500, a stream cut mid-answer). Cache hits come from a
+``PrefixCache``; ``usage_shape`` picks how the usage reports them, the way each provider does
+(``USAGE_SHAPES``; the default reports every field at once). Every request body is recorded.
 """
 
 from __future__ import annotations
@@ -23,6 +24,27 @@ from starlette.routing import Route
 
 from .prefix_cache import PrefixCache, estimate_tokens, render_prompt
 from .threaded_server import ThreadedServer
+
+# Where each provider's usage puts cache hits (and, for OpenRouter, the billed cost).
+USAGE_SHAPES = ("all", "deepseek", "openai", "openrouter", "ollama", "vllm")
+
+
+def usage_body(shape: str, total: int, hit: int, completion: int,
+               cost_usd: float | None = None) -> dict[str, Any]:
+    """The ``usage`` object a provider of ``shape`` returns for these token counts."""
+    usage: dict[str, Any] = {"prompt_tokens": total, "completion_tokens": completion,
+                             "total_tokens": total + completion}
+    if shape in ("all", "deepseek"):
+        usage |= {"prompt_cache_hit_tokens": hit, "prompt_cache_miss_tokens": total - hit}
+    if shape in ("all", "openai", "openrouter", "vllm"):
+        usage["prompt_tokens_details"] = {"cached_tokens": hit}
+    if shape == "openrouter":
+        usage["prompt_tokens_details"]["cache_write_tokens"] = 0
+        usage["cost"] = cost_usd if cost_usd is not None else 0.0
+        usage["cost_details"] = {"upstream_inference_cost": None}
+    if shape not in USAGE_SHAPES:
+        raise ValueError(f"unknown usage shape {shape!r} (known: {', '.join(USAGE_SHAPES)})")
+    return usage
 
 
 @dataclass
@@ -105,7 +127,13 @@ class Served:
 class ScriptedModelServer:
     def __init__(self, policy: Policy | None = None, script: list[Reply] | None = None,
                  models: tuple[str, ...] = ("deepseek-v4-flash", "deepseek-v4-pro"),
-                 host: str = "127.0.0.1", port: int = 0, chunk_chars: int = 24):
+                 host: str = "127.0.0.1", port: int = 0, chunk_chars: int = 24,
+                 usage_shape: str = "all",
+                 billed: Callable[[int, int, int], float] | None = None):
+        """``billed(prompt, cache_hit, completion)``: the USD cost an OpenRouter-shaped usage
+        reports (what the provider billed)."""
+        usage_body(usage_shape, 0, 0, 0)  # an unknown shape fails here, not mid-test
+        self.usage_shape, self.billed = usage_shape, billed
         self.policy, self.script = policy, list(script or [])
         self.models, self.host, self.port = models, host, port
         self.chunk_chars = chunk_chars
@@ -197,10 +225,8 @@ class ScriptedModelServer:
         completion = max(1, estimate_tokens(out_text))
         self.served.append(Served(body, total, hit, completion,
                                   "stream_cut" if fault else None))
-        usage = {"prompt_tokens": total, "completion_tokens": completion,
-                 "total_tokens": total + completion, "prompt_cache_hit_tokens": hit,
-                 "prompt_cache_miss_tokens": total - hit,
-                 "prompt_tokens_details": {"cached_tokens": hit}}
+        usage = usage_body(self.usage_shape, total, hit, completion,
+                           self.billed(total, hit, completion) if self.billed else None)
         model = body.get("model", "scripted")
         ids = [f"call_{number}_{i}" for i in range(len(calls))]
         finish = "tool_calls" if calls else "stop"

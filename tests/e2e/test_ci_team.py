@@ -45,9 +45,9 @@ def sim(tmp_path, sandbox80: SandboxGitHub, team_model):
 
 
 def job(sim, event: str, payload, **env):
-    inputs = {"deepseek-api-key": "scripted-model", "model-base-url": sim.model.base_url}
+    inputs = {"model-api-key": "scripted-model", "model-base-url": sim.model.base_url}
     if env.pop("no_secrets", False):
-        inputs["deepseek-api-key"] = ""
+        inputs["model-api-key"] = ""
     return sim.run(event, payload, inputs=inputs,
                    env={"DSH_MODEL_RETRY_BASE_S": "0.01", **env})
 

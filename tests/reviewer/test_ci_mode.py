@@ -138,6 +138,10 @@ def test_action_yml_restores_runs_and_saves_the_sessions():
     assert review["env"]["DSH_HOME"] == "${{ runner.temp }}/dsh-review"
     assert review["run"].rstrip().endswith("github-reviewer ci")
     assert review["env"]["GITHUB_TOKEN"] == "${{ inputs.github-token }}"
+    # The key input is named for any provider; the DeepSeek-only name stays as an alias.
+    assert review["env"]["DSH_MODEL_API_KEY"] == \
+        "${{ inputs.model-api-key || inputs.deepseek-api-key }}"
+    assert {"model-api-key", "deepseek-api-key"} <= set(action["inputs"])
     assert save["if"] == "always()", "memory of the completed personas survives a failed check"
     assert action["inputs"]["github-token"]["default"] == "${{ github.token }}"
     assert (ROOT / "dsh_github_reviewer/ci/dsh-ci.toml").is_file()
@@ -157,4 +161,4 @@ def test_documented_workflow_has_the_permissions_it_needs(doc):
     assert "github.event.issue.pull_request" in job["if"]
     assert job["concurrency"]["cancel-in-progress"] is False
     step = next(s for s in job["steps"] if "dsh-github-reviewer" in s.get("uses", ""))
-    assert step["with"]["deepseek-api-key"] == "${{ secrets.DEEPSEEK_API_KEY }}"
+    assert step["with"]["model-api-key"] == "${{ secrets.DEEPSEEK_API_KEY }}"
