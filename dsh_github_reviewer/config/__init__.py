@@ -25,6 +25,7 @@ from pydantic import (
 from dsh_harness import ConfigBool
 
 from ..core.session_key import PERSONA_RE, sanitize_account_name
+from ..core.severity import Severity
 from .webhook import WebhookSettings, optional_secret
 
 REPO_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]*)/[A-Za-z0-9._-]+$")
@@ -135,6 +136,10 @@ class ReviewSettings(Strict):
         default_factory=lambda: list(DEFAULT_ASSOCIATIONS))
     models: list[ModelCandidate] = Field(default_factory=list)
     max_reviews_per_pr: int = Field(default=0, ge=0)
+    # Inline findings: those below min_severity, and those past max_findings (0 = no cap; the
+    # most severe stay inline), are listed in the review body instead — never dropped.
+    min_severity: Severity = "nit"
+    max_findings: int = Field(default=0, ge=0, le=1000)
     # The prepared diff in the review turn: globs left out of it, on top of the
     # built-in lockfile/generated list unless exclude_builtin is false; and its byte budget.
     exclude: list[str] = Field(default_factory=list)

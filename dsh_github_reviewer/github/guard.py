@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsh_harness import Tool, ToolContext, ToolRejected, ToolText
+from dsh_harness import BudgetExhausted, Tool, ToolContext, ToolRejected, ToolText
 
 from ..core.sanitizer import sanitize_code
 from . import tool_specs
@@ -33,7 +33,7 @@ from .guard_rules import (
 )
 from .mcp_host import McpConnection, McpError, McpRuntime
 from .models import PullFile, Review
-from .review_submit import Draft, DraftComment, post_review
+from .review_submit import Draft, DraftComment, FindingLimits, post_review
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,13 @@ READ_TOOLS = ("get_file_contents", "pull_request_read")
 # Flows whose turns may only read: a /bot chat answers in text, a team persona reports to the
 # coordinator (the single writer).
 READ_ONLY_FLOWS = ("chat", "persona")
+
+
+BUDGET_SPENT = ("tool budget spent (review.max_tool_calls): no more reads in this turn. "
+                "Posting still works and is never budgeted: if you have not yet, call "
+                "pull_request_review_write method=create, add your findings with "
+                "add_comment_to_pending_review (past the budget they are listed in the review "
+                "body), then pull_request_review_write method=submit_pending event=COMMENT now.")
 
 
 class ToolFailed(ToolRejected):
@@ -64,6 +71,11 @@ class GuardTurn:
     submitted: Review | None = None
     posted_now: bool = False
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    # Which drafted findings go inline (review.min_severity / max_findings).
+    limits: FindingLimits = field(default_factory=FindingLimits)
+    # The turn's tool budget ran out: findings after it are listed, and a draft the model
+    # never submitted is submitted by the bot (``submit_draft``).
+    budget_spent: bool = False
     # The team's coordinator turn: code, not the model, has the last word on the verdict line
     # (fail closed), applied to the body right before it is posted.
     finalize_body: Callable[[str], str] | None = None
@@ -113,6 +125,34 @@ class GuardTurn:
             paths={f.filename for f in files},
             previous={f.previous_filename for f in files if f.previous_filename},
             lines={f.filename: commentable_lines(f.patch) for f in files})
+
+    def read_budget(self, ctx: ToolContext) -> None:
+        try:
+            ctx.consume_budget()
+        except BudgetExhausted:
+            self.budget_spent = True
+            raise Rejected(BUDGET_SPENT) from None
+
+    async def submit(self, body: str) -> Review:
+        """Post the draft as this trigger's one review (once: an earlier post is reused)."""
+        assert self.draft is not None
+        s = self.scope
+        body = self.finalize_body(body) if self.finalize_body else body
+        review, posted = await post_review(self.client, s.owner, s.repo, s.number, self.draft,
+                                           body, s.trigger)
+        self.submitted, self.posted_now = review, posted
+        return review
+
+    async def submit_draft(self, why: str) -> Review | None:
+        """A draft the model never submitted (budget spent, step limit): the bot submits it so
+        no finding is lost, saying why. None when there is nothing drafted."""
+        if self.submitted is not None or self.draft is None or not self.draft.comments:
+            return None
+        body = (f"The review turn ended before the reviewer submitted this review ({why}); "
+                f"the bot posted the {len(self.draft.comments)} finding(s) it had drafted. "
+                "Files it had not read yet were not reviewed; comment `/review` to run it "
+                "again.")
+        return await self.submit(body)
 
     async def close(self) -> None:
         if self.connection is not None:
@@ -167,14 +207,14 @@ class Guard:
             tool, server_args = dialect.pr_read(method, out)
         except DialectError as exc:
             raise Rejected(str(exc)) from None
-        ctx.consume_budget()
+        turn.read_budget(ctx)
         return await turn.call(tool, server_args)
 
     async def get_file_contents(self, args: dict[str, Any], ctx: ToolContext) -> str:
         turn = self._turn(ctx)
         out = check_file(args, turn.scope, await turn.changed_files())
         dialect = await turn.ensure_dialect()
-        ctx.consume_budget()
+        turn.read_budget(ctx)
         tool, server_args = dialect.file_read(out, turn.scope)
         return await turn.call(tool, server_args)
 
@@ -186,24 +226,18 @@ class Guard:
         if turn.submitted is not None:
             raise Rejected("the review for this trigger was already submitted; reply with a "
                            "short final message")
+        # Neither create nor submit is budgeted: a model that read a lot can always post.
         if method == "create":
-            ctx.consume_budget()
             if turn.draft is None:
-                turn.draft = Draft(commit_id=out["commitID"])
+                turn.draft = Draft(commit_id=out["commitID"], limits=turn.limits)
             return f"Pending review started on {out['commitID'][:12]}."
         if turn.draft is None:
             raise Rejected("no pending review: call pull_request_review_write method=create "
                            "first")
-        # No consume_budget() here: the submit of a drafted review is never refused by the
-        # per-turn budget, or a review with many inline comments would be lost at the end.
-        s = turn.scope
-        body = turn.finalize_body(out["body"]) if turn.finalize_body else out["body"]
         try:
-            review, posted = await post_review(turn.client, s.owner, s.repo, s.number,
-                                               turn.draft, body, s.trigger)
+            review = await turn.submit(out["body"])
         except GitHubError as exc:
             raise ToolFailed(f"submitting the review failed: {exc}") from None
-        turn.submitted, turn.posted_now = review, posted
         # The review's URL goes to the session log (the web UI links it), not to the model.
         url = review.html_url if review.html_url.startswith(("https://", "http://")) else None
         return ToolText(f"Submitted with {len(turn.draft.comments)} comment(s).",
@@ -217,9 +251,17 @@ class Guard:
         if turn.draft is None:
             raise Rejected("no pending review: call pull_request_review_write method=create "
                            "first")
-        ctx.consume_budget()
+        try:
+            ctx.consume_budget()
+            over = False
+        except BudgetExhausted:
+            turn.budget_spent = over = True
         turn.draft.comments.append(DraftComment(
             path=out["path"], body=out["body"], subject_type=out["subjectType"],
             line=out.get("line"), side=out.get("side"), start_line=out.get("startLine"),
-            start_side=out.get("startSide")))
+            start_side=out.get("startSide"), severity=out["severity"], over_budget=over))
+        if over:
+            return (f"Added ({len(turn.draft.comments)} pending); the tool budget is spent, so "
+                    "this finding will be listed in the review body instead of inline. Submit "
+                    "with pull_request_review_write method=submit_pending (never budgeted).")
         return f"Added ({len(turn.draft.comments)} pending)."

@@ -11,6 +11,7 @@ from typing import Any
 
 from dsh_harness import ToolRejected
 
+from ..core.severity import SEVERITIES
 from .diff import CommentableLines
 
 READ_METHODS = ("get", "get_diff", "get_files", "get_status", "get_check_runs")
@@ -200,10 +201,16 @@ def check_comment(args: dict[str, Any], scope: Scope, changed: ChangedFiles | No
         raise Rejected("path must be a non-blank string")
     path = _normalize_path(path.strip())
     body = _string(args, "body")
+    severity = args.get("severity")
+    if severity not in SEVERITIES:
+        raise Rejected(f"severity must be one of {', '.join(SEVERITIES)} (critical: breaks "
+                       "production, security or data loss; major: fix before merging; minor: "
+                       "low risk; nit: optional)")
     subject = args.get("subjectType")
     if subject not in ("FILE", "LINE"):
         raise Rejected("subjectType must be FILE or LINE")
-    out: dict[str, Any] = {**target, "path": path, "body": body, "subjectType": subject}
+    out: dict[str, Any] = {**target, "path": path, "body": body, "severity": severity,
+                           "subjectType": subject}
     if changed is None:
         raise Rejected("inline comments are unavailable: the PR's changed files could not be "
                        "loaded")

@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core import severity
 from ..core.sanitizer import redact_secrets
 from ..core.triggers import Trigger, review_marker
 from .client import GitHubClient
@@ -31,29 +32,99 @@ class DraftComment:
     side: str | None = None
     start_line: int | None = None
     start_side: str | None = None
+    severity: str = "minor"
+    # Drafted after the turn's tool budget was spent: listed in the review body, not inline.
+    over_budget: bool = False
+
+    @property
+    def location(self) -> str:
+        if self.line is None:
+            return self.path
+        if self.start_line is not None and self.start_line != self.line:
+            return f"{self.path}:{self.start_line}-{self.line}"
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True)
+class FindingLimits:
+    """What goes inline: at least ``min_severity``, at most ``max_findings`` (0 = no cap)."""
+
+    min_severity: str = "nit"
+    max_findings: int = 0
 
 
 @dataclass
 class Draft:
     commit_id: str
     comments: list[DraftComment] = field(default_factory=list)
+    limits: FindingLimits = field(default_factory=FindingLimits)
+
+
+LISTED_CHARS = 600
+
+
+def _listed(c: DraftComment) -> str:
+    """One finding as a line of the review body: severity, place, its text up to the first
+    code block (a suggestion cannot be applied from the body)."""
+    text = redact_secrets(c.body).split("```", 1)[0]
+    text = " ".join(text.split())
+    if len(text) > LISTED_CHARS:
+        text = text[:LISTED_CHARS].rstrip() + "…"
+    return f"- {severity.render(c.severity, f'`{c.location}`')}: {text}"
+
+
+def split_findings(draft: Draft) -> tuple[list[DraftComment], dict[str, list[DraftComment]]]:
+    """(inline comments, listed ones by reason). Nothing is dropped: every LINE comment is
+    either inline or listed; FILE comments are always folded into the body."""
+    limits = draft.limits
+    lines = [c for c in draft.comments if c.subject_type == "LINE"]
+    listed: dict[str, list[DraftComment]] = {"budget": [], "cap": [], "severity": []}
+    candidates = []
+    for c in lines:
+        if c.over_budget:
+            listed["budget"].append(c)
+        elif not severity.at_least(c.severity, limits.min_severity):
+            listed["severity"].append(c)
+        else:
+            candidates.append(c)
+    if limits.max_findings and len(candidates) > limits.max_findings:
+        keep = sorted(candidates, key=lambda c: severity.rank(c.severity))[:limits.max_findings]
+        kept = {id(c) for c in keep}
+        listed["cap"] = [c for c in candidates if id(c) not in kept]
+        candidates = [c for c in candidates if id(c) in kept]
+    return candidates, listed
 
 
 def review_payload(draft: Draft, body: str, trigger: Trigger | str
                    ) -> tuple[str, list[dict[str, Any]]]:
-    """The review body (redacted, file-level notes folded in, marker last) and line comments."""
-    notes = [f"**`{c.path}`**: {redact_secrets(c.body)}" for c in draft.comments
-             if c.subject_type == "FILE"]
+    """The review body (redacted, file-level notes and findings not posted inline folded in,
+    marker last) and the line comments, each led by its severity."""
+    notes = [f"**`{c.path}`**: {severity.render(c.severity, redact_secrets(c.body))}"
+             for c in draft.comments if c.subject_type == "FILE"]
     parts = [redact_secrets(body).strip()]
     if notes:
         parts.append("File comments:\n\n" + "\n\n".join(notes))
+    inline, listed = split_findings(draft)
+    heads = {"budget": "Findings drafted after this review's tool budget "
+                       "(`review.max_tool_calls`) was spent, not posted inline",
+             "cap": f"Findings past `max_findings` ({draft.limits.max_findings}), not posted "
+                    "inline",
+             "severity": f"Findings below `min_severity` ({draft.limits.min_severity}), not "
+                         "posted inline"}
+    for reason in ("budget", "cap"):
+        if listed[reason]:
+            parts.append(f"**{heads[reason]}:**\n\n"
+                         + "\n".join(_listed(c) for c in listed[reason]))
+    if listed["severity"]:
+        parts.append(f"<details><summary>{heads['severity']}: {len(listed['severity'])}"
+                     "</summary>\n\n" + "\n".join(_listed(c) for c in listed["severity"])
+                     + "\n\n</details>")
     parts.append(review_marker(trigger))
     comments = []
-    for c in draft.comments:
-        if c.subject_type != "LINE":
-            continue
-        item: dict[str, Any] = {"path": c.path, "body": redact_secrets(c.body), "line": c.line,
-                                "side": c.side}
+    for c in inline:
+        item: dict[str, Any] = {"path": c.path,
+                                "body": severity.render(c.severity, redact_secrets(c.body)),
+                                "line": c.line, "side": c.side}
         if c.start_line is not None:
             item.update({"start_line": c.start_line, "start_side": c.start_side})
         comments.append(item)

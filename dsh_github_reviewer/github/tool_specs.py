@@ -54,19 +54,25 @@ PULL_REQUEST_REVIEW_WRITE: dict[str, Any] = {
 
 ADD_COMMENT_TO_PENDING_REVIEW: dict[str, Any] = {
     "name": "add_comment_to_pending_review",
-    "description": ("Add an inline comment to the pending review. subjectType LINE needs line "
+    "description": ("Add a finding to the pending review, with its severity. subjectType LINE "
+                    "needs line "
                     "and side (RIGHT: new code, LEFT: removed code) inside the diff; a range "
                     "adds startLine/startSide. subjectType FILE comments on the whole file."),
     "parameters": {"type": "object", "properties": {
         "owner": OWNER, "repo": REPO, "pullNumber": PULL,
         "path": {"type": "string", "description": "Changed file, relative path"},
         "body": {"type": "string", "description": "The comment (Markdown)"},
+        "severity": {"type": "string", "enum": ["critical", "major", "minor", "nit"],
+                     "description": ("critical: breaks production, security or data loss; "
+                                     "major: a real bug or risk to fix before merging; minor: "
+                                     "worth fixing, low risk; nit: optional polish")},
         "subjectType": {"type": "string", "enum": ["FILE", "LINE"]},
         "line": {"type": "integer", "minimum": 1},
         "side": {"type": "string", "enum": ["LEFT", "RIGHT"]},
         "startLine": {"type": "integer", "minimum": 1},
         "startSide": {"type": "string", "enum": ["LEFT", "RIGHT"]}},
-        "required": ["owner", "repo", "pullNumber", "path", "body", "subjectType"]},
+        "required": ["owner", "repo", "pullNumber", "path", "body", "severity",
+                     "subjectType"]},
 }
 
 ALL = [PULL_REQUEST_READ, GET_FILE_CONTENTS, PULL_REQUEST_REVIEW_WRITE,

@@ -17,9 +17,11 @@ from dsh_harness import Agent, Harness
 from ..app import AccountRuntime, ReviewerApp
 from ..core.sanitizer import redact_secrets
 from ..core.session_key import PrKey
+from ..github.errors import GitHubError
 from ..github.guard import GuardTurn
 from ..github.guard_rules import Scope
 from ..github.models import PullRequest
+from ..github.review_submit import FindingLimits
 from ..turn.answered import committed_answer
 from ..turn.prompts import (
     PrFacts,
@@ -57,6 +59,11 @@ def facts(pr: PullRequest) -> PrFacts:
                    url=pr.html_url, body=pr.body, base_ref=pr.base.ref, base_sha=pr.base.sha,
                    head_ref=pr.head.ref, head_sha=pr.head.sha, changed_files=pr.changed_files,
                    additions=pr.additions, deletions=pr.deletions, author=pr.user.login)
+
+
+def finding_limits(acct: AccountRuntime) -> FindingLimits:
+    review = acct.config.review
+    return FindingLimits(min_severity=review.min_severity, max_findings=review.max_findings)
 
 
 def scope_for(pr: PullRequest, flow: str, trigger: str) -> Scope:
@@ -126,7 +133,7 @@ class Runner:
                 agent = await self._agent(acct, key, pr, instructions)
                 assert acct.auth is not None and acct.client is not None and acct.mcp
                 turn = GuardTurn(scope=scope_for(pr, flow, trigger), client=acct.client,
-                                 runtime=acct.mcp,
+                                 runtime=acct.mcp, limits=finding_limits(acct),
                                  token=await acct.auth.token(valid_for_s=deadline - loop.time()))
                 message = await message_for(pr, agent, turn)
                 told = {}
@@ -172,11 +179,35 @@ class Runner:
             return await review_turn_message(acct, p, previous_head, requested_by, agent, turn)
 
         turn, result = await self._turn(acct, pr, "review", trigger, instructions, message)
+        if turn is not None and turn.submitted is None:
+            await self._submit_unsubmitted(turn, result)
         if turn is not None and turn.submitted is not None:
             return TurnResult(True, review_id=turn.submitted.id, posted_now=turn.posted_now,
                               text=result.text)
         return TurnResult(False, result.error or "the model finished without submitting a "
                           "review", result.text)
+
+    async def _submit_unsubmitted(self, turn: GuardTurn, result: TurnResult) -> None:
+        """A draft is never lost at the tool budget or the agent's step limit: the bot submits
+        what the model drafted, saying what was cut (issue 21 item 4)."""
+        if "did not finish within" in (result.error or ""):
+            why = "the agent's step limit was reached"
+        elif turn.budget_spent:
+            why = "its tool budget, review.max_tool_calls, was spent"
+        elif result.ok:
+            why = "the reviewer finished without submitting"
+        else:
+            return   # a failed turn (model error, deadline) is retried whole
+        try:
+            review = await turn.submit_draft(why)
+        except GitHubError as exc:
+            log.warning("%s: submitting the unsubmitted draft failed: %s", turn.scope.pr_label,
+                        exc)
+            return
+        if review is not None:
+            log.warning("%s: the model did not submit (%s); the bot submitted its draft of %d "
+                        "finding(s) as review %s", turn.scope.pr_label, why,
+                        len(turn.draft.comments) if turn.draft else 0, review.id)
 
     async def _team_review(self, acct: AccountRuntime, pr: PullRequest, trigger: str,
                            instructions: TrustedInstructions | None, previous_head: str | None,

@@ -21,6 +21,15 @@ from typing import Any
 
 from dsh_harness.testing import ModelRequest, Reply
 
+# The rules' severities, by the start of their message (the tool argument the model passes).
+SEVERITY = {"`eval()`": "critical", "SQL built": "critical", "TLS certificate": "major",
+            "Off-by-one": "major", "A bare": "minor", "A hard-coded": "major"}
+
+
+def severity_of(message: str) -> str:
+    return next((s for prefix, s in SEVERITY.items() if message.startswith(prefix)), "minor")
+
+
 RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\beval\("), "`eval()` on caller-supplied input executes arbitrary code; "
                               "parse the value explicitly instead."),
@@ -188,7 +197,8 @@ def reviewer_policy(req: ModelRequest,
         if new:
             return Reply(content=f"Commenting on {len(new)} finding(s).", tool_calls=[
                 ("add_comment_to_pending_review",
-                 {**pr, "path": f.path, "body": _comment_body(f), "subjectType": "LINE",
+                 {**pr, "path": f.path, "body": _comment_body(f),
+                  "severity": severity_of(f.message), "subjectType": "LINE",
                   "line": f.line, "side": "RIGHT"}) for f in new])
         last = "add_comment_to_pending_review"
     if last == "add_comment_to_pending_review":

@@ -138,8 +138,9 @@ def coordinator_reply(req: ModelRequest) -> Reply:
             and findings:
         return Reply(content=f"Commenting on {len(findings)} finding(s).", tool_calls=[
             ("add_comment_to_pending_review",
-             {**pr, "path": path, "body": f"[{persona}] {message}", "subjectType": "LINE",
-              "line": line, "side": side}) for persona, path, line, side, message in findings])
+             {**pr, "path": path, "body": f"[{persona}] {message}", "severity": "major",
+              "subjectType": "LINE", "line": line, "side": side})
+            for persona, path, line, side, message in findings])
     if calls[-1][0] in ("add_comment_to_pending_review", "pull_request_review_write") \
             and not (calls[-1][0] == "pull_request_review_write"
                      and calls[-1][1].get("method") == "submit_pending"):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.session_key import parse_session_id
+from ..core.severity import SEVERITIES
 from ..core.triggers import Trigger
 from .facts import COMMENT_TOOL, CREATE, REVIEW_TOOLS, SUBMIT, call_method, review_url
 
@@ -212,8 +213,10 @@ def _comment(args: dict[str, Any], diff: dict[str, list[DiffLine]], pr_url: str 
     line = _int(args.get("line"))
     side = args.get("side") if args.get("side") in ("LEFT", "RIGHT") else "RIGHT"
     start = _int(args.get("startLine"))
+    sev = args.get("severity")
     return {"path": path, "line": line, "side": side, "start_line": start,
             "body": str(args.get("body", "")),
+            "severity": sev if sev in SEVERITIES else None,
             "file_level": args.get("subjectType") == "FILE",
             "excerpt": excerpt(diff, path, line, side, start),
             "link": comment_link(pr_url, path, line, side)}

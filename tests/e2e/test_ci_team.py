@@ -189,8 +189,8 @@ def test_a_rerun_retries_a_failed_closed_review_but_never_repeats_a_complete_one
     assert model.team.calls["quality"] == calls["quality"]
     assert model.team.calls["performance"] == calls["performance"]
     bodies = [c.body for c in sb.state.comments_of_review(reviews[1].id)]
-    assert any(b.startswith("[quality]") for b in bodies), bodies
-    assert any(b.startswith("[security]") for b in bodies), bodies
+    assert any(b.startswith("**[major]** [quality]") for b in bodies), bodies
+    assert any(b.startswith("**[major]** [security]") for b in bodies), bodies
     # A third attempt (e.g. the job was killed after the post, before it exited) posts nothing.
     served = len(model.served)
     third = sim.run("pull_request", event, run_id=first.run_id, run_attempt=3,

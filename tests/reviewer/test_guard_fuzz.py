@@ -70,6 +70,7 @@ def per_key(w: World) -> dict:
         "event": st.sampled_from(["COMMENT", "APPROVE", "REQUEST_CHANGES", "DISMISS", None]),
         "body": st.sampled_from(["a summary", "", " ", None, 3, "ghp_" + "x" * 36]),
         "subjectType": st.sampled_from(["LINE", "FILE", "HUNK", None]),
+        "severity": st.sampled_from(["major", "nit", "blocker", None]),
         "line": st.sampled_from([5, 15, 1, 2, 0, -1, 40, "5", None]),
         "startLine": st.sampled_from([4, 5, 1, 0, 16, "4", None]),
         "side": st.sampled_from(["RIGHT", "LEFT", "right", None]),
@@ -81,7 +82,8 @@ def per_key(w: World) -> dict:
 
 def templates(w: World) -> dict:
     pr = {"owner": "octo", "repo": "app", "pullNumber": 1}
-    line = {**pr, "path": "app.py", "body": "note", "subjectType": "LINE", "side": "RIGHT"}
+    line = {**pr, "path": "app.py", "body": "note", "severity": "minor", "subjectType": "LINE",
+            "side": "RIGHT"}
     return {
         "pull_request_read": [{**pr, "method": m} for m in
                               ("get", "get_diff", "get_files", "get_status")],
@@ -95,12 +97,13 @@ def templates(w: World) -> dict:
                                        "body": "summary"}],
         "add_comment_to_pending_review": [{**line, "line": 5}, {**line, "line": 15},
                                           {**pr, "path": "new.py", "body": "n",
-                                           "subjectType": "FILE"}],
+                                           "severity": "nit", "subjectType": "FILE"}],
     }
 
 
 KEYS = ["owner", "repo", "pullNumber", "method", "path", "sha", "ref", "event", "body",
-        "commitID", "subjectType", "line", "side", "startLine", "startSide", "page", "perPage"]
+        "commitID", "subjectType", "severity", "line", "side", "startLine", "startSide", "page",
+        "perPage"]
 TOOLS = ["pull_request_read", "get_file_contents", "pull_request_review_write",
          "add_comment_to_pending_review"]
 ALLOWED_GET = [

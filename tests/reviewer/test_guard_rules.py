@@ -237,9 +237,12 @@ def test_review_write_rules(args, expected):
         assert check_review_write(args, SCOPE) == expected
 
 
-LINE = {**PR, "path": "src/a.py", "body": "b", "subjectType": "LINE"}
+LINE = {**PR, "path": "src/a.py", "body": "b", "severity": "major", "subjectType": "LINE"}
 OUT = {"owner": "Octo", "repo": "App", "pullNumber": 7, "path": "src/a.py", "body": "b",
-       "subjectType": "LINE"}
+       "severity": "major", "subjectType": "LINE"}
+SEVERITY_ERR = ("severity must be one of critical, major, minor, nit (critical: breaks "
+                "production, security or data loss; major: fix before merging; minor: low "
+                "risk; nit: optional)")
 # CHANGED's src/a.py: RIGHT lines 10-13, LEFT lines 10-12 (hunk "@@ -10,3 +10,4 @@").
 NOT_IN_DIFF = ("line {n} ({s}) of {path} is not in the PR's diff, and GitHub would drop the "
                "comment. Commentable {s} lines: {ranges}; nearest: {near}")
@@ -314,6 +317,10 @@ def test_comment_allowed_with_whole_outgoing_arguments(args, expected):
     ({**LINE, "path": "old_name.py", "line": 1, "side": "LEFT"},
      "old_name.py is not a file changed by this PR; comment on a changed file"),
     ({**LINE, "body": " ", "line": 11, "side": "RIGHT"}, "body must be a non-blank string"),
+    ({k: v for k, v in LINE.items() if k != "severity"} | {"line": 11, "side": "RIGHT"},
+     SEVERITY_ERR),
+    ({**LINE, "severity": "blocker", "line": 11, "side": "RIGHT"}, SEVERITY_ERR),
+    ({**LINE, "severity": "MAJOR", "line": 11, "side": "RIGHT"}, SEVERITY_ERR),
     ({**LINE, "pullNumber": 8, "line": 11, "side": "RIGHT"}, TARGET_ERR),
 ])
 def test_comment_rejections(args, expected):

@@ -14,6 +14,8 @@ from .guard_kit import TOKEN, Budget, Driver, begin_turn, make_repo, runtime_for
 
 pytestmark = pytest.mark.slow
 PR = {"owner": "octo", "repo": "app", "pullNumber": 1}
+LINE = {"severity": "minor", "subjectType": "LINE"}
+FILE = {"severity": "minor", "subjectType": "FILE"}
 
 
 @pytest.fixture
@@ -28,7 +30,7 @@ async def review_once(drive: Driver, lines=(5, 15), body="Two findings.") -> lis
     results = [await drive("pull_request_review_write", {**PR, "method": "create"})]
     for n in lines:
         results.append(await drive("add_comment_to_pending_review", {
-            **PR, "path": "app.py", "body": f"about line {n}", "subjectType": "LINE",
+            **PR, "path": "app.py", "body": f"about line {n}", **LINE,
             "line": n, "side": "RIGHT"}))
     results.append(await drive("pull_request_review_write", {
         **PR, "method": "submit_pending", "event": "COMMENT", "body": body}))
@@ -84,7 +86,7 @@ async def test_one_review_with_inline_comments_then_a_rereview(sb, http):
     drive = Driver(guard)
     results = [await drive("pull_request_review_write", {**PR, "method": "create"}),
                await drive("add_comment_to_pending_review", {
-                   **PR, "path": "new.py", "body": "more?", "subjectType": "LINE", "line": 2,
+                   **PR, "path": "new.py", "body": "more?", **LINE, "line": 2,
                    "side": "RIGHT"}),
                await drive("pull_request_review_write", {
                    **PR, "method": "submit_pending", "event": "COMMENT", "body": "One more."})]
@@ -101,7 +103,7 @@ async def test_crash_before_submit_then_resume_posts_exactly_one(sb, http):
     drive = Driver(guard)
     await drive("pull_request_review_write", {**PR, "method": "create"})
     await drive("add_comment_to_pending_review", {**PR, "path": "app.py", "body": "x",
-                                                  "subjectType": "LINE", "line": 5,
+                                                  **LINE, "line": 5,
                                                   "side": "RIGHT"})
     # The process dies here: the draft was local, nothing is pending on GitHub.
     guard.turns.clear()
@@ -160,7 +162,7 @@ async def test_chat_turns_cannot_write_and_no_turn_means_no_tools(sb, http):
     await begin_turn(guard, sb, http, runtime, flow="chat")
     for name, args in [("pull_request_review_write", {**PR, "method": "create"}),
                        ("add_comment_to_pending_review", {**PR, "path": "app.py", "body": "x",
-                                                          "subjectType": "FILE"})]:
+                                                          **FILE})]:
         err, msg = await drive(name, args)
         assert err and "disabled in chat turns" in msg
     err, _ = await drive("pull_request_read", {**PR, "method": "get"})
@@ -169,7 +171,7 @@ async def test_chat_turns_cannot_write_and_no_turn_means_no_tools(sb, http):
     assert sb.state.reviews == []
 
 
-async def test_budget_counts_executed_calls_only(sb, http):
+async def test_budget_counts_executed_reads_and_says_posting_still_works(sb, http):
     guard, runtime = Guard(), runtime_for(sb)
     await begin_turn(guard, sb, http, runtime)
     drive = Driver(guard, budget=Budget(limit=2))
@@ -177,32 +179,41 @@ async def test_budget_counts_executed_calls_only(sb, http):
     assert (await drive("pull_request_read", {**PR, "method": "nope"}))[0]
     assert not (await drive("pull_request_read", {**PR, "method": "get_diff"}))[0]
     err, msg = await drive("pull_request_read", {**PR, "method": "get"})
-    assert err and "budget exhausted" in msg
+    assert err and "budget spent" in msg and "never budgeted" in msg
+    assert "submit_pending" in msg, "the error says submit still works"
+    # create is never budgeted: a model that read a lot can always post.
+    err, msg = await drive("pull_request_review_write", {**PR, "method": "create"})
+    assert not err, msg
+    assert drive.budget.used == 2
     await guard.end("github:default:octo:app:pr:1")
 
 
-async def test_submit_of_a_drafted_review_is_never_starved_by_the_budget(sb, http):
-    # 29 inline comments on a budget of 30: create + 29 comments spend it all; the submit
-    # must still post the drafted review instead of losing it.
+async def test_forty_findings_on_a_thirty_call_budget_are_all_posted_or_listed(sb, http):
+    """Reads spend part of the budget; every finding past it is listed in the review body and
+    create/submit are never refused: 40 drafted → 40 on the PR (inline or listed)."""
     guard, runtime = Guard(), runtime_for(sb)
-    await begin_turn(guard, sb, http, runtime, trigger="auto:starve")
+    await begin_turn(guard, sb, http, runtime, trigger="auto:forty")
     drive = Driver(guard, budget=Budget(limit=30))
+    for _ in range(5):
+        assert not (await drive("pull_request_read", {**PR, "method": "get"}))[0]
     assert not (await drive("pull_request_review_write", {**PR, "method": "create"}))[0]
-    for i in range(29):
+    for i in range(40):
         err, msg = await drive("add_comment_to_pending_review", {
-            **PR, "path": "app.py", "subjectType": "LINE", "line": 5, "side": "RIGHT",
-            "body": f"finding {i}"})
+            **PR, "path": "app.py", **LINE, "line": 5, "side": "RIGHT",
+            "body": f"finding number {i:02d}"})
         assert not err, msg
-    assert drive.budget.used == 30
-    err, msg = await drive("add_comment_to_pending_review", {
-        **PR, "path": "app.py", "subjectType": "LINE", "line": 5, "side": "RIGHT", "body": "x"})
-    assert err and "budget exhausted" in msg
+    assert "listed in the review body" in msg
     err, msg = await drive("pull_request_review_write", {**PR, "method": "submit_pending",
                                                          "event": "COMMENT", "body": "sum"})
-    assert not err and msg == "Submitted with 29 comment(s)."
+    assert not err and msg == "Submitted with 40 comment(s)."
     await guard.end("github:default:octo:app:pr:1")
     (review,) = sb.state.reviews_of("octo/app", 1)
-    assert review.state == "COMMENTED" and len(sb.state.comments_of_review(review.id)) == 29
+    inline = [c.body for c in sb.state.comments_of_review(review.id)]
+    assert len(inline) == 25 and all(b.startswith("**[minor]** finding") for b in inline)
+    posted = {i for i in range(40) if any(f"finding number {i:02d}" in b for b in inline)}
+    listed = {i for i in range(40) if f"finding number {i:02d}" in review.body}
+    assert posted | listed == set(range(40)) and not posted & listed
+    assert "tool budget (`review.max_tool_calls`) was spent" in review.body
 
 
 async def test_secrets_are_redacted_from_outbound_text(sb, http):
@@ -211,10 +222,10 @@ async def test_secrets_are_redacted_from_outbound_text(sb, http):
     drive = Driver(guard)
     leak = "ghp_" + "L" * 36
     await drive("pull_request_review_write", {**PR, "method": "create"})
-    await drive("add_comment_to_pending_review", {**PR, "path": "app.py", "subjectType": "LINE",
+    await drive("add_comment_to_pending_review", {**PR, "path": "app.py", **LINE,
                                                   "line": 5, "side": "RIGHT",
                                                   "body": f"token {leak} here"})
-    await drive("add_comment_to_pending_review", {**PR, "path": "new.py", "subjectType": "FILE",
+    await drive("add_comment_to_pending_review", {**PR, "path": "new.py", **FILE,
                                                   "body": f"file note {leak}"})
     await drive("pull_request_review_write", {**PR, "method": "submit_pending",
                                               "event": "COMMENT", "body": f"sum {leak}"})

@@ -10,6 +10,7 @@ from urllib.parse import quote
 import httpx2
 import pytest
 
+from dsh_github_reviewer.core import severity
 from dsh_github_reviewer.core.session_key import PrKey
 
 from .conftest import ARTIFACTS, BOT_TOKEN, WEB_TOKEN
@@ -77,7 +78,9 @@ def test_pr_page_shows_the_review_as_posted_then_the_conversation(page, served):
         card = findings.filter(has=page.locator(f"header:has-text('line {c.line}')")).filter(
             has=page.locator("code.path", has_text=c.path))
         assert card.count() == 1, (c.path, c.line)
-        assert c.body.splitlines()[0].replace("`", "") in card.locator(".markdown").inner_text()
+        sev, text = severity.parse(c.body)
+        assert card.locator(".badge.sev").inner_text() == sev, "the finding's severity"
+        assert text.splitlines()[0].replace("`", "") in card.locator(".markdown").inner_text()
         target = card.locator("table.diff tr.target td.code")
         assert target.count() >= 1, "a diff excerpt ending at the commented line"
         assert int(card.locator("table.diff tr.target td.ln >> nth=1").inner_text()) == c.line

@@ -70,9 +70,11 @@ async def pr_session(h: Harness, sid: str = SID, title: str = "Fix the query",
                "Pending review started.")
     await call("add_comment_to_pending_review", {"path": "app/db.py", "line": 12,
                                                  "side": "RIGHT", "subjectType": "LINE",
+                                                 "severity": "major",
                                                  "body": comment}, "Added (1 pending).")
     await call("add_comment_to_pending_review", {"path": "nope.py", "line": 1,
                                                  "side": "RIGHT", "subjectType": "LINE",
+                                                 "severity": "major",
                                                  "body": "refused"}, "not in the diff",
                error=True)
     await call("pull_request_review_write", {"method": "submit_pending", "event": "COMMENT",

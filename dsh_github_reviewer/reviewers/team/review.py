@@ -25,7 +25,7 @@ from ...github.models import PullRequest
 from ...github.review_submit import Draft, find_posted, post_review
 from ...turn.answered import committed_answer
 from ...turn.prompts import TrustedInstructions, TurnMessage
-from ..single import facts, pr_key, review_turn_message, scope_for
+from ..single import facts, finding_limits, pr_key, review_turn_message, scope_for
 from . import verdict
 from .attempts import AttemptResult, Outcome, reported_before, run_attempts
 from .messages import Report, coordinator_message
@@ -158,7 +158,7 @@ class TeamReview:
                 assert acct.auth is not None and acct.client is not None and acct.mcp
                 turn = GuardTurn(scope=scope_for(pr, flow, trigger), client=acct.client,
                                  runtime=acct.mcp, token=await acct.auth.token(),
-                                 finalize_body=finalize)
+                                 finalize_body=finalize, limits=finding_limits(acct))
                 acct.guard.begin(sid, turn)
                 try:
                     text = message if isinstance(message, str) else await message(agent, turn)

@@ -1,0 +1,36 @@
+"""Severity of a finding, in one fixed form that people read and code parses.
+
+The model passes ``severity`` as a tool argument; the guard renders it as the first token of
+the inline comment (``**[major]** …``), so the summary comment and the web UI can read it
+back from GitHub and from the session log alike.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+Severity = Literal["critical", "major", "minor", "nit"]
+SEVERITIES: tuple[Severity, ...] = ("critical", "major", "minor", "nit")
+_PREFIX = re.compile(r"^\*\*\[(critical|major|minor|nit)\]\*\* ?")
+
+
+def rank(severity: str) -> int:
+    """0 = most severe; an unknown severity ranks after ``nit``."""
+    return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)
+
+
+def at_least(severity: str, minimum: str) -> bool:
+    return rank(severity) <= rank(minimum)
+
+
+def render(severity: str, body: str) -> str:
+    return f"**[{severity}]** {body}"
+
+
+def parse(body: str) -> tuple[Severity | None, str]:
+    """(severity, the rest) of a rendered comment body; (None, body) without the prefix."""
+    m = _PREFIX.match(body or "")
+    if not m:
+        return None, body
+    return m.group(1), body[m.end():]  # type: ignore[return-value]

@@ -1,0 +1,59 @@
+"""What goes inline and what is listed in the review body: severity, min_severity,
+max_findings and the tool budget — nothing is dropped."""
+
+from __future__ import annotations
+
+from dsh_github_reviewer.core import severity
+from dsh_github_reviewer.core.triggers import review_marker
+from dsh_github_reviewer.github.review_submit import (
+    Draft,
+    DraftComment,
+    FindingLimits,
+    review_payload,
+    split_findings,
+)
+
+
+def comment(n: int, sev: str, **kw) -> DraftComment:
+    return DraftComment(path="a.py", body=f"finding {n}\n\n```suggestion\nfix\n```",
+                        subject_type="LINE", line=n, side="RIGHT", severity=sev, **kw)
+
+
+def test_severity_form_round_trips():
+    for sev in severity.SEVERITIES:
+        assert severity.parse(severity.render(sev, "text")) == (sev, "text")
+    assert severity.parse("[major] text") == (None, "[major] text")
+    assert severity.at_least("critical", "major") and not severity.at_least("nit", "minor")
+
+
+def test_everything_inline_by_default_with_the_severity_first():
+    draft = Draft("h", [comment(1, "nit"), comment(2, "critical")])
+    body, inline = review_payload(draft, "Summary.", "t")
+    assert [c["body"].split("\n")[0] for c in inline] == ["**[nit]** finding 1",
+                                                          "**[critical]** finding 2"]
+    assert body == "Summary.\n\n" + review_marker("t")
+
+
+def test_min_severity_and_max_findings_list_the_rest_in_the_body():
+    comments = [comment(1, "nit"), comment(2, "minor"), comment(3, "critical"),
+                comment(4, "major"), comment(5, "minor"), comment(6, "major", over_budget=True)]
+    draft = Draft("h", comments, FindingLimits(min_severity="minor", max_findings=2))
+    inline, listed = split_findings(draft)
+    assert [c.line for c in inline] == [3, 4], "the most severe stay inline, in draft order"
+    assert [c.line for c in listed["cap"]] == [2, 5]
+    assert [c.line for c in listed["severity"]] == [1]
+    assert [c.line for c in listed["budget"]] == [6]
+    body, posted = review_payload(draft, "Summary.", "t")
+    assert len(posted) == 2
+    for n in (1, 2, 5, 6):
+        assert f"`a.py:{n}`" in body and f"finding {n}" in body
+    assert "suggestion" not in body, "a listed finding's code block is left out"
+    assert "past `max_findings` (2)" in body and "below `min_severity` (minor)" in body
+    assert body.endswith(review_marker("t"))
+
+
+def test_file_comments_carry_their_severity_in_the_body():
+    draft = Draft("h", [DraftComment(path="b.py", body="whole file", subject_type="FILE",
+                                     severity="major")])
+    body, inline = review_payload(draft, "S", "t")
+    assert inline == [] and "**`b.py`**: **[major]** whole file" in body
