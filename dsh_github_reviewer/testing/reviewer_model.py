@@ -50,6 +50,7 @@ _TARGET = re.compile(r"Review only ([^/\s]+)/([^#\s]+)#(\d+) at head SHA ([0-9a-
 _LEFT_OUT = re.compile(r"\[diff cut at [^:]+: \d+ file\(s\) left out, largest first: (.+?)\. "
                        r"Read them")
 _THREAD = re.compile(r"^- ([^\s:]+)(?::\d+)? \(thread \d+; your comment: (.*)\)$")
+RETRY = "ended without submitting a review"
 REJECTIONS = ("intended", "by design", "not a bug", "false positive", "won't fix")
 
 
@@ -167,6 +168,12 @@ def reviewer_policy(req: ModelRequest,
     calls = _calls(turn)
     results = [m["content"] for m in turn if m["role"] == "tool"]
     prepared, left_out = _prepared_diff(user), _left_out(user)
+    if prepared is None and RETRY in user:
+        # A retry: the material is in the earlier turn that ended without a submit.
+        earlier = [m["content"] for m in req.messages
+                   if m["role"] == "user" and _prepared_diff(m["content"] or "") is not None]
+        if earlier:
+            prepared, left_out = _prepared_diff(earlier[-1]), _left_out(earlier[-1])
     if not calls:
         if prepared is None:
             return Reply(content="No diff in the message; reading it.",

@@ -187,6 +187,13 @@ class PrRecord(Record):
             self.fail_count, self.last_failed_sha, self.last_failed_at = 0, None, None
             self.not_before, self.last_error = None, None
 
+    def answered_elsewhere(self, auto: Trigger, commit: str | None) -> None:
+        """``reviewing`` stays ``reviewing``: the owed trigger was answered by a review on an
+        older head (found by its marker), so the current head is owed its automatic review."""
+        self.trigger, self.requested_by = auto, None
+        if commit:
+            self.reviewed_head_sha = commit
+
     def failed(self, head_sha: str, now: datetime, error: str, max_attempts: int,
                ran: Trigger) -> bool:
         """A failed attempt at ``ran`` on ``head_sha`` (``reviewing``); at ``max_attempts``

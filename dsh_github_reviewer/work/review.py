@@ -167,9 +167,7 @@ class ReviewProcedure:
     async def _answered_elsewhere(self, key: str, trigger: Trigger, commit: str | None) -> None:
         def apply(e: PrRecord | None) -> PrRecord | None:
             if e is not None and e.trigger == trigger:
-                e.trigger, e.requested_by = self._auto(e.head_sha), None
-                if commit:
-                    e.reviewed_head_sha = commit
+                e.answered_elsewhere(self._auto(e.head_sha), commit)
             return e
         await self.ctx.store.update_pr(key, apply)
 

@@ -242,3 +242,44 @@ async def test_a_retarget_keeps_the_system_prompt_while_the_instructions_text_is
     assert "re-review after the pull request's base branch changed" in user_of(second[0])
     assert len(shop.reviews()) == 2
     assert_prefix_stable(shop.model)
+
+
+async def test_a_retry_after_a_turn_without_a_submit_is_not_billed_the_diff_again(
+        tmp_path, sandbox80):
+    # The model's first turn ends without a submit (a failed attempt, but a completed turn in
+    # the conversation). The retry points at the material above: no "first review", no
+    # "unchanged since your last review", no second copy of the diff.
+    from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
+    from dsh_harness.testing import Reply, ScriptedModelServer
+
+    from .fault_kit import Clock
+
+    gave_up = []
+
+    def policy(req):
+        if not gave_up and req.last_user_text().startswith("Flow: review"):
+            gave_up.append(req)
+            return Reply(content="I ran out of ideas.")
+        return reviewer_policy(req)
+
+    st: SandboxState = sandbox80.state
+    build_shop(sandbox80)
+    with ScriptedModelServer(policy=policy) as model:
+        clock = Clock(sandbox80)
+        dep = await Deployment(tmp_path, sandbox80, model, clock=clock).start()
+        try:
+            await dep.tick()
+            assert dep.reviews() == [] and (await dep.entry()).fail_count == 1
+            clock.skip()
+            await dep.tick()
+        finally:
+            await dep.stop()
+        first, second = review_turns(model)
+        assert "<diff>" in user_of(first[0]) and "first review" in user_of(first[0])
+        retry = user_of(second[0])
+        assert "ended without submitting a review" in retry
+        assert "<diff>" not in retry and "first review" not in retry
+        assert "unchanged since your last review" not in retry
+        (review,) = dep.reviews()
+        assert {c.path for c in st.comments_of_review(review.id)} >= {"shop/orders.py"}
+        assert_prefix_stable(model)

@@ -247,6 +247,7 @@ TRANSITIONS = {
     "paused": lambda r: r.paused(T0 + sec(60), "rate limited"),
     "missing_instructions": lambda r: r.missing_instructions(T0, "none"),
     "closed": lambda r: r.closed(T0),
+    "answered_elsewhere": lambda r: r.answered_elsewhere(Trigger.auto("acct", "h2"), "h1"),
 }
 
 # (from, transition) -> to. A review outcome (reviewed, failed, paused) is recorded only on a
@@ -263,6 +264,7 @@ TABLE = {
     ("reviewing", "paused"): "reviewing",
     ("reviewing", "missing_instructions"): "missing_instructions",
     ("reviewed", "missing_instructions"): "missing_instructions",
+    ("reviewing", "answered_elsewhere"): "reviewing",
     ("reviewing", "closed"): "reviewing",
     ("reviewed", "closed"): "reviewed",
     ("gave_up", "closed"): "gave_up",
