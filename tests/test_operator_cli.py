@@ -217,19 +217,55 @@ def _as_nobody(args: list[str], cwd: Path) -> tuple[int, str]:
     return proc.returncode, proc.stdout + proc.stderr
 
 
+def nobody_cannot_run(python: str, cwd: Path) -> str | None:
+    """Why ``nobody`` cannot run ``python`` with this project importable (None: it can). A venv
+    under a root-only directory (e.g. /root) is unreachable once privileges are dropped: the
+    tests that need it then skip naming the reason instead of failing."""
+    import subprocess
+
+    try:
+        proc = subprocess.run([*NOBODY, python, "-c", "import dsh_harness, pytest"], cwd=cwd,
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"nobody cannot run {python}: {exc}"
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        return f"nobody cannot run {python} with the project importable: {last}"
+    return None
+
+
 @pytest.fixture
 def nobody_dir():
     import os
     import shutil
+    import sys
     import tempfile
 
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root (to drop to nobody) and setpriv")
     # pytest's tmp_path lies under a root-only directory; nobody needs a reachable one.
     path = Path(tempfile.mkdtemp(prefix="dsh-nobody-"))
-    path.chmod(0o777)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    try:
+        path.chmod(0o777)
+        reason = nobody_cannot_run(sys.executable, path)
+        if reason:
+            pytest.skip(reason)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_nobody_tests_skip_naming_why_when_nobody_cannot_use_the_interpreter(nobody_dir,
+                                                                               tmp_path):
+    """Issue 21 item 29: an interpreter nobody cannot reach is a skip with the reason."""
+    import sys
+
+    private = tmp_path / "private"   # root-only, like a venv under /root
+    private.mkdir(mode=0o700)
+    (private / "python").symlink_to(sys.executable)
+    reason = nobody_cannot_run(str(private / "python"), nobody_dir)
+    assert reason is not None and str(private / "python") in reason
+    assert nobody_cannot_run(sys.executable, nobody_dir) is None
 
 
 def test_demo_without_root_explains_what_it_needs(nobody_dir):

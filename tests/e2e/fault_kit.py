@@ -4,10 +4,12 @@ the checks every scenario ends with."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 
 from dsh_github_reviewer.testing.scenario import REPO
+from tests.waiting import wait_until
+
+__all__ = ["Clock", "no_pending_reviews", "replies_to", "reviews_with", "wait_until"]
 
 
 class Clock:
@@ -21,13 +23,6 @@ class Clock:
         """Past any backoff: both this clock and the sandbox's move forward."""
         self.offset += timedelta(seconds=seconds)
         self.sb.state.advance(seconds)
-
-
-async def wait_until(predicate, limit_s: float = 60) -> None:
-    # The sandbox and the model server change state on their own threads: poll.
-    async with asyncio.timeout(limit_s):
-        while not predicate():  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
 
 
 def replies_to(sb, comment_id: int, number: int = 1) -> list:

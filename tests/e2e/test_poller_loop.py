@@ -9,18 +9,11 @@ import pytest
 from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
 from dsh_github_reviewer.testing.scenario import build_shop
 from dsh_harness.testing import ScriptedModelServer
+from tests.waiting import wait_until
 
 from .conftest import Deployment
 
 pytestmark = pytest.mark.slow
-
-
-async def wait_until(predicate) -> None:
-    # The sandbox and the model server change state on their own threads: there is no event
-    # to await, so poll.
-    async with asyncio.timeout(30):
-        while not predicate():  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
 
 
 def slow_policy(req):

@@ -13,6 +13,7 @@ from dsh_github_reviewer.testing.scenario import REPO, build_shop, push_fix
 from dsh_harness.testing import Fault
 
 from .conftest import Deployment
+from .fault_kit import Clock
 
 pytestmark = pytest.mark.slow
 SESSION = PrKey("demo", "acme", "shop", 1).session_id
@@ -141,7 +142,8 @@ async def test_require_instructions_default_and_transient_instructions(tmp_path,
     finally:
         await dep.stop()
 
-    dep = await Deployment(tmp_path / "b", sandbox80, model, accounts=("other",),
+    clock = Clock(sandbox80)   # the backoff is passed by moving the clock, not by sleeping
+    dep = await Deployment(tmp_path / "b", sandbox80, model, clock=clock, accounts=("other",),
                            extra_account='review = { default_instructions = "Be terse." }\n'
                            ).start()
     try:
@@ -151,7 +153,9 @@ async def test_require_instructions_default_and_transient_instructions(tmp_path,
         assert entry.status == "reviewing" and entry.fail_count == 1, "a recorded failure..."
         assert "review_instructions" in entry.last_error and "502" in entry.last_error
         assert model.served == []
-        await asyncio.sleep(2.1)                        # ...with backoff (2 x poll_interval_s)
+        await dep.tick("other")                         # ...with backoff (2 x poll_interval_s)
+        assert model.served == [] and (await dep.entry(account="other")).fail_count == 1
+        clock.skip(3)
         await dep.tick("other")
         entry = await dep.entry(account="other")
         stored = await (await dep.store("other")).instructions(entry.instructions_key)
@@ -227,7 +231,6 @@ async def test_two_accounts_backends_copy_restart(tmp_path, sandbox80, model, fi
 
 
 async def _copy(cli, config, first, second) -> int:
-    import asyncio
 
     return await asyncio.to_thread(cli.main, ["--config", str(config), "storage", "copy",
                                               "dsh_github_reviewer", "--from", first,
@@ -246,7 +249,6 @@ async def test_model_candidates_first_listed_wins(tmp_path, sandbox80, model):
 
 
 async def test_status_command_reports_work_records(shop, capsys):
-    import asyncio
 
     from dsh_harness import cli
 

@@ -20,6 +20,7 @@ from dsh_github_reviewer.sources.webhook import deliveries
 from dsh_github_reviewer.testing.scenario import REPO, build_shop, push_fix
 from dsh_harness.testing import ScriptedModelServer
 from dsh_harness.web.app import build_app
+from tests.waiting import wait_until
 
 from .conftest import Deployment
 from .test_crash_resume import dsh, kill_when, slow_policy
@@ -31,13 +32,6 @@ SECRET = "webhook-s3cret"
 def hook_block(reconcile_s: float = 3600, port: int = 0) -> str:
     return (f'enabled = true\nhost = "127.0.0.1"\nport = {port}\nsecret = "{SECRET}"\n'
             f"reconcile_interval_s = {reconcile_s}")
-
-
-async def wait_until(predicate, limit_s: float = 60) -> None:
-    # The sandbox and model server change state on their own threads: poll.
-    async with asyncio.timeout(limit_s):
-        while not predicate():  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
 
 
 async def running(tmp_path, sb, model, reconcile_s: float = 3600) -> tuple[Deployment, str]:
