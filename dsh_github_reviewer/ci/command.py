@@ -3,10 +3,11 @@
 The home is the job's restored sessions directory (the same JSONL logs as the daemon, so a
 session can move between modes); nothing else needs to survive the job. Credentials come from
 the Actions environment (``GITHUB_TOKEN`` is an installation token, not a PAT, so it replaces
-the account's credential here only). Exit codes: 0 = review posted and every persona
-completed, or nothing to do; 1 = the review failed closed (a persona or the coordinator did not
-complete, or nothing could be posted) so a required check blocks the merge; 2 = the run's
-environment or configuration is unusable.
+the account's credential here only). Exit codes: 0 = the check passes (a review whose verdict
+is "can merge", any verdict with ``--fail-on never``, or nothing to do); 1 = the check fails:
+the verdict is "cannot merge" (including the forced one of a review that failed closed) with
+``--fail-on cannot-merge``, or nothing could be posted; 2 = the run's environment or
+configuration is unusable.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from collections.abc import Mapping
 
 from pydantic import SecretStr, ValidationError
 
-from dsh_harness import Harness, error_lines
+from dsh_harness import DshError, Harness, error_lines
 
 from ..app import AccountRuntime, ReviewerApp
 from ..config import TeamSettings
 from ..core.sanitizer import redact_secrets
-from ..core.triggers import Trigger, is_review_post, reply_marker, review_marker
+from ..core.triggers import REVIEW_MARKER_PREFIX, Trigger, is_review_post, reply_marker
 from ..github.errors import GitHubError, NotFound
 from ..github.models import PullRequest, Review
 from ..reviewers.single import facts
@@ -32,10 +33,12 @@ from ..reviewers.team.review import TeamReview
 from ..turn.guidance import builtin_guidance
 from ..turn.prompts import TrustedInstructions, chat_message
 from .event import CiEnv, CiError, CiTask, load_payload, task_for
+from .summary import StepSummary, restored, since, spent
 
 log = logging.getLogger(__name__)
 
 INSTRUCTIONS_PATH = ".github/review_instructions.md"
+FAIL_ON = ("cannot-merge", "never")
 
 
 def say(text: str) -> None:
@@ -102,37 +105,50 @@ async def previous_head(acct: AccountRuntime, pr: PullRequest) -> str | None:
     return ours[-1].commit_id if ours else None
 
 
-async def completed_by_earlier_attempt(acct: AccountRuntime, pr: PullRequest,
-                                       env: CiEnv) -> Review | None:
-    """A review an earlier attempt of this run posted with every persona complete.
+async def reviewed_head(acct: AccountRuntime, pr: PullRequest) -> Review | None:
+    """A complete team review of this head already on GitHub (checked there, as the daemon
+    does: our marker and the review's commit), or None.
 
-    A re-run of the job (a new ``GITHUB_RUN_ATTEMPT``) after a crash or a cancel that came
-    after the post must not review the PR twice; a re-run after a failed-closed review is the
-    documented way to retry, so that one runs again."""
+    Concurrent runs, a ``reopened`` event, a second trigger or a re-run of the job on a head
+    that has one must not post another: one review per head, not per run. A review that failed
+    closed (a persona or the coordinator did not complete) is not complete, so a re-run is
+    still the way to retry it; an explicit ``/review`` always runs."""
     base = pr.base.repo
     assert acct.client is not None and base is not None
-    tags = [review_marker(Trigger.ci(acct.key, env.run_id, n))
-            for n in range(1, int(env.run_attempt))]
-    if not tags:
-        return None
+    ours = f"{REVIEW_MARKER_PREFIX}{acct.key}:"
+    found = None
     for r in await acct.client.list_reviews(base.owner.login, base.name, pr.number):
-        if r.state == "PENDING" or not r.body or not any(t in r.body for t in tags):
+        if r.state == "PENDING" or r.commit_id != pr.head.sha or ours not in (r.body or ""):
             continue
-        found = verdict.verdict_of(r.body)
-        if found and "did not complete" not in found:
-            return r
-    return None
+        line = verdict.verdict_of(r.body)
+        if line and "did not complete" not in line:
+            found = r
+    return found
+
+
+def exit_for(line: str | None, fail_on: str) -> int:
+    """The check follows the verdict: "cannot merge" (or none) fails it unless fail-on never."""
+    if fail_on == "never":
+        return 0
+    return 0 if verdict.can_merge(line) else 1
 
 
 async def run_ci(harness: Harness, environ: Mapping[str, str] | None = None,
-                 account: str | None = None, personas: list[str] | None = None) -> int:
-    env = CiEnv.from_env(os.environ if environ is None else environ)
+                 account: str | None = None, personas: list[str] | None = None,
+                 fail_on: str = "cannot-merge") -> int:
+    environ = os.environ if environ is None else environ
+    if fail_on not in FAIL_ON:
+        raise CiError(f"--fail-on {fail_on!r}: use one of {', '.join(FAIL_ON)}")
+    env = CiEnv.from_env(environ)
     app = ReviewerApp.of(harness)
     acct = pick_account(app, account)
     payload = load_payload(env.event_path)
     task = task_for(env, payload, acct.config.review.command_author_associations)
+    title = f"dsh-review: {env.repository}#{task.number}" if task.number else "dsh-review"
+    summary = StepSummary(title)
     if task.kind == "skip":
         say(f"nothing to do: {task.reason}")
+        summary.add("Result", f"nothing to do: {task.reason}").write(env.step_summary)
         return 0
     model_problem = harness.llm.problem(
         next((c.ref for c in acct.config.review.models), None))
@@ -140,6 +156,16 @@ async def run_ci(harness: Harness, environ: Mapping[str, str] | None = None,
         say(f"PR #{task.number} comes from a fork and this run has no secrets (GitHub does not "
             "pass them to pull_request runs from forks), so it is not reviewed and nothing is "
             "posted. A maintainer can comment /review to run the review with secrets.")
+        summary.add("Result", "not reviewed: a fork PR run has no secrets").write(
+            env.step_summary)
+        return 0
+    if task.dependabot and model_problem:
+        # Neutral, not red: GitHub gives Dependabot's PR runs no Actions secrets. One line,
+        # as an Actions notice so it shows on the run's page.
+        print(f"::notice title=dsh-review::Dependabot PR #{task.number} not reviewed: its "
+              "runs get no Actions secrets, so the model key is unset", flush=True)
+        summary.add("Result", "not reviewed: Dependabot PR runs get no secrets").write(
+            env.step_summary)
         return 0
     if env.token is None:
         raise CiError("GITHUB_TOKEN is not set: pass it to the step "
@@ -147,30 +173,52 @@ async def run_ci(harness: Harness, environ: Mapping[str, str] | None = None,
     if model_problem:
         raise CiError(model_problem)
     ci_account(acct, env, personas)
+    summary.add("Session memory", restored(environ.get("DSH_RESTORED_KEY")))
+    before = await spent(harness)
     await app.connect()
     try:
-        return await _run(harness, app, acct, env, task)
+        code = await _run(harness, app, acct, env, task, fail_on, summary)
     finally:
         await app.close()
+        summary.usage(since(before, await spent(harness))).write(env.step_summary)
+        await bound_sessions(harness)
+    return code
+
+
+async def bound_sessions(harness: Harness) -> None:
+    """Before the cache saves them: each log without what its latest compaction summarized,
+    so the PR's cache entry stays near the prompt budget however many runs it has."""
+    for s in await harness.sessions.summaries():
+        try:
+            dropped = await harness.sessions.drop_compacted(s.id)
+        except DshError as exc:
+            log.warning("session %s: compacted turns kept: %s", s.id, exc)
+            continue
+        if dropped:
+            say(f"session {s.id}: {dropped} events of compacted turns left out of the cache")
 
 
 async def _run(harness: Harness, app: ReviewerApp, acct: AccountRuntime, env: CiEnv,
-               task: CiTask) -> int:
+               task: CiTask, fail_on: str, summary: StepSummary) -> int:
     owner, name = env.repository.split("/", 1)
     assert acct.client is not None
     try:
         pr = await acct.client.get_pull(owner, name, task.number)
     except GitHubError as exc:
         say(f"cannot read PR #{task.number}: {exc}")
+        summary.add("Result", "failed: the PR could not be read")
         return 1
+    summary.title = f"dsh-review: {env.repository}#{pr.number} at {pr.head.sha[:12]}"
     if pr.state != "open":
         say(f"PR #{task.number} is {pr.state}: nothing to review")
+        summary.add("Result", f"nothing to do: the PR is {pr.state}")
         return 0
     instructions = await read_instructions(acct, pr)
     if instructions is None:
         say(f"no {INSTRUCTIONS_PATH} in the base repository and review.require_instructions ="
             " true: nothing is reviewed (add the file, set review.default_instructions, or unset"
             " require_instructions to review with the built-in guidance)")
+        summary.add("Result", f"nothing to do: no {INSTRUCTIONS_PATH} (require_instructions)")
         return 0
     undefined = [n for n in acct.config.review.team.personas if resolve(n, instructions) is None]
     if undefined:
@@ -183,11 +231,14 @@ async def _run(harness: Harness, app: ReviewerApp, acct: AccountRuntime, env: Ci
     if task.kind == "chat":
         return await _chat(team, acct, pr, task, instructions)
     if task.comment_id is None:
-        earlier = await completed_by_earlier_attempt(acct, pr, env)
-        if earlier is not None:
-            say(f"review {earlier.id} was already posted by an earlier attempt of this run "
-                f"and every persona completed; not posting again")
-            return 0
+        done = await reviewed_head(acct, pr)
+        if done is not None:
+            line = verdict.verdict_of(done.body)
+            say(f"head {pr.head.sha[:12]} already has a complete team review ({done.id}): "
+                f"not reviewing it again; {line}")
+            await _findings(acct, pr, done.id, line, summary)
+            summary.add("Result", f"already reviewed (review {done.id}); no new review")
+            return _check(line, fail_on, summary)
     trigger = str(Trigger.cmd(acct.key, task.comment_id) if task.comment_id is not None
                   else Trigger.ci(acct.key, env.run_id, env.run_attempt))
     personas = acct.config.review.team.personas
@@ -200,15 +251,42 @@ async def _run(harness: Harness, app: ReviewerApp, acct: AccountRuntime, env: Ci
     for persona, outcome in result.outcomes.items():
         say(f"  {persona}: {'completed' if outcome.ok else 'did not complete'} "
             f"({'; '.join(outcome.attempts) or 'no attempt'})")
-    if not result.posted:
+    if not result.posted or result.review_id is None:
         say(f"no review could be posted: {result.error}")
+        summary.add("Result", "failed: no review could be posted")
         return 1
     say(f"review {result.review_id} {'posted' if result.posted_now else 'was already posted'}; "
         f"{result.verdict or 'no verdict'}")
+    await _findings(acct, pr, result.review_id, result.verdict, summary)
     if result.failed:
-        say(f"failing the check: {', '.join(result.failed)} did not complete")
-        return 1
-    return 0
+        say(f"{', '.join(result.failed)} did not complete: the review failed closed")
+        summary.add("Incomplete", f"{', '.join(result.failed)} did not complete")
+    return _check(result.verdict, fail_on, summary)
+
+
+async def _findings(acct: AccountRuntime, pr: PullRequest, review_id: int, line: str | None,
+                    summary: StepSummary) -> None:
+    """The verdict and the number of inline findings of the review, for the summary."""
+    base = pr.base.repo
+    assert acct.client is not None and base is not None
+    summary.add("Verdict", (line or "none").removeprefix("Verdict:").strip())
+    try:
+        comments = await acct.client.list_review_comments(base.owner.login, base.name,
+                                                          pr.number)
+    except GitHubError as exc:
+        log.warning("cannot count the review's comments: %s", exc)
+        summary.add("Findings", "unknown (the review's comments could not be read)")
+        return
+    n = sum(1 for c in comments if c.pull_request_review_id == review_id)
+    summary.add("Findings", f"{n} inline comment{'' if n == 1 else 's'}")
+
+
+def _check(line: str | None, fail_on: str, summary: StepSummary) -> int:
+    code = exit_for(line, fail_on)
+    if code:
+        say(f"failing the check: the verdict is not \"can merge\" (fail-on: {fail_on})")
+    summary.add("Check", ("fails" if code else "passes") + f" (fail-on: {fail_on})")
+    return code
 
 
 async def _chat(team: TeamReview, acct: AccountRuntime, pr: PullRequest, task: CiTask,

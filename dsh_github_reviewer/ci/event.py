@@ -2,8 +2,9 @@
 
 ``GITHUB_EVENT_PATH`` (the webhook payload GitHub wrote for this run), ``GITHUB_EVENT_NAME``,
 ``GITHUB_REPOSITORY``, ``GITHUB_TOKEN``, ``GITHUB_API_URL``, ``GITHUB_SERVER_URL``,
-``GITHUB_RUN_ID`` and ``GITHUB_RUN_ATTEMPT``. The payload is untrusted input: only the fields
-relied on are read, through pydantic models, and a bad file is an error naming what is wrong.
+``GITHUB_RUN_ID``, ``GITHUB_RUN_ATTEMPT``, ``GITHUB_ACTOR`` and ``GITHUB_STEP_SUMMARY``. The
+payload is untrusted input: only the fields relied on are read, through pydantic models, and a
+bad file is an error naming what is wrong.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from ..core.commands import association_allowed, parse_command
 # GitHub's own rules: owner = letters, digits, hyphens; repository = also '.' and '_'.
 _REPOSITORY = re.compile(r"[A-Za-z0-9-]+/[A-Za-z0-9._-]+")
 REVIEW_ACTIONS = ("opened", "synchronize", "reopened", "ready_for_review")
+# Runs of PRs Dependabot opens get no Actions secrets (and a read-only token).
+DEPENDABOT = "dependabot[bot]"
 
 
 class CiError(DshError):
@@ -50,6 +53,7 @@ class _User(_Loose):
 
 class _Pull(_Loose):
     number: int
+    user: _User | None = None
     draft: bool = False
     state: str = "open"
     head: _Ref
@@ -85,6 +89,8 @@ class CiEnv:
     server_url: str
     run_id: str
     run_attempt: str
+    actor: str = ""
+    step_summary: Path | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> CiEnv:
@@ -102,7 +108,10 @@ class CiEnv:
                    repository=env["GITHUB_REPOSITORY"], token=env.get("GITHUB_TOKEN") or None,
                    api_url=(env.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/"),
                    server_url=(env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/"),
-                   run_id=env["GITHUB_RUN_ID"], run_attempt=env.get("GITHUB_RUN_ATTEMPT") or "1")
+                   run_id=env["GITHUB_RUN_ID"], run_attempt=env.get("GITHUB_RUN_ATTEMPT") or "1",
+                   actor=env.get("GITHUB_ACTOR") or "",
+                   step_summary=Path(env["GITHUB_STEP_SUMMARY"])
+                   if env.get("GITHUB_STEP_SUMMARY") else None)
 
 
 @dataclass(frozen=True)
@@ -113,6 +122,7 @@ class CiTask:
     number: int = 0
     reason: str = ""
     fork: bool = False
+    dependabot: bool = False
     requested_by: str | None = None
     comment_id: int | None = None
     author: str = ""
@@ -148,7 +158,8 @@ def task_for(env: CiEnv, payload: _Payload, allowed: list[str]) -> CiTask:
         head = pr.head.repo.full_name if pr.head.repo else ""
         fork = head.lower() != (pr.base.repo.full_name if pr.base.repo else env.repository
                                 ).lower()
-        return CiTask("review", pr.number, fork=fork)
+        dependabot = DEPENDABOT in (env.actor, pr.user.login if pr.user else "")
+        return CiTask("review", pr.number, fork=fork, dependabot=dependabot)
     if env.event_name == "issue_comment":
         issue, comment = payload.issue, payload.comment
         if issue is None or comment is None:

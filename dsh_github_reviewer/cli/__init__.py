@@ -39,6 +39,10 @@ def register(cli: Any) -> None:
     ci.add_argument("--personas", default=None,
                     help="comma-separated personas (default: review.team.personas, else "
                          "quality,security,performance)")
+    ci.add_argument("--fail-on", default="cannot-merge",
+                    help="cannot-merge (default): exit 1 when the verdict is not \"can merge\" "
+                         "(a required check then blocks the merge); never: exit 0 whatever "
+                         "the verdict")
     ci.set_defaults(handler=cmd_ci)
     text = ("review quality on seeded-defect pull requests: the real loop against a sandbox "
             "GitHub with your providers, scored against ground truth (see docs/eval.en.md)")
@@ -170,7 +174,8 @@ async def cmd_ci(harness: Harness, args: argparse.Namespace) -> int:
     if args.personas is not None:
         personas = [p.strip().lower() for p in args.personas.split(",") if p.strip()]
     try:
-        return await run_ci(harness, account=args.account, personas=personas)
+        return await run_ci(harness, account=args.account, personas=personas,
+                            fail_on=args.fail_on.strip().lower())
     except CiError as exc:
         print(f"dsh-review: {exc}")
         return 2

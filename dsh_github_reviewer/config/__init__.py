@@ -147,6 +147,9 @@ class ReviewSettings(Strict):
     max_diff_kb: int = Field(default=100, ge=1, le=10_000)
     team: TeamSettings = TeamSettings()
 
+    # One string (the CI action's input) is split at commas and whitespace.
+    _split = field_validator("exclude", mode="before")(_split_words)
+
     @field_validator("exclude")
     @classmethod
     def _globs(cls, v: list[str]) -> list[str]:

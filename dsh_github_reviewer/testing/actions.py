@@ -3,14 +3,18 @@
 Every run gets a fresh, empty runner directory (nothing survives a job but the cache), the
 event file and the ``GITHUB_*`` variables Actions sets. The steps of the composite action are
 read from ``action.yml`` and their ``${{ }}`` expressions evaluated; ``actions/cache/restore``
-and ``actions/cache/save`` go to ``ActionsCache``, which has GitHub's semantics; ``run:``
-steps run in bash with the evaluated ``env``; ``if: always()`` is honoured after a failure.
+and ``actions/cache/save`` go to ``ActionsCache``, which has GitHub's semantics (a relative
+``path`` is the workspace's; the cache version is a hash of the path as written, so an absolute
+path that differs between runners never matches); ``run:`` steps run in bash with the
+evaluated ``env`` and a ``GITHUB_STEP_SUMMARY`` file each; ``if: always()`` is honoured after a
+failure.
 Steps that set up the runner's Python or install the project are skipped: the test's virtual
 environment already has both (its ``bin`` is put first on ``PATH``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -33,6 +37,13 @@ class CacheEntry:
     key: str
     directory: Path
     order: int
+    version: str = ""
+
+
+def cache_version(path: str) -> str:
+    """What actions/cache hashes: the ``path`` input as written (with the compression method,
+    the same here), not the directory it resolves to."""
+    return hashlib.sha256(f"{path}|zstd-without-long".encode()).hexdigest()
 
 
 class ActionsCache:
@@ -45,17 +56,20 @@ class ActionsCache:
         self._order = 0
         self._lock = threading.Lock()
 
-    def match(self, key: str, restore_keys: list[str]) -> CacheEntry | None:
-        if key in self.entries:
-            return self.entries[key]
+    def match(self, key: str, restore_keys: list[str], version: str = "") -> CacheEntry | None:
+        exact = self.entries.get(key)
+        if exact is not None and exact.version == version:
+            return exact
         for prefix in restore_keys:
-            found = [e for e in self.entries.values() if e.key.startswith(prefix)]
+            found = [e for e in self.entries.values()
+                     if e.key.startswith(prefix) and e.version == version]
             if found:
                 return max(found, key=lambda e: e.order)
         return None
 
-    def restore(self, path: Path, key: str, restore_keys: list[str]) -> str | None:
-        entry = self.match(key, restore_keys)
+    def restore(self, path: Path, key: str, restore_keys: list[str],
+                version: str = "") -> str | None:
+        entry = self.match(key, restore_keys, version)
         if entry is None:
             return None
         if path.exists():
@@ -63,7 +77,7 @@ class ActionsCache:
         shutil.copytree(entry.directory, path)
         return entry.key
 
-    def save(self, path: Path, key: str) -> bool:
+    def save(self, path: Path, key: str, version: str = "") -> bool:
         """False when the key exists (GitHub skips the save) or the path is missing."""
         with self._lock:
             if key in self.entries or not path.is_dir():
@@ -71,7 +85,7 @@ class ActionsCache:
             self._order += 1
             target = self.root / f"entry-{self._order}"
             shutil.copytree(path, target)
-            self.entries[key] = CacheEntry(key, target, self._order)
+            self.entries[key] = CacheEntry(key, target, self._order, version)
             return True
 
 
@@ -127,6 +141,7 @@ class RunResult:
     restored_key: str | None
     saved_key: str | None
     steps: list[StepRun] = field(default_factory=list)
+    summary: str = ""
 
     @property
     def exit_code(self) -> int:
@@ -163,14 +178,16 @@ class ActionsSimulator:
 
     def run(self, event_name: str, payload: dict[str, Any], *,
             inputs: dict[str, str] | None = None, env: dict[str, str] | None = None,
-            run_attempt: int = 1, run_id: int | None = None,
-            timeout_s: float = 300) -> RunResult:
+            run_attempt: int = 1, run_id: int | None = None, actor: str | None = None,
+            runner_root: Path | None = None, timeout_s: float = 300) -> RunResult:
         """One job. ``inputs`` are the action's ``with:``; ``env`` the workflow's ``env:``;
-        ``run_id`` of an earlier run with a higher ``run_attempt`` is a re-run of that job."""
+        ``run_id`` of an earlier run with a higher ``run_attempt`` is a re-run of that job;
+        ``actor`` is who triggered it (default: the event's sender); ``runner_root`` puts the
+        runner's directories elsewhere (another self-hosted runner)."""
         if run_id is None:
             self.next_run_id += 1
             run_id = self.next_run_id
-        runner = self.root / "runners" / f"{run_id}-{run_attempt}"
+        runner = (runner_root or self.root / "runners") / f"{run_id}-{run_attempt}"
         if runner.exists():
             raise RuntimeError(f"runner directory {runner} already exists")
         temp, workspace = runner / "temp", runner / "workspace"
@@ -182,7 +199,7 @@ class ActionsSimulator:
             "github": {"repository": self.repository, "run_id": str(run_id),
                        "run_attempt": str(run_attempt), "event_name": event_name,
                        "event": payload, "token": self.token, "api_url": self.api_url,
-                       "server_url": self.server_url},
+                       "server_url": self.server_url, "workspace": str(workspace)},
             "runner": {"temp": str(temp), "os": "Linux"}, "steps": {}}
         context["inputs"] = self._inputs(inputs or {}, context)
         base_env = {
@@ -193,6 +210,8 @@ class ActionsSimulator:
             "GITHUB_RUN_ATTEMPT": str(run_attempt), "GITHUB_API_URL": self.api_url,
             "GITHUB_SERVER_URL": self.server_url, "GITHUB_WORKSPACE": str(workspace),
             "GITHUB_ACTION_PATH": str(self.action_dir), "RUNNER_TEMP": str(temp),
+            "GITHUB_ACTOR": actor if actor is not None
+            else str(((payload.get("sender") or {}).get("login")) or ""),
             **(env or {})}
         result = RunResult(run_id, runner, None, None)
         failed = False
@@ -206,7 +225,12 @@ class ActionsSimulator:
                 result.steps.append(StepRun(name, "success", output="(provided by the test "
                                                                     "environment)\n"))
                 continue
-            run = self._step(step, name, context, base_env, result, timeout_s)
+            summary = runner / f"summary-{len(result.steps)}.md"
+            summary.touch()
+            run = self._step(step, name, context, {**base_env,
+                                                   "GITHUB_STEP_SUMMARY": str(summary)},
+                             result, timeout_s)
+            result.summary += summary.read_text(encoding="utf-8")
             result.steps.append(run)
             failed = failed or run.outcome == "failure"
         return result
@@ -215,9 +239,12 @@ class ActionsSimulator:
               base_env: dict[str, str], result: RunResult, timeout_s: float) -> StepRun:
         uses = str(step.get("uses", ""))
         with_ = {k: interpolate(str(v), context) for k, v in (step.get("with") or {}).items()}
+        if "path" in with_:
+            version = cache_version(with_["path"])
+            path = Path(base_env["GITHUB_WORKSPACE"]) / with_["path"]  # absolute stays absolute
         if uses.startswith("actions/cache/restore@"):
             keys = [k.strip() for k in with_.get("restore-keys", "").splitlines() if k.strip()]
-            matched = self.cache.restore(Path(with_["path"]), with_["key"], keys)
+            matched = self.cache.restore(path, with_["key"], keys, version)
             result.restored_key = matched
             if step.get("id"):
                 context["steps"][step["id"]] = {"outputs": {
@@ -226,7 +253,7 @@ class ActionsSimulator:
             return StepRun(name, "success", output=f"cache restored from key: {matched}\n"
                            if matched else "cache not found\n")
         if uses.startswith("actions/cache/save@"):
-            saved = self.cache.save(Path(with_["path"]), with_["key"])
+            saved = self.cache.save(path, with_["key"], version)
             result.saved_key = with_["key"] if saved else None
             return StepRun(name, "success", output=f"cache saved: {saved}\n")
         if "run" not in step:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from .events import SessionHeader, utcnow
+from ..errors import DshError
+from .events import Compaction, SessionHeader, utcnow
+from .history import latest_compaction
+from .jsonl_store import dump_line
 from .log import Session
 from .store import LoadedLog, SessionStore
 from .summary import SessionSummary, summarize
@@ -71,6 +74,34 @@ class SessionService:
         for sid in await self.store.list_ids():
             out.append(summarize(await self.read(sid)))
         return sorted(out, key=lambda s: s.last_activity, reverse=True)
+
+    async def drop_compacted(self, session_id: str) -> int:
+        """Replace a released session's log by one without the events of the turns its latest
+        compaction summarized (and earlier compactions), through ``store.put_raw``; returns how
+        many were dropped (0: nothing to drop, or a store that cannot replace a log).
+
+        The model's history is the summary plus the turns after it, so every request after
+        this is byte for byte what it would have been (the prefix cache still hits); what is
+        lost is the old turns' detail for people. For logs that travel, such as a CI job's
+        sessions in the Actions cache, whose size would otherwise grow with every run."""
+        log = await self.read(session_id)
+        compaction = latest_compaction(log.events)
+        if compaction is None:
+            return 0
+        # Earlier compactions go too: history starts at the latest one's summary.
+        kept = [e for e in log.events
+                if e is compaction or (not isinstance(e, Compaction) and (
+                    getattr(e, "turn", None) is None or e.turn > compaction.through_turn))]
+        dropped = len(log.events) - len(kept)
+        if not dropped:
+            return 0
+        self._forget(session_id)  # a cached copy would still hold the dropped events
+        raw = b"".join([dump_line(log.header), *(dump_line(e) for e in kept)])
+        try:
+            await self.store.put_raw(session_id, raw)  # atomic: the old log or the new one
+        except DshError:
+            return 0  # a store that cannot replace a log keeps it whole
+        return dropped
 
     async def release(self, session_id: str, session: Session | None = None) -> None:
         """Close the session's handles. With ``session`` (an evicted agent's, idle and

@@ -44,12 +44,18 @@ def sim(tmp_path, sandbox80: SandboxGitHub, team_model):
     return simulator
 
 
-def job(sim, event: str, payload, **env):
-    inputs = {"model-api-key": "scripted-model", "model-base-url": sim.model.base_url}
+def job(sim, event: str, payload, *, inputs=None, run_kw=None, **env):
+    given = {"model-api-key": "scripted-model", "model-base-url": sim.model.base_url,
+             **(inputs or {})}
     if env.pop("no_secrets", False):
-        inputs["model-api-key"] = ""
-    return sim.run(event, payload, inputs=inputs,
-                   env={"DSH_MODEL_RETRY_BASE_S": "0.01", **env})
+        given["model-api-key"] = ""
+    return sim.run(event, payload, inputs=given,
+                   env={"DSH_MODEL_RETRY_BASE_S": "0.01", **env}, **(run_kw or {}))
+
+
+def blocks(run) -> bool:
+    """The job failed because the verdict is not "can merge" (fail-on: cannot-merge)."""
+    return run.exit_code == 1 and "failing the check: the verdict" in run.output
 
 
 def who(served) -> str:
@@ -73,30 +79,42 @@ def verdict_line(body: str) -> str:
     return line
 
 
-def sessions_in(runner_dir: Path) -> set[str]:
-    return {p.name for p in (runner_dir / "temp/dsh-review/sessions").glob("*.jsonl")}
+def saved(sim, run) -> Path:
+    """The sessions directory the run saved to the cache (the runner's copy is removed)."""
+    assert run.saved_key is not None, run.output
+    return sim.cache.entries[run.saved_key].directory
+
+
+def reviewed(run) -> bool:
+    """A review was posted or found: the check passes or fails only by its verdict."""
+    return run.exit_code == 0 or blocks(run)
+
+
+def sessions_in(sim, run) -> set[str]:
+    return {p.name for p in saved(sim, run).glob("*.jsonl")}
 
 
 def test_two_runs_restore_the_team_and_hit_the_prefix_cache(sim):
     sb, model = sim.sb, sim.model
     run1 = job(sim, "pull_request", pull_request_event(sb, REPO, 1, "opened"))
-    assert run1.exit_code == 0, run1.output
-    assert run1.restored_key is None and run1.saved_key == f"{KEY_PREFIX}{run1.run_id}"
+    assert blocks(run1), run1.output
+    assert run1.restored_key is None and run1.saved_key == f"{KEY_PREFIX}{run1.run_id}-1"
     (review1,) = sb.state.reviews_of(REPO, 1)
     assert review1.body.rstrip().splitlines()[-1].startswith("<!--")
     assert "Verdict: cannot merge" in review1.body
     comments = {(c.path, c.line) for c in sb.state.comments_of_review(review1.id)}
     assert {("shop/orders.py", 10), ("shop/orders.py", 15), ("shop/cart.py", 2)} <= comments
     ids = {PrKey("actions", "acme", "shop", 1, p).session_id for p in (*PERSONAS, "coordinator")}
-    assert len(sessions_in(run1.runner_dir)) == 4
+    assert len(sessions_in(sim, run1)) == 4
+    assert not (run1.runner_dir / "workspace/.dsh-review").exists(), "nothing left behind"
     served1 = len(model.served)
 
     push_fix(sb)
     run2 = job(sim, "pull_request", pull_request_event(sb, REPO, 1, "synchronize"))
-    assert run2.exit_code == 0, run2.output
+    assert blocks(run2), run2.output
     assert run2.runner_dir != run1.runner_dir
     assert run2.restored_key == run1.saved_key, "the newest entry of the PR's prefix"
-    assert run2.saved_key == f"{KEY_PREFIX}{run2.run_id}"
+    assert run2.saved_key == f"{KEY_PREFIX}{run2.run_id}-1"
     reviews = sb.state.reviews_of(REPO, 1)
     assert len(reviews) == 2 and reviews[1].commit_id == sb.state.pull(REPO, 1).head_sha
 
@@ -117,12 +135,12 @@ def test_two_runs_restore_the_team_and_hit_the_prefix_cache(sim):
     assert ("shop/payments.py", 5) in comments2
     assert ("shop/orders.py", 15) not in comments2, "eval() was already reported in run 1"
     # The session files of both runs are the harness's own JSONL logs, named by session id.
-    assert sessions_in(run2.runner_dir) == {quote(i, safe="") + ".jsonl" for i in ids}
+    assert sessions_in(sim, run2) == {quote(i, safe="") + ".jsonl" for i in ids}
     # The job's token and the provider key are in no file the job leaves, nor in its log.
     for run in (run1, run2):
         assert BOT_TOKEN not in run.output and "scripted-model" not in run.output
-        for path in (run.runner_dir / "temp").rglob("*"):
-            if path.is_file():
+        for path in [*run.runner_dir.rglob("*"), *saved(sim, run).rglob("*")]:
+            if path.is_file() and path.name != "event.json":
                 data = path.read_bytes()
                 assert BOT_TOKEN.encode() not in data and b"scripted-model" not in data, path
 
@@ -146,7 +164,7 @@ def test_a_persona_that_never_answers_fails_the_check_closed(sim):
     push_fix(sb)
     served1 = len(model.served)
     run2 = job(sim, "pull_request", pull_request_event(sb, REPO, 1, "synchronize"))
-    assert run2.exit_code == 0, run2.output
+    assert blocks(run2), run2.output
     assert run2.restored_key == run1.saved_key
     firsts = first_requests(model.served[served1:])
     security = firsts["security"].request["messages"]
@@ -161,7 +179,7 @@ def test_a_persona_that_never_answers_fails_the_check_closed(sim):
     (review2,) = sb.state.reviews_of(REPO, 1)[1:]
     # Security never reported before, so it reports eval() and verify=False now.
     assert verdict_line(review2.body) == "Verdict: cannot merge: 2 finding(s) to fix"
-    log = (run2.runner_dir / "temp/dsh-review/sessions" /
+    log = (saved(sim, run2) /
            (quote(PrKey("actions", "acme", "shop", 1, "security").session_id, safe="")
             + ".jsonl")).read_text()
     ends = [json.loads(line) for line in log.splitlines() if '"turn_end"' in line]
@@ -180,8 +198,9 @@ def test_a_rerun_retries_a_failed_closed_review_but_never_repeats_a_complete_one
     second = sim.run("pull_request", event, run_id=first.run_id, run_attempt=2,
                      inputs={"deepseek-api-key": "k", "model-base-url": model.base_url},
                      env={"DSH_MODEL_RETRY_BASE_S": "0.01"})
-    assert second.exit_code == 0, second.output
-    assert second.restored_key == first.saved_key, "the exact key of the run's first attempt"
+    assert blocks(second), second.output
+    assert second.restored_key == first.saved_key, "the newest entry of the PR"
+    assert second.saved_key == f"{KEY_PREFIX}{first.run_id}-2", "a re-run's save is not skipped"
     reviews = sb.state.reviews_of(REPO, 1)
     assert len(reviews) == 2 and "did not complete" not in verdict_line(reviews[1].body)
     # The personas that completed in attempt 1 keep their reports of this head (asked again,
@@ -195,8 +214,100 @@ def test_a_rerun_retries_a_failed_closed_review_but_never_repeats_a_complete_one
     served = len(model.served)
     third = sim.run("pull_request", event, run_id=first.run_id, run_attempt=3,
                     inputs={"deepseek-api-key": "k", "model-base-url": model.base_url})
-    assert third.exit_code == 0 and "already posted by an earlier attempt" in third.output
+    assert "already has a complete team review" in third.output, third.output
+    assert blocks(third), "the check still follows the verdict of the review on GitHub"
     assert len(sb.state.reviews_of(REPO, 1)) == 2 and len(model.served) == served
+
+
+def test_one_review_per_head_a_saved_rerun_and_the_step_summary(sim, tmp_path):
+    sb, model = sim.sb, sim.model
+    event = pull_request_event(sb, REPO, 1, "opened")
+    first = job(sim, "pull_request", event)
+    assert blocks(first), first.output
+    (review,) = sb.state.reviews_of(REPO, 1)
+    inline = len(sb.state.comments_of_review(review.id))
+    summary = first.summary
+    assert f"### dsh-review: {REPO}#1 at {review.commit_id[:12]}" in summary, summary
+    assert f"| Verdict | {verdict_line(review.body).removeprefix('Verdict:').strip()} |" \
+        in summary
+    assert f"| Findings | {inline} inline comments |" in summary and inline >= 3
+    assert "| Session memory | no earlier entry: fresh sessions |" in summary
+    assert "| Model cost | $0." in summary and "| Prefix-cache hit |" in summary
+    assert "| Check | fails (fail-on: cannot-merge) |" in summary
+    served = len(model.served)
+
+    # A second trigger on the same head (here `reopened`, run by a self-hosted runner whose
+    # directories are elsewhere): the complete review on GitHub is found, none is posted, and
+    # the memory is restored although the runner's absolute paths differ.
+    again = job(sim, "pull_request", pull_request_event(sb, REPO, 1, "reopened"),
+                run_kw={"runner_root": tmp_path / "elsewhere" / "_work"})
+    assert "already has a complete team review" in again.output, again.output
+    assert blocks(again), "the check follows the verdict of the review already posted"
+    assert again.restored_key == first.saved_key
+    assert len(sb.state.reviews_of(REPO, 1)) == 1 and len(model.served) == served
+    assert f"| Session memory | restored ({first.saved_key}) |" in again.summary
+    assert "| Result | already reviewed" in again.summary
+    assert "| Prefix-cache hit | no model call |" in again.summary
+
+    # "Re-run all jobs" of the first run: attempt 2 saves its own entry (the key holds the
+    # attempt), so nothing a re-run adds to the memory is lost.
+    rerun = job(sim, "pull_request", event, run_kw={"run_id": first.run_id, "run_attempt": 2})
+    assert rerun.saved_key == f"{KEY_PREFIX}{first.run_id}-2", rerun.output
+    assert len(sb.state.reviews_of(REPO, 1)) == 1
+
+
+def test_sessions_are_compacted_and_the_cache_entry_stays_bounded(sim):
+    """Three reviews of one PR with a small prompt budget: the third run's sessions compact
+    (as the daemon's do above the budget), and the entry it saves leaves out what the summary
+    replaced, while the model's history stays what it would have been."""
+    sb, st = sim.sb, sim.sb.state
+    runs = [job(sim, "pull_request", pull_request_event(sb, REPO, 1, "opened"))]
+    push_fix(sb)
+    runs.append(job(sim, "pull_request", pull_request_event(sb, REPO, 1, "synchronize")))
+    cmd = st.add_issue_comment(REPO, 1, "maintainer", "/review")
+    runs.append(job(sim, "issue_comment", issue_comment_event(sb, REPO, 1, cmd),
+                    inputs={"max-prompt-tokens": "3000"}, DSH_KEEP_RECENT_TURNS="1"))
+    for run in runs:
+        assert reviewed(run), run.output
+    assert len(st.reviews_of(REPO, 1)) == 3
+    assert "events of compacted turns left out of the cache" in runs[2].output, runs[2].output
+    sid = quote(PrKey("actions", "acme", "shop", 1, "coordinator").session_id, safe="")
+    events = [json.loads(line) for line in
+              (saved(sim, runs[2]) / f"{sid}.jsonl").read_text().splitlines()[1:]]
+    compactions = [e for e in events if e["type"] == "compaction"]
+    assert len(compactions) == 1, runs[2].output
+    compaction = compactions[0]
+    assert compaction["through_turn"] >= 1
+    assert min(e["turn"] for e in events if "turn" in e) > compaction["through_turn"]
+    size = [(saved(sim, r) / f"{sid}.jsonl").stat().st_size for r in runs]
+    assert size[2] < size[1], size
+
+
+def test_fail_on_never_and_a_dependabot_pr_without_secrets(sim):
+    sb, model = sim.sb, sim.model
+    run = job(sim, "pull_request", pull_request_event(sb, REPO, 1, "opened"),
+              inputs={"fail-on": "never"})
+    assert run.exit_code == 0, run.output
+    (review,) = sb.state.reviews_of(REPO, 1)
+    assert verdict_line(review.body).startswith("Verdict: cannot merge")
+    assert "| Check | passes (fail-on: never) |" in run.summary
+
+    # Dependabot's PR runs get no secrets: a neutral skip with one notice, never a red check.
+    st = sb.state
+    st.commit(REPO, "deps", {"requirements.txt": "requests==2.32.3\n"})
+    pr = st.open_pull(REPO, "deps", title="Bump requests", author="dependabot[bot]")
+    served = len(model.served)
+    dep = job(sim, "pull_request", pull_request_event(sb, REPO, pr.number, "opened"),
+              no_secrets=True, run_kw={"actor": "dependabot[bot]"})
+    assert dep.exit_code == 0, dep.output
+    notices = [line for line in dep.output.splitlines() if line.startswith("::notice")]
+    assert len(notices) == 1 and "Dependabot" in notices[0], dep.output
+    assert st.reviews_of(REPO, pr.number) == [] and len(model.served) == served
+    assert "not reviewed: Dependabot PR runs get no secrets" in dep.summary
+    bad = job(sim, "pull_request", pull_request_event(sb, REPO, 1, "opened"),
+              inputs={"fail-on": "sometimes"})
+    assert bad.exit_code == 2 and "--fail-on 'sometimes': use one of cannot-merge, never" \
+        in bad.output
 
 
 def test_an_undefined_persona_is_a_configuration_error(sim):
@@ -232,7 +343,7 @@ def test_review_command_runs_the_team_once(sim):
     assert model.served == []
     cmd = st.add_issue_comment(REPO, 1, "maintainer", "/review please")
     run = job(sim, "issue_comment", issue_comment_event(sb, REPO, 1, cmd))
-    assert run.exit_code == 0, run.output
+    assert reviewed(run), run.output
     (review,) = st.reviews_of(REPO, 1)
     assert f"trigger:actions:cmd:{cmd.id}" in review.body
     assert run.saved_key is not None
@@ -296,7 +407,7 @@ def test_a_persona_cannot_write(sim):
     (review,) = st.reviews_of(REPO, 1)
     assert "LGTM from the persona" not in review.body and review.state != "APPROVED"
     assert not [c for c in st.issue_comments_of(REPO, 1) if "persona was here" in c.body]
-    assert run.exit_code == 0, run.output
+    assert reviewed(run), run.output
 
 
 def test_a_persona_timeout_and_an_empty_answer_fail_closed(sim):
@@ -315,7 +426,7 @@ def test_a_persona_timeout_and_an_empty_answer_fail_closed(sim):
     push_fix(sim.sb)
     served1 = len(sim.model.served)
     run2 = job(sim, "pull_request", pull_request_event(sim.sb, REPO, 1, "synchronize"))
-    assert run2.exit_code == 0, run2.output
+    assert reviewed(run2), run2.output
     firsts = first_requests(sim.model.served[served1:])
     for name in ("performance", "quality"):
         assert [m["role"] for m in firsts[name].request["messages"]] == ["system", "user"], name
@@ -332,13 +443,13 @@ def test_a_ci_session_resumes_in_the_daemon(sim, tmp_path):
 
     sb, model = sim.sb, sim.model
     run1 = job(sim, "pull_request", pull_request_event(sb, REPO, 1, "opened"))
-    assert run1.exit_code == 0, run1.output
+    assert reviewed(run1), run1.output
     last1: dict[str, object] = {}
     for s in model.served:
         if s.fault is None:
             last1[who(s)] = s
     home = tmp_path / "daemon"
-    shutil.copytree(run1.runner_dir / "temp/dsh-review/sessions", home / "home/sessions")
+    shutil.copytree(saved(sim, run1), home / "home/sessions")
     push_fix(sb)
     served1 = len(model.served)
     team = '\n[plugins.github-reviewer.accounts.review.team]\npersonas = ["quality", ' \

@@ -115,3 +115,43 @@ async def test_user_turns_carry_their_meta_and_leave_out_what_a_compaction_will_
         assert [t.turn for t in agent.user_turns(upcoming_tokens=2_000)] == [3]
         assert [t.turn for t in agent.user_turns(upcoming_tokens=1)] == [1, 2, 3]
         await h.close()
+
+
+async def test_dropping_compacted_turns_keeps_every_later_request_identical(tmp_path):
+    """CI sessions travel in the Actions cache: their logs are rewritten without what the
+    latest compaction summarized, and the model must not see a byte of difference."""
+    import shutil
+
+    def policy(req: ModelRequest) -> Reply:
+        if req.system == SUMMARY_SYSTEM:
+            return Reply(content="SUMMARY of the early turns")
+        if not req.tool_results():
+            return Reply(tool_calls=[("big", {"n": 400})])
+        return Reply(content=f"answer to {req.last_user_text()}")
+
+    extra = "[compaction]\nmax_prompt_tokens = 900\nkeep_recent_turns = 1\n"
+    with ScriptedModelServer(policy=policy) as server:
+        h = make_harness(tmp_path / "a", server.base_url, extra=extra)
+        agent = await h.agents.create("test:compact")
+        for i in range(6):
+            assert (await agent.followup(f"question {i}")).ok
+        await h.close()
+        shutil.copytree(tmp_path / "a", tmp_path / "b")
+        log_b = next((tmp_path / "b/home/sessions").glob("*.jsonl"))
+        before = log_b.stat().st_size
+
+        h = make_harness(tmp_path / "b", server.base_url, extra=extra)
+        assert await h.sessions.drop_compacted("test:compact") > 0
+        assert log_b.stat().st_size < 0.6 * before
+        assert await h.sessions.drop_compacted("test:compact") == 0, "nothing more to drop"
+        sent = []
+        for home in ("a", "b"):
+            h = make_harness(tmp_path / home, server.base_url, extra=extra)
+            agent = await h.agents.get_or_open("test:compact")
+            n = len(server.requests)
+            assert (await agent.followup("question 6")).ok
+            await h.close()
+            sent.append([canon(r["messages"]) for r in server.requests[n:]])
+        # The first request replays the stored history: identical bytes from either log (later
+        # ones carry tool-call ids the scripted server numbers per request).
+        assert sent[0][0] == sent[1][0] and len(sent[0]) == len(sent[1])

@@ -11,12 +11,12 @@ import pytest
 import yaml
 
 from dsh_github_reviewer.ci.event import CiEnv, CiError, load_payload, task_for
-from dsh_github_reviewer.testing.actions import ActionsCache, evaluate, interpolate
+from dsh_github_reviewer.testing.actions import ActionsCache, cache_version, evaluate, interpolate
 
 ROOT = Path(__file__).resolve().parents[2]
 ALLOWED = ["OWNER", "MEMBER", "COLLABORATOR"]
 KEY = ("dsh-review-${{ github.repository }}-${{ github.event.pull_request.number || "
-       "github.event.issue.number }}-${{ github.run_id }}")
+       "github.event.issue.number }}-${{ github.run_id }}-${{ github.run_attempt }}")
 RESTORE = ("dsh-review-${{ github.repository }}-${{ github.event.pull_request.number || "
            "github.event.issue.number }}-")
 
@@ -113,9 +113,9 @@ def test_cache_stand_in_has_githubs_key_semantics(tmp_path):
 
 
 def test_expressions_of_action_yml():
-    ctx = {"github": {"repository": "acme/shop", "run_id": "42",
+    ctx = {"github": {"repository": "acme/shop", "run_id": "42", "run_attempt": "2",
                       "event": {"issue": {"number": 5}}}}
-    assert interpolate(KEY, ctx) == "dsh-review-acme/shop-5-42"
+    assert interpolate(KEY, ctx) == "dsh-review-acme/shop-5-42-2"
     ctx["github"]["event"]["pull_request"] = {"number": 3}
     assert interpolate(RESTORE, ctx) == "dsh-review-acme/shop-3-"
     assert evaluate("steps.x.outputs.k != ''", {"steps": {"x": {"outputs": {"k": "a"}}}})
@@ -126,25 +126,105 @@ def test_action_yml_restores_runs_and_saves_the_sessions():
     assert action["runs"]["using"] == "composite"
     steps = action["runs"]["steps"]
     uses = [s.get("uses", "run") for s in steps]
-    assert uses == ["actions/setup-python@v5", "run", "actions/cache/restore@v4", "run",
-                    "actions/cache/save@v4"]
-    install, restore, review, save = steps[1], steps[2], steps[3], steps[4]
+    assert uses == ["actions/setup-python@v5", "run", "run", "actions/cache/restore@v4", "run",
+                    "actions/cache/save@v4", "run"]
+    install, clear, restore, review, save, remove = steps[1:]
     assert 'pip install --quiet "$GITHUB_ACTION_PATH"' in install["run"]
+    # The key carries the run attempt: a re-run's save is a new entry, not a skipped one.
     assert restore["with"]["key"] == KEY and save["with"]["key"] == KEY
     assert [k.strip() for k in restore["with"]["restore-keys"].splitlines() if k.strip()] == \
         [RESTORE]
-    assert restore["with"]["path"] == save["with"]["path"] == \
-        "${{ runner.temp }}/dsh-review/sessions"
-    assert review["env"]["DSH_HOME"] == "${{ runner.temp }}/dsh-review"
-    assert review["run"].rstrip().endswith("github-reviewer ci")
+    # Relative to the workspace and free of expressions: the cache version (a hash of the path
+    # as written) is the same on every runner, whatever its absolute directories.
+    assert restore["with"]["path"] == save["with"]["path"] == ".dsh-review/sessions"
+    assert "${{" not in restore["with"]["path"]
+    assert review["env"]["DSH_HOME"] == "${{ github.workspace }}/.dsh-review"
+    assert clear["run"] == remove["run"] == 'rm -rf "$GITHUB_WORKSPACE/.dsh-review"'
+    assert remove["if"] == "always()"
+    assert review["run"].rstrip().endswith('github-reviewer ci --fail-on "$DSH_FAIL_ON"')
     assert review["env"]["GITHUB_TOKEN"] == "${{ inputs.github-token }}"
     # The key input is named for any provider; the DeepSeek-only name stays as an alias.
     assert review["env"]["DSH_MODEL_API_KEY"] == \
         "${{ inputs.model-api-key || inputs.deepseek-api-key }}"
     assert {"model-api-key", "deepseek-api-key"} <= set(action["inputs"])
+    assert review["env"]["DSH_RESTORED_KEY"] == \
+        "${{ steps.restore.outputs.cache-matched-key }}"
+    for env, name in [("DSH_FAIL_ON", "fail-on"), ("DSH_EXCLUDE", "exclude"),
+                      ("DSH_MAX_DIFF_KB", "max-diff-kb"),
+                      ("DSH_MAX_PROMPT_TOKENS", "max-prompt-tokens")]:
+        assert review["env"][env] == f"${{{{ inputs.{name} }}}}" and name in action["inputs"]
+    assert action["inputs"]["fail-on"]["default"] == "cannot-merge"
     assert save["if"] == "always()", "memory of the completed personas survives a failed check"
     assert action["inputs"]["github-token"]["default"] == "${{ github.token }}"
     assert (ROOT / "dsh_github_reviewer/ci/dsh-ci.toml").is_file()
+
+
+def test_the_cache_version_depends_on_the_path_as_written(tmp_path):
+    cache = ActionsCache(tmp_path / "cache")
+    cache.root.mkdir()
+    src = tmp_path / "runner-a" / ".dsh-review/sessions"
+    src.mkdir(parents=True)
+    (src / "s.jsonl").write_text("x")
+    assert cache.save(src, "k-1", cache_version(".dsh-review/sessions"))
+    out = tmp_path / "runner-b" / ".dsh-review/sessions"
+    assert cache.restore(out, "k-2", ["k-"], cache_version(".dsh-review/sessions")) == "k-1"
+    # Two absolute runner paths are two versions: the entry is invisible to the other runner.
+    assert cache.restore(out, "k-2", ["k-"], cache_version(str(out))) is None
+
+
+def test_the_bundled_config_takes_the_action_inputs(tmp_path):
+    from dsh_github_reviewer.config import ReviewerConfig as PluginSettings
+    from dsh_harness import load_config
+
+    env = {"DSH_HOME": str(tmp_path), "DSH_EXCLUDE": "docs/**, *.snap  vendor/*",
+           "DSH_MAX_DIFF_KB": "250", "DSH_MAX_PROMPT_TOKENS": "64000"}
+    loaded = load_config(ROOT / "dsh_github_reviewer/ci/dsh-ci.toml", env=env)
+    assert loaded.config.compaction.max_prompt_tokens == 64000
+    plugin = PluginSettings.model_validate(
+        loaded.config.plugins["github-reviewer"].settings)
+    review = plugin.accounts[0].review
+    assert review.exclude == ["docs/**", "*.snap", "vendor/*"] and review.max_diff_kb == 250
+    defaults = load_config(ROOT / "dsh_github_reviewer/ci/dsh-ci.toml",
+                           env={"DSH_HOME": str(tmp_path)})
+    review = PluginSettings.model_validate(
+        defaults.config.plugins["github-reviewer"].settings).accounts[0].review
+    assert review.exclude == [] and review.max_diff_kb == 100
+    assert defaults.config.compaction.max_prompt_tokens == 128000
+
+
+def test_dependabot_prs_are_marked(tmp_path):
+    payload = pr_payload()
+    payload["pull_request"]["user"] = {"login": "dependabot[bot]", "type": "Bot"}
+    assert task(tmp_path, "pull_request", payload).dependabot
+    assert not task(tmp_path, "pull_request", pr_payload()).dependabot
+
+
+def test_the_exit_code_follows_the_verdict():
+    from dsh_github_reviewer.ci.command import exit_for
+
+    assert exit_for("Verdict: can merge", "cannot-merge") == 0
+    assert exit_for("**Verdict: Can merge.**", "cannot-merge") == 0
+    for line in ("Verdict: cannot merge: 2 finding(s) to fix",
+                 "Verdict: cannot merge: security did not complete", None,
+                 "Verdict: can merge after the fix"):
+        assert exit_for(line, "cannot-merge") == 1, line
+        assert exit_for(line, "never") == 0, line
+
+
+def test_the_step_summary_is_one_escaped_table(tmp_path):
+    from dsh_github_reviewer.ci.summary import StepSummary
+    from dsh_harness import Usage
+
+    path = tmp_path / "summary.md"
+    path.write_text("earlier step\n")
+    s = StepSummary("dsh-review: acme/shop#3").add("Verdict", "cannot merge: a | b <img>\nx")
+    s.usage(Usage(uncached_input=250, cache_read=750, output=10, cost_usd=0.0012))
+    s.write(path)
+    text = path.read_text()
+    assert text.startswith("earlier step\n### dsh-review: acme/shop#3\n")
+    assert "| Verdict | cannot merge: a \\| b &lt;img&gt; x |" in text
+    assert "| Model cost | $0.0012 |" in text and "| Prefix-cache hit | 75.0 % |" in text
+    StepSummary("x").write(None)  # outside Actions: nothing to write, no error
 
 
 @pytest.mark.parametrize("doc", ["docs/ci.en.md", "docs/ci.md"])
@@ -160,5 +240,7 @@ def test_documented_workflow_has_the_permissions_it_needs(doc):
     (job,) = wf["jobs"].values()
     assert "github.event.issue.pull_request" in job["if"]
     assert job["concurrency"]["cancel-in-progress"] is False
+    assert "github.event.pull_request.number" in job["concurrency"]["group"], \
+        "one review of a PR at a time: runs of one head do not race each other's post"
     step = next(s for s in job["steps"] if "dsh-github-reviewer" in s.get("uses", ""))
     assert step["with"]["model-api-key"] == "${{ secrets.DEEPSEEK_API_KEY }}"

@@ -15,6 +15,14 @@ VERDICT_LINE = re.compile(r"^[\s*_>#-]*verdict[\s*_]*:", re.I)
 CAN_MERGE = "Verdict: can merge"
 
 
+_CAN_MERGE = re.compile(r"verdict\s*:\s*can merge\s*[.!]?\s*$", re.I)
+
+
+def can_merge(line: str | None) -> bool:
+    """True only for the plain "can merge" verdict; "cannot merge: …" and no verdict fail."""
+    return bool(line and _CAN_MERGE.match(line.strip().strip("*_> ").strip()))
+
+
 def failed_verdict(failed: list[str]) -> str:
     return f"Verdict: cannot merge: {', '.join(failed)} did not complete"
 
