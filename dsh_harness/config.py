@@ -8,6 +8,7 @@ Plugin instance blocks are kept as raw mappings here; each plugin's own model va
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -188,6 +189,22 @@ class WebConfig(StrictModel):
     # Host names (besides loopback names and the bind address) the UI answers to; anything
     # else is refused, which defeats DNS rebinding.
     allowed_hosts: list[str] = Field(default_factory=list)
+    # Reverse proxies (IP addresses or networks) whose X-Forwarded-For / X-Forwarded-Proto are
+    # believed; empty = none, a proxy on loopback included: otherwise any local process (or a
+    # request relayed by one) could name any client address and escape the sign-in rate limit.
+    trusted_proxies: list[str] = Field(default_factory=list)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, v: list[str]) -> list[str]:
+        out = []
+        for item in v:
+            try:
+                out.append(str(ipaddress.ip_network(item.strip(), strict=False)))
+            except ValueError:
+                raise ValueError(f"{item!r} is not an IP address or network such as "
+                                 "10.0.0.5 or 10.0.0.0/24") from None
+        return out
 
 
 class PluginInstanceConfig(BaseModel):

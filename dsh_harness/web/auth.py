@@ -4,8 +4,11 @@ Bound to loopback, the UI is open unless ``web.auth_token`` is set. Bound anywhe
 of at least 32 characters is required (the server refuses to start otherwise; ``dsh web
 --generate-token`` prints one). A request is let in with ``Authorization: Bearer <token>`` or
 with the session cookie the login form sets: a signed, expiring value derived from the token,
-never the token itself, so a stolen cookie dies with its expiry and a new token voids them all.
-Wrong tokens are rate limited per client address.
+never the token itself, and known to this server process: logout forgets it at once (a copied
+cookie stops working), a restart forgets them all (everyone signs in again), and a new token
+voids them too. Wrong tokens are rate limited per client address (the socket's peer; a
+forwarded address only from ``web.trusted_proxies``). A non-loopback bind refuses a token that
+is short or guessable (few distinct characters, a repeated pattern).
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import math
 import secrets
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Any
 
 from starlette.requests import Request
@@ -26,7 +30,11 @@ from ..errors import ConfigError
 COOKIE = "dsh_web_session"
 OPEN_PATHS = ("/login", "/static/")
 MIN_PUBLIC_TOKEN = 32
+# Estimated bits (``token_bits``) a public token needs: one repeated character has 0, "abab…"
+# 2 in all; 32 random hex characters have ~115, `--generate-token` ~220.
+MIN_TOKEN_BITS = 96
 SESSION_TTL_S = 12 * 3600
+MAX_SESSIONS = 10_000
 # Per client address: after MAX_FAILURES wrong tokens within WINDOW_S, every attempt from it
 # (right or wrong) is answered 429 until the window has passed.
 MAX_FAILURES = 10
@@ -47,6 +55,19 @@ def generate_token() -> str:
     return secrets.token_urlsafe(32)  # 43 characters, 256 bits
 
 
+def token_bits(token: str) -> float:
+    """A crude strength estimate: length × the Shannon entropy of the token's characters,
+    counted over its repeating unit only ("0123456789" four times is worth one copy)."""
+    n = len(token)
+    period = next((p for p in range(1, n // 2 + 1)
+                   if all(token[i] == token[i % p] for i in range(n))), n)
+    unit = token[:period]
+    if not unit:
+        return 0.0
+    per_char = -sum(c / period * math.log2(c / period) for c in Counter(unit).values())
+    return period * per_char
+
+
 def required_token(host: str, token: str | None) -> str | None:
     """The token every request must carry, or None; raises for an unprotected public bind."""
     if is_loopback(host):
@@ -59,23 +80,40 @@ def required_token(host: str, token: str | None) -> str | None:
         raise ConfigError(f"web.auth_token has {len(token)} characters; a non-loopback bind "
                           f"needs at least {MIN_PUBLIC_TOKEN} (`dsh web --generate-token` "
                           "prints one)")
+    if token_bits(token) < MIN_TOKEN_BITS:
+        raise ConfigError("web.auth_token is too easy to guess for a non-loopback bind (too few "
+                          "distinct characters or a repeated pattern): use a random token "
+                          "(`dsh web --generate-token` prints one)")
     return token
 
 
 class SessionSigner:
-    """Cookie values ``<expiry>.<nonce>.<hmac>``; the key is derived from the token."""
+    """Cookie values ``<expiry>.<nonce>.<hmac>``; the key is derived from the token. A value
+    is valid while signed, unexpired and still known: ``revoke`` (logout) forgets it, and only
+    this process knows its sessions (a bounded table, the oldest forgotten first)."""
 
-    def __init__(self, token: str, ttl_s: int = SESSION_TTL_S):
+    def __init__(self, token: str, ttl_s: int = SESSION_TTL_S,
+                 max_sessions: int = MAX_SESSIONS):
         self.key = hmac.new(token.encode(), b"dsh-web-session-v1", hashlib.sha256).digest()
         self.ttl_s = ttl_s
+        self.max_sessions = max_sessions
+        self._live: OrderedDict[str, int] = OrderedDict()  # nonce -> expiry
 
     def _sig(self, payload: str) -> str:
         return hmac.new(self.key, payload.encode(), hashlib.sha256).hexdigest()
 
     def issue(self, now: float | None = None) -> str:
         expiry = int((now if now is not None else time.time()) + self.ttl_s)
-        payload = f"{expiry}.{secrets.token_hex(8)}"
+        nonce = secrets.token_hex(16)
+        payload = f"{expiry}.{nonce}"
+        self._live[nonce] = expiry
+        while len(self._live) > self.max_sessions:
+            self._live.popitem(last=False)
         return f"{payload}.{self._sig(payload)}"
+
+    @staticmethod
+    def _nonce(value: str) -> str:
+        return value.split(".")[1] if value.count(".") == 2 else ""
 
     def valid(self, value: str, now: float | None = None) -> bool:
         payload, _, sig = value.rpartition(".")
@@ -84,7 +122,12 @@ class SessionSigner:
             return False
         if not hmac.compare_digest(sig, self._sig(payload)):
             return False
+        if self._live.get(self._nonce(value)) != int(expiry):
+            return False  # logged out, or issued before this process started
         return int(expiry) > (now if now is not None else time.time())
+
+    def revoke(self, value: str) -> None:
+        self._live.pop(self._nonce(value), None)
 
 
 class RateLimiter:
@@ -196,14 +239,15 @@ LOGIN_PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>dsh · sign in</title><link rel="stylesheet" href="/static/style.css">
 <link rel="icon" href="/static/favicon.svg" type="image/svg+xml"></head>
-<body class="login"><form method="post" action="/login"><h1>dsh</h1>{error}
+<body class="login"><main><form method="post" action="/login"><h1>dsh</h1>{error}
 <label>Access token <input type="password" name="token" autocomplete="current-password"
-autofocus required></label><button type="submit">Sign in</button></form></body></html>"""
+autofocus required></label><button type="submit">Sign in</button></form></main></body></html>"""
 
 
 async def login(request: Request) -> Response:
     access: Access | None = request.app.state.access
-    if request.method == "GET" or access is None:
+    # HEAD is a GET without a body (Starlette routes it here): never a sign-in attempt.
+    if request.method in ("GET", "HEAD") or access is None:
         return HTMLResponse(login_page(""))
     client = client_of(request)
     retry = access.limiter.retry_after(client)
@@ -222,6 +266,11 @@ async def login(request: Request) -> Response:
 
 
 async def logout(request: Request) -> Response:
+    """Forgets the session on the server too: a copy of the cookie stops working."""
+    access: Access | None = request.app.state.access
+    cookie = request.cookies.get(COOKIE)
+    if access is not None and cookie:
+        access.signer.revoke(cookie)
     resp = RedirectResponse("/login", status_code=303)
     resp.delete_cookie(COOKIE, path="/")
     return resp

@@ -70,8 +70,11 @@ class AsgiServer:
         """Serve ``app`` (uvicorn ``Config`` ``options`` on top of quiet defaults: no access
         log, no lifespan) until ``stop``; returns once it accepts connections."""
         self.bind()
+        # proxy_headers off unless asked: uvicorn's default believes X-Forwarded-For from
+        # 127.0.0.1, so a request relayed by any local process could pick its client address.
         config = uvicorn.Config(app, **{"log_level": "warning", "lifespan": "off",
-                                        "access_log": False, **options})
+                                        "access_log": False, "proxy_headers": False,
+                                        **options})
         self.server = _Server(config)
         self.task = asyncio.create_task(self.server.serve(sockets=[self._sock]), name=name)
         while not self.server.started:

@@ -24,7 +24,10 @@ class WebServer:
         # No ``server: uvicorn`` header: it tells a prober what to try. uvicorn's own replies
         # to requests that are not HTTP (400 "Invalid HTTP request received.") never reach the
         # app, so they are plain text without the app's headers (nothing in them to frame).
-        await self.listener.start(app, name="dsh-web", server_header=False)
+        # X-Forwarded-For is believed only from the configured proxies (web.trusted_proxies).
+        proxies = {"proxy_headers": True, "forwarded_allow_ips": ",".join(web.trusted_proxies)
+                   } if web.trusted_proxies else {}
+        await self.listener.start(app, name="dsh-web", server_header=False, **proxies)
         log.info("web UI on http://%s:%d", web.host, self.port)
 
     @property

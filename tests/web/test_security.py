@@ -28,7 +28,7 @@ from dsh_harness.web.shield import host_name
 from ..harness.agent_kit import WorldsPlugin, config_text
 
 SECRET = "sk-&<>\"'-" + "q" * 24
-TOKEN = "T" * 40
+TOKEN = "Tq8-vR2xLm4Zk9WnB7cYp3HsJ6dFg1Ae5Uu0"
 XSS = [
     "<script>alert(1)</script>", "<img src=x onerror=alert(2)>", "<svg onload=alert(3)>",
     "\"><script>alert(4)</script>", "'><img src=x onerror=alert(5)>",
@@ -59,7 +59,10 @@ def make(tmp_path: Path, base_url: str, web: str = "", env: dict | None = None) 
 def client(h: Harness, base: str = "http://127.0.0.1", **kw) -> httpx2.AsyncClient:
     from dsh_harness.web.app import build_app
 
-    transport = httpx2.ASGITransport(app=build_app(h), raise_app_exceptions=False)
+    # One app per harness, as in a server process: sessions and the rate limit live in it.
+    app = h.plugin_state.setdefault("test.web_app", None) or build_app(h)
+    h.plugin_state["test.web_app"] = app
+    transport = httpx2.ASGITransport(app=app, raise_app_exceptions=False)
     return httpx2.AsyncClient(transport=transport, base_url=base, **kw)
 
 
@@ -223,6 +226,7 @@ async def test_session_cookie_is_signed_expiring_and_not_the_token(harness_env):
     issued = signer.issue(now=1000)
     assert signer.valid(issued, now=1059) and not signer.valid(issued, now=1061)
     assert not SessionSigner("U" * 40).valid(issued, now=1000), "a new token voids old cookies"
+    assert not SessionSigner(TOKEN).valid(issued, now=1000), "a restart forgets every session"
     await h.close()
 
 
@@ -322,3 +326,73 @@ def test_generate_token_prints_a_long_random_token(tmp_path, capsys):
     assert cli.main(["--config", str(config), "web", "--generate-token"]) == 0
     second = capsys.readouterr().out.strip()
     assert len(first) >= 32 and first != second and re.fullmatch(r"[A-Za-z0-9_-]+", first)
+
+
+async def test_head_requests_to_the_login_page_are_no_sign_in_attempts(harness_env):
+    tmp_path, server = harness_env
+    h = make(tmp_path, server.base_url, f'[web]\nauth_token = "{TOKEN}"\n')
+    async with client(h) as c:
+        for _ in range(3 * MAX_FAILURES):
+            assert (await c.head("/login")).status_code == 200
+        bearer = await c.get("/api/sessions", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert bearer.status_code == 200, "HEADs locked the address out"
+        assert (await c.post("/login", data={"token": TOKEN})).status_code == 303
+    await h.close()
+
+
+async def test_logout_revokes_the_cookie_on_the_server(harness_env):
+    tmp_path, server = harness_env
+    h = make(tmp_path, server.base_url, f'[web]\nauth_token = "{TOKEN}"\n')
+    async with client(h) as c:
+        assert (await c.post("/login", data={"token": TOKEN})).status_code == 303
+        copied = c.cookies["dsh_web_session"]
+        assert (await c.get("/api/sessions")).status_code == 200
+        assert (await c.get("/logout")).status_code == 303
+    async with client(h) as thief:
+        thief.cookies.set("dsh_web_session", copied)
+        assert (await thief.get("/api/sessions")).status_code == 401, "the copy still works"
+    async with client(h) as c:  # signing in again works, with a new cookie
+        assert (await c.post("/login", data={"token": TOKEN})).status_code == 303
+        assert c.cookies["dsh_web_session"] != copied
+        assert (await c.get("/api/sessions")).status_code == 200
+    await h.close()
+
+
+def test_weak_tokens_are_refused_for_a_public_bind(harness_env):
+    from dsh_harness import ConfigError
+    from dsh_harness.web.app import build_app
+    from dsh_harness.web.auth import generate_token, token_bits
+
+    tmp_path, server = harness_env
+    for weak in ("a" * 40, "ab" * 20, "abc" * 14, "0123456789" * 4):
+        h = make(tmp_path, server.base_url, f'[web]\nhost = "0.0.0.0"\nauth_token = "{weak}"\n')
+        with pytest.raises(ConfigError, match="too easy to guess"):
+            build_app(h)
+    for strong in (TOKEN, generate_token(), "3f9a1c07b2e84d6a9c5f0e1b7d2a4c8e"):
+        assert token_bits(strong) >= 96, strong
+        build_app(make(tmp_path, server.base_url,
+                       f'[web]\nhost = "0.0.0.0"\nauth_token = "{strong}"\n'))
+
+
+async def test_forwarded_for_is_believed_only_from_configured_proxies(harness_env):
+    """A real server (uvicorn reads X-Forwarded-For): from loopback the header must not pick
+    the client address the rate limit counts, unless web.trusted_proxies names the proxy."""
+    tmp_path, server = harness_env
+
+    async def wrong_logins(extra: str) -> list[int]:
+        h = make(tmp_path, server.base_url,
+                 f'[web]\nenabled = true\nport = 0\nauth_token = "{TOKEN}"\n{extra}')
+        await h.startup()
+        try:
+            port = h.plugin_state["dsh.web"].port
+            async with httpx2.AsyncClient(base_url=f"http://127.0.0.1:{port}") as c:
+                return [(await c.post("/login", data={"token": "nope"},
+                                      headers={"X-Forwarded-For": f"203.0.113.{i}"})
+                         ).status_code for i in range(MAX_FAILURES + 2)]
+        finally:
+            await h.shutdown()
+    codes = await wrong_logins("")
+    assert codes[:MAX_FAILURES] == [401] * MAX_FAILURES and codes[MAX_FAILURES:] == [429] * 2
+    # Behind a configured proxy each forwarded client has its own count.
+    assert await wrong_logins('trusted_proxies = ["127.0.0.1"]\n') == \
+        [401] * (MAX_FAILURES + 2)

@@ -54,7 +54,7 @@ def test_public_bind_needs_a_token(tmp_path, server):
     with pytest.raises(ConfigError, match="needs at least 32"):
         build_app(make(tmp_path, server.base_url, '[web]\nhost = "0.0.0.0"\nauth_token = "t"\n'))
     build_app(make(tmp_path, server.base_url,
-                   '[web]\nhost = "0.0.0.0"\nauth_token = "' + "t" * 32 + '"\n'))
+                   '[web]\nhost = "0.0.0.0"\nauth_token = "t0Kx9-qW3e7Lm2-Zp8Rv4Nc6Yb1Hd5Js"\n'))
     build_app(make(tmp_path, server.base_url, '[web]\nhost = "::1"\n'))
 
 
