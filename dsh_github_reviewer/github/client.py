@@ -26,7 +26,7 @@ import httpx2
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from .auth import fingerprint
-from .errors import GitHubError, NotFound, RateLimited, truncate
+from .errors import GitHubError, NotFound, RateLimited, transport_error, truncate
 from .models import (
     Comparison,
     FileContent,
@@ -124,7 +124,7 @@ class GitHubClient:
             resp = await self.http.request(method, url, params=params, json=json,
                                            headers=headers)
         except httpx2.HTTPError as exc:
-            raise GitHubError(f"{method} {path}: {type(exc).__name__}: {exc}") from None
+            raise transport_error(method, path, url, exc) from None
         self.counters.requests += 1
         if resp.status_code == 304 and cached:
             self.counters.not_modified += 1
@@ -163,7 +163,7 @@ class GitHubClient:
         try:
             resp = await self.http.request("GET", url, params=params, headers=headers)
         except httpx2.HTTPError as exc:
-            raise GitHubError(f"GET {path}: {type(exc).__name__}: {exc}") from None
+            raise transport_error("GET", path, url, exc) from None
         self.counters.requests += 1
         if resp.status_code == 304 and known:
             self.counters.not_modified += 1

@@ -27,6 +27,17 @@ class AuthError(GitHubError):
     pass
 
 
+def transport_error(method: str, path: str, url: str, exc: BaseException) -> GitHubError:
+    """A request that got no HTTP answer. The exception's own text is often empty (a reset
+    connection is ``ReadError()``): name its type and the host (never the query or a token),
+    and say what an empty one means."""
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).netloc.rpartition("@")[2] or "?"
+    detail = " ".join(str(exc).split()) or "no detail (the connection was closed or reset)"
+    return GitHubError(f"{method} {path}: {type(exc).__name__} from {host}: {truncate(detail)}")
+
+
 def truncate(text: str, limit: int = ERROR_BODY_LIMIT) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit] + "..."

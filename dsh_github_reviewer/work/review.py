@@ -19,7 +19,7 @@ import logging
 from ..core.failures import local_failure
 from ..core.sanitizer import sanitize_line
 from ..core.triggers import Trigger
-from ..github.errors import GitHubError, NotFound, RateLimited
+from ..github.errors import AuthError, GitHubError, NotFound, RateLimited
 from ..github.models import PullRequest
 from ..github.review_submit import find_posted
 from ..turn.guidance import builtin_guidance
@@ -76,7 +76,7 @@ class ReviewProcedure:
         try:
             await self._run(key, rec, ran)
         except RateLimited as exc:
-            await self._paused(key, exc)
+            await self._paused(key, exc, exc.wait_s)
         except Exception as exc:
             if local_failure(exc):
                 # The store failed (locked, disk full): not the review's fault, and recording
@@ -117,7 +117,15 @@ class ReviewProcedure:
             log.info("%s: review for %s was already posted (%s)", key, trigger, posted.id)
             await self._succeeded(key, rec.trigger, trigger, pr, posted.id, started=None)
             return
-        instructions = await self.instructions(pr)
+        try:
+            instructions = await self.instructions(pr)
+        except (RateLimited, AuthError):
+            raise
+        except GitHubError as exc:
+            # A transient read (a 500, a reset): retried at the next tick like a poll's read,
+            # never a failed attempt - a flaky contents API must not lead to a give-up.
+            await self._paused(key, exc, self.ctx.cfg.poll_interval_s)
+            return
         if isinstance(instructions, Missing):
             await self._missing(key, pr)
             return
@@ -198,10 +206,12 @@ class ReviewProcedure:
         await self.ctx.store.update_pr(key, apply)
         log.info("%s: closed; its review is no longer owed", key)
 
-    async def _paused(self, key: str, exc: RateLimited) -> None:
+    async def _paused(self, key: str, exc: GitHubError, wait_s: float) -> None:
+        """The review waits ``wait_s`` without counting an attempt (a rate limit, a
+        transient read of the instructions)."""
         from datetime import timedelta
 
-        until = self.ctx.clock() + timedelta(seconds=exc.wait_s)
+        until = self.ctx.clock() + timedelta(seconds=wait_s)
 
         def apply(e: PrRecord | None) -> PrRecord | None:
             if e is not None and e.status == "reviewing":

@@ -58,6 +58,9 @@ class TurnOutcome:
     # committed (the turn still counts: see ``Agent._run_turn``).
     error: str | None = None
     usage: Usage = field(default_factory=Usage)
+    # The model provider's ``LLMError.kind`` when that ended the turn (``"auth"``: the key was
+    # rejected; ``"rate_limited"``): what a caller does beyond counting a failed attempt.
+    failure: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -224,6 +227,7 @@ class Agent:
         session = self.session
         turn = session.last_turn + 1
         reason, error, text = "completed", None, None
+        failure: str | None = None
         try:
             await session.record(TurnStart, turn=turn, meta=q.meta)
             await session.record(UserMessage, turn=turn, content=q.text)
@@ -241,13 +245,16 @@ class Agent:
                 reason, error = "aborted", "cancelled"
         except (LLMError, SessionWriteError) as exc:
             reason, error = "error", str(exc)
+            failure = getattr(exc, "kind", None)
         except Exception as exc:
             log.exception("turn %d of %s failed", turn, session.id)
             reason, error = "error", f"{type(exc).__name__}: {exc}"
         closing = asyncio.ensure_future(self._end_turn(turn, reason, error, text))
         while True:
             try:
-                return await asyncio.shield(closing)
+                outcome = await asyncio.shield(closing)
+                outcome.failure = failure
+                return outcome
             except asyncio.CancelledError:
                 # A cancel (``cancel()``, shutdown) that lands while the turn's end is being
                 # written is too late to change it: the end is written all the same and the

@@ -37,6 +37,16 @@ class StreamCut(Exception):
     """The stream ended before the model finished (no finish_reason)."""
 
 
+def transport_text(exc: BaseException, base_url: str | None) -> str:
+    """A transport failure as one line: its type, the provider's host (never a path, query
+    or key) and its text, or what an empty one means (a reset reads ``ReadError()``)."""
+    from urllib.parse import urlsplit
+
+    host = urlsplit(base_url or "").netloc.rpartition("@")[2] or "the provider"
+    detail = " ".join(str(exc).split()) or "no detail (the connection was closed or reset)"
+    return f"{type(exc).__name__} from {host}: {detail}"
+
+
 def retry_after_s(headers: Mapping[str, str] | None) -> float | None:
     """Seconds a ``Retry-After`` header asks for (delta-seconds or an HTTP date), if any."""
     if not headers:
@@ -168,11 +178,14 @@ class OpenAICompatibleProvider(LLMProvider):
                     wait = min(MAX_BACKOFF_S, self.config.retry_base_s * 2 ** attempt)
                     wait *= random.uniform(0.5, 1.0)
                 elif wait > self.config.retry_after_max_s:
-                    # A server asking for an hour must not park a turn that has a deadline.
-                    log.warning("provider %s: Retry-After %.0fs capped to %.0fs "
-                                "(providers.%s.retry_after_max_s)", self.name, wait,
-                                self.config.retry_after_max_s, self.name)
-                    wait = self.config.retry_after_max_s
+                    # A server asking for an hour must not park a turn that has a deadline,
+                    # and retrying sooner than asked only meets the same limit: the attempt
+                    # fails now and the caller's own backoff takes over.
+                    raise LLMError(
+                        f"provider {self.name!r}: {self._describe(exc)}; it asks to wait "
+                        f"{wait:.0f} s, more than providers.{self.name}.retry_after_max_s "
+                        f"({self.config.retry_after_max_s:.0f} s)",
+                        kind="rate_limited", retry_after_s=wait) from None
                 attempt += 1
                 log.warning("provider %s: %s; retry %d in %.1fs", self.name,
                             self._describe(exc), attempt, wait)
@@ -180,16 +193,17 @@ class OpenAICompatibleProvider(LLMProvider):
                     await on_retry(attempt, self._describe(exc), wait)
                 await asyncio.sleep(wait)
             except openai.APIStatusError as exc:
-                raise LLMError(f"provider {self.name!r}: {self._describe(exc)}") from None
+                kind = "auth" if exc.status_code in (401, 403) else None
+                raise LLMError(f"provider {self.name!r}: {self._describe(exc)}",
+                               kind=kind) from None
 
-    @staticmethod
-    def _describe(exc: Exception) -> str:
+    def _describe(self, exc: Exception) -> str:
         if isinstance(exc, openai.APIStatusError):
             body = (exc.response.text if exc.response is not None else "")[:ERROR_BODY_LIMIT]
             return f"HTTP {exc.status_code}: {body}"
         if isinstance(exc, StreamCut):
             return f"stream cut: {exc}"
-        return f"{type(exc).__name__}: {exc}"
+        return transport_text(exc, self.config.base_url)
 
     async def _attempt(self, request: LLMRequest) -> LLMResponse:
         content: list[str] = []
@@ -229,7 +243,7 @@ class OpenAICompatibleProvider(LLMProvider):
             raise
         except Exception as exc:  # transport errors while reading the stream
             if type(exc).__module__.split(".")[0] in {"httpx", "httpx2", "httpcore", "h11"}:
-                raise StreamCut(f"{type(exc).__name__}: {exc}") from None
+                raise StreamCut(transport_text(exc, self.config.base_url)) from None
             raise
         if finish is None:
             raise StreamCut("the stream ended without a finish_reason")

@@ -16,7 +16,18 @@ RetryCallback = Callable[[int, str, float], Awaitable[None]]
 
 
 class LLMError(DshError):
-    """A model request failed for good (after retries, or a non-retryable error)."""
+    """A model request failed for good (after retries, or a non-retryable error).
+
+    ``kind`` tells a caller what to do beyond failing the attempt: ``"auth"`` (the provider
+    rejected the key, HTTP 401/403: no retry will help until the key changes) or
+    ``"rate_limited"`` (it asked to wait ``retry_after_s``, longer than the provider's
+    ``retry_after_max_s``); None for anything else.
+    """
+
+    def __init__(self, message: str, *, kind: str | None = None,
+                 retry_after_s: float | None = None):
+        super().__init__(message)
+        self.kind, self.retry_after_s = kind, retry_after_s
 
 
 @dataclass(frozen=True)

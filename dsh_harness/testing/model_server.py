@@ -58,7 +58,7 @@ class Reply:
 
 @dataclass
 class Fault:
-    kind: str  # "rate_limit" | "server_error" | "stream_cut"
+    kind: str  # "rate_limit" | "server_error" | "stream_cut" | "auth"
     retry_after: float | None = None
 
     @classmethod
@@ -72,6 +72,11 @@ class Fault:
     @classmethod
     def stream_cut(cls) -> Fault:
         return cls("stream_cut")
+
+    @classmethod
+    def auth(cls) -> Fault:
+        """The key is rejected: HTTP 401 with a body quoting part of it, as providers do."""
+        return cls("auth")
 
 
 @dataclass
@@ -202,8 +207,13 @@ class ScriptedModelServer:
         with self._lock:
             fault = self.faults.pop(0) if self.faults else None
             number = len(self.served) + 1
-        if fault and fault.kind in ("rate_limit", "server_error"):
+        if fault and fault.kind in ("rate_limit", "server_error", "auth"):
             self.served.append(Served(body, 0, 0, 0, fault.kind))
+            if fault.kind == "auth":
+                key = request.headers.get("authorization", "").removeprefix("Bearer ")
+                return JSONResponse({"error": {
+                    "message": f"Incorrect API key provided: {key[:3]}****{key[-4:]}",
+                    "type": "authentication_error"}}, status_code=401)
             if fault.kind == "rate_limit":
                 return JSONResponse({"error": {"message": "rate limited (scripted)"}},
                                     status_code=429,

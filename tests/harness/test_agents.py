@@ -99,17 +99,28 @@ async def test_retry_after_429_gives_one_turn_without_duplicates(tmp_path, serve
     await h.close()
 
 
-async def test_retry_after_is_capped(tmp_path, server):
-    # A server asking for an hour: the wait is cut to retry_after_max_s, so the turn goes on
-    # (without the cap this test would sleep for an hour and time out).
+async def test_retry_after_beyond_the_cap_fails_the_attempt_at_once(tmp_path, server):
+    # A server asking for an hour (more than retry_after_max_s): nothing sleeps - neither the
+    # hour nor the cap (retrying sooner than asked only meets the limit again). The attempt
+    # fails now, saying why, and the caller's backoff takes over.
     server.inject(Fault.rate_limit(3600))
-    server.push(Reply(content="after the capped wait"))
-    h = make_harness(tmp_path, server.base_url, extra="retry_after_max_s = 0.05\n")
+    server.push(Reply(content="never asked for"))
+    h = make_harness(tmp_path, server.base_url, extra="retry_after_max_s = 30\n")
     agent = await h.agents.create("test:cap")
-    outcome = await asyncio.wait_for(agent.followup("hello"), 60)
-    assert outcome.ok and outcome.text == "after the capped wait"
-    (notice,) = [e for e in agent.session.events if isinstance(e, RetryNotice)]
-    assert notice.wait_s == pytest.approx(0.05)
+    outcome = await asyncio.wait_for(agent.followup("hello"), 20)
+    assert not outcome.ok and outcome.failure == "rate_limited"
+    assert "asks to wait 3600 s, more than providers." in outcome.error
+    assert [e for e in agent.session.events if isinstance(e, RetryNotice)] == []
+    assert [s.fault for s in server.served] == ["rate_limit"], "asked once, never retried"
+    await h.close()
+
+
+async def test_a_rejected_key_is_an_auth_failure(tmp_path, server):
+    server.inject(Fault.auth())
+    h = make_harness(tmp_path, server.base_url)
+    agent = await h.agents.create("test:auth")
+    outcome = await agent.followup("hello")
+    assert not outcome.ok and outcome.failure == "auth" and "HTTP 401" in outcome.error
     await h.close()
 
 

@@ -29,7 +29,12 @@ PAT = "ghp_" + "w" * 36
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 KEY = pr_key("acct", "octo/app", 1)
 INTERVAL = 3
-REFUSED = "ConnectError: All connection attempts failed"
+
+
+def refused(ctx) -> str:
+    """A refused connection names its type and the host (issue 21 item 11)."""
+    host = ctx.client.api_url.split("//", 1)[1]
+    return f"ConnectError from {host}: All connection attempts failed"
 
 
 def closed_port() -> int:
@@ -78,7 +83,7 @@ async def test_review_failures_count_back_off_restart_on_a_new_head_and_give_up(
     rec = await review_once(ctx)
     assert (rec.status, rec.fail_count, rec.last_failed_sha, rec.last_failed_at) == (
         "reviewing", 1, "h1", T0)
-    assert rec.last_error == "GET repos/octo/app/pulls/1: " + REFUSED
+    assert rec.last_error == "GET repos/octo/app/pulls/1: " + refused(ctx)
     assert rec.backoff_until(INTERVAL) == T0 + timedelta(seconds=6)
 
     clock.at(10)
@@ -142,7 +147,7 @@ async def test_bot_command_failures_back_off_and_give_up(world):
         if attempt < 3:
             first = rec.queued[0]
             assert (first.comment_id, first.attempts) == (5, attempt)
-            assert first.last_error == "GET repos/octo/app/issues/1/comments: " + REFUSED
+            assert first.last_error == "GET repos/octo/app/issues/1/comments: " + refused(ctx)
             waits.append(first.next_attempt_at - clock())
             assert rec.queued[1].attempts == 0 and rec.queued[1].next_attempt_at is None
     assert waits == [timedelta(seconds=6), timedelta(seconds=12)]
