@@ -17,6 +17,17 @@ _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 class CommentableLines:
     right: set[int] = field(default_factory=set)
     left: set[int] = field(default_factory=set)
+    # Each hunk's RIGHT lines as (first, last) of the new file: a suggestion's range must lie
+    # inside one of them.
+    right_hunks: list[tuple[int, int]] = field(default_factory=list)
+
+    def right_hunk(self, start: int, end: int) -> tuple[int, int] | None:
+        """The hunk holding new-file lines start..end, if one does."""
+        return next(((a, b) for a, b in self.right_hunks if a <= start and end <= b), None)
+
+    def hunk_ranges(self) -> str:
+        return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in self.right_hunks
+                         if a <= b) or "none"
 
     def allows(self, side: str, line: int) -> bool:
         return line in (self.right if side == "RIGHT" else self.left)
@@ -44,16 +55,20 @@ def commentable_lines(patch: str | None) -> CommentableLines:
     lines = CommentableLines()
     if not patch:
         return lines
-    old = new = 0
+    old = new = first_new = 0
     in_hunk = False
     for raw in patch.split("\n"):
         m = _HUNK.match(raw)
         if m:
             old, new, in_hunk = int(m.group(1)), int(m.group(3)), True
+            first_new = new
+            lines.right_hunks.append((first_new, first_new - 1))
             continue
         if not in_hunk or raw.startswith("\\"):
             continue  # "\ No newline at end of file"
         tag = raw[:1]
+        if tag in ("+", " "):
+            lines.right_hunks[-1] = (first_new, new)
         if tag == "+":
             lines.right.add(new)
             new += 1

@@ -13,6 +13,7 @@ from dsh_harness import ToolRejected
 
 from ..core.severity import SEVERITIES
 from .diff import CommentableLines
+from .suggestions import SuggestionError, one_suggestion
 
 READ_METHODS = ("get", "get_diff", "get_files", "get_status", "get_check_runs")
 WRITE_METHODS = ("create", "submit_pending")
@@ -193,6 +194,22 @@ def check_review_write(args: dict[str, Any], scope: Scope) -> tuple[str, dict[st
                    "event=COMMENT)")
 
 
+def _check_suggestion_range(path: str, lines: CommentableLines, line: int, side: str,
+                            start_line: int | None, start_side: str | None) -> None:
+    """GitHub applies a suggestion to new-file lines start..line and rejects the whole review
+    (422) unless they are RIGHT-side lines inside one hunk."""
+    start = start_line if start_line is not None else line
+    where = (f"Lines of {path} a suggestion may replace (RIGHT side, one hunk each): "
+             f"{lines.hunk_ranges()}")
+    if side != "RIGHT" or (start_side or "RIGHT") != "RIGHT":
+        raise Rejected("a ```suggestion replaces new code: side (and startSide) must be RIGHT. "
+                       + where)
+    if lines.right_hunk(start, line) is None:
+        span = f"lines {start}-{line}" if start != line else f"line {line}"
+        raise Rejected(f"a ```suggestion must replace lines inside one diff hunk; {span} "
+                       f"is not. {where}")
+
+
 def check_comment(args: dict[str, Any], scope: Scope, changed: ChangedFiles | None
                   ) -> dict[str, Any]:
     target = check_target(args, scope)
@@ -216,6 +233,13 @@ def check_comment(args: dict[str, Any], scope: Scope, changed: ChangedFiles | No
                        "loaded")
     if path not in changed.paths:
         raise Rejected(f"{path} is not a file changed by this PR; comment on a changed file")
+    try:
+        suggestion = one_suggestion(body)  # type: ignore[arg-type]
+    except SuggestionError as exc:
+        raise Rejected(str(exc)) from None
+    if suggestion is not None and subject == "FILE":
+        raise Rejected("a ```suggestion replaces lines: use subjectType LINE with side RIGHT "
+                       "and the line (or startLine..line) it replaces")
     if subject == "FILE":
         if "startLine" in args or "startSide" in args:
             raise Rejected("FILE comments take no startLine/startSide")
@@ -242,6 +266,9 @@ def check_comment(args: dict[str, Any], scope: Scope, changed: ChangedFiles | No
             raise Rejected(f"line {n} ({s}) of {path} is not in the PR's diff, and GitHub would "
                            f"drop the comment. Commentable {s} lines: {lines.ranges(s)}; "
                            f"nearest: {near}")
+    if suggestion is not None:
+        _check_suggestion_range(path, lines, line, side, start_line,  # type: ignore[arg-type]
+                                start_side)
     out.update({"line": line, "side": side})
     if start_line is not None:
         out.update({"startLine": start_line, "startSide": start_side})

@@ -60,6 +60,7 @@ class Finding:
     line: int
     text: str
     message: str
+    source: str = ""   # the added line as written (with its indentation)
 
 
 def findings_in_diff(diff: str) -> list[Finding]:
@@ -78,7 +79,7 @@ def findings_in_diff(diff: str) -> list[Finding]:
         if raw.startswith("+"):
             for pattern, message in RULES:
                 if pattern.search(raw[1:]):
-                    out.append(Finding(path, line, raw[1:].strip(), message))
+                    out.append(Finding(path, line, raw[1:].strip(), message, raw[1:]))
                     break
             line += 1
         elif raw.startswith(" "):
@@ -148,8 +149,15 @@ def _earlier_comments(req: ModelRequest) -> set[tuple[str, str]]:
             if name == "add_comment_to_pending_review"}
 
 
+_OFF_BY_ONE = re.compile(r"(len\([^)]*\))\s*\+\s*1\)")
+
+
 def _comment_body(f: Finding) -> str:
-    return f"{f.message}\n\n`{f.text}`"
+    """The finding; a one-line fix it is sure of (the off-by-one) as a GitHub suggestion."""
+    body = f"{f.message}\n\n`{f.text}`"
+    if f.message.startswith("Off-by-one") and _OFF_BY_ONE.search(f.source):
+        body += "\n\n```suggestion\n" + _OFF_BY_ONE.sub(r"\1)", f.source, count=1) + "\n```"
+    return body
 
 
 def reviewer_policy(req: ModelRequest,

@@ -9,6 +9,8 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from ..github.diff import CommentableLines
+from ..github.suggestions import SuggestionError, suggestions
 from . import sandbox_git
 from .sandbox_payloads import Payloads
 from .sandbox_state import Review, SandboxState
@@ -31,6 +33,25 @@ class Ctx:
     json: Any
     login: str
     url_base: str  # scheme://host[:port] + the prefix the request used ("/api/v3" or "")
+
+
+def suggestion_error(comment: dict[str, Any], lines: CommentableLines) -> str | None:
+    """Like GitHub: a comment's ```suggestion must replace RIGHT-side lines inside one hunk
+    (one bad comment fails the whole review)."""
+    try:
+        found = suggestions(str(comment.get("body") or ""))
+    except SuggestionError:
+        return None   # GitHub renders an unclosed block as text; the guard refuses it earlier
+    if not found:
+        return None
+    line = comment.get("line")
+    start = comment.get("start_line") or line
+    if line is None or comment.get("side", "RIGHT") != "RIGHT" or \
+            comment.get("start_side", "RIGHT") not in (None, "RIGHT"):
+        return "Suggestions can only be made on the RIGHT side of a line comment"
+    if lines.right_hunk(start, line) is None:
+        return "Suggestion range must be within a single diff hunk"
+    return None
 
 
 def not_found() -> Reply:
@@ -272,6 +293,9 @@ class RestRoutes:
                     side, line)):
                 return unprocessable("Unprocessable Entity",
                                      ["Line could not be resolved"])
+            bad = suggestion_error(c, files[path].lines)
+            if bad:
+                return unprocessable("Unprocessable Entity", [bad])
         review = self.state.start_review(pr.repo, pr.number, self.state.user(ctx.login).login,
                                          body.get("commit_id"), body.get("body") or "")
         for c in comments:

@@ -437,6 +437,21 @@ class SandboxState:
             self.emit("pull_request_review_thread", action, repo=thread[0].repo,
                       comments=thread, sender=login)
 
+    def applied_suggestion(self, comment: ReviewComment) -> str | None:
+        """The file as GitHub's "Commit suggestion" would make it: the comment's suggestion
+        lines replacing start_line..line of the file at the comment's commit (None: the
+        comment has no suggestion)."""
+        from ..github.suggestions import suggestions
+
+        found = suggestions(comment.body)
+        if not found or comment.line is None:
+            return None
+        text = self.commits[comment.commit_id].tree[comment.path]
+        lines = text.split("\n")
+        start = comment.start_line or comment.line
+        lines[start - 1:comment.line] = found[0].lines
+        return "\n".join(lines)
+
     def reviews_of(self, full_name: str, number: int) -> list[Review]:
         return [r for r in self.reviews
                 if r.repo.lower() == full_name.lower() and r.number == number]

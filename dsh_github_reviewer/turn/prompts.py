@@ -50,7 +50,11 @@ diff is not enough.
 no praise. Put each finding as an inline comment on the precise line: side RIGHT for new or \
 changed code, side LEFT for removed code; explain the problem and the fix. Give each finding \
 its severity: critical (breaks production, security hole, data loss), major (a real bug to fix \
-before merging), minor (worth fixing, low risk), nit (optional polish; use sparingly).
+before merging), minor (worth fixing, low risk), nit (optional polish; use sparingly). When \
+the fix is small and self-contained — it replaces only the commented new lines — add it as \
+one ```suggestion block holding the replacement for exactly line (or startLine..line), side \
+RIGHT, inside one diff hunk; the author applies it with one click. Leave the suggestion out \
+when the fix touches other places, needs a decision, or you are not sure it is complete.
 5. Finish with one summary. With no findings, still submit a short COMMENT summary saying so.
 6. If the tools fail so that you could not inspect the pull request, do not submit a review; \
 say what failed in your final message.

@@ -86,3 +86,36 @@ async def test_rest_is_served_at_root_and_under_api_v3(sandbox, http):
         assert resp.status_code == 200 and resp.json()["number"] == 1
     resp = await http.get(f"{sandbox.api_url}/repos/octo/app/pulls/1")
     assert resp.status_code == 401
+
+
+TWO_HUNKS_BASE = "".join(f"line {i}\n" for i in range(1, 31))
+TWO_HUNKS_HEAD = TWO_HUNKS_BASE.replace("line 2\n", "LINE 2\n").replace("line 28\n", "LINE 28\n")
+
+
+async def test_rest_review_validates_suggestions_like_github(client, sandbox):
+    """A suggestion must replace RIGHT lines inside one hunk; one bad comment fails the whole
+    review (422), a good one is stored and applies to the head file."""
+    import pytest
+
+    from dsh_github_reviewer.github.errors import GitHubError
+
+    st = sandbox.state
+    st.create_repo("octo/big", {"big.py": TWO_HUNKS_BASE})
+    st.commit("octo/big", "f", {"big.py": TWO_HUNKS_HEAD})
+    pr = st.open_pull("octo/big", "f", title="t", author="alice")
+    (diff,) = st.diff("octo/big", pr.number)
+    assert diff.lines.right_hunks == [(1, 5), (25, 30)]
+    good = {"path": "big.py", "start_line": 2, "start_side": "RIGHT", "line": 3,
+            "side": "RIGHT", "body": "fix\n\n```suggestion\nline 2\nline 3\n```"}
+    for bad, error in [
+            ({**good, "start_line": 3, "line": 26}, "within a single diff hunk"),
+            ({**good, "side": "LEFT", "start_side": "LEFT", "line": 2, "start_line": 2},
+             "RIGHT side")]:
+        with pytest.raises(GitHubError, match=error):
+            await client.create_review("octo", "big", pr.number, commit_id=pr.head_sha,
+                                       body="b", event="COMMENT", comments=[good, bad])
+    assert st.reviews_of("octo/big", pr.number) == []
+    review = await client.create_review("octo", "big", pr.number, commit_id=pr.head_sha,
+                                        body="b", event="COMMENT", comments=[good])
+    (comment,) = st.comments_of_review(review.id)
+    assert st.applied_suggestion(comment) == TWO_HUNKS_HEAD.replace("LINE 2\n", "line 2\n")
