@@ -10,6 +10,7 @@ response; templates render in a worker thread, off the event loop.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
 import re
@@ -43,6 +44,17 @@ HIDDEN_EVENTS = {"step_start", "step_end", "tool_call"}
 MAX_ID = 200
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 NOT_FOUND = "No session with that id."
+STATIC_DIR = Path(__file__).with_name("static")
+
+
+def static_version() -> str:
+    """A short hash of the static files: pages link ``/static/x?v=<it>``, which the browser
+    may keep for a year, and an upgrade that changes a file changes every link to it."""
+    digest = hashlib.sha256()
+    for path in sorted(STATIC_DIR.rglob("*")):
+        if path.is_file():
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def valid_session_id(session_id: str) -> bool:
@@ -70,6 +82,7 @@ class WebApp:
                                 usage_line=render.usage_line, urlq=lambda s: quote(s, safe=""),
                                 when=render.when)
         self.env.globals.update(preview=render.preview, EVENT_PAGE=EVENT_PAGE,
+                                static_v=static_version(),
                                 turn_chart=render.turn_chart, day_chart=render.day_chart,
                                 cost_chart=render.cost_chart,
                                 HIDDEN_EVENTS=HIDDEN_EVENTS)
@@ -313,7 +326,7 @@ class WebApp:
             Route("/login", auth.login, methods=["GET", "POST"]),
             Route("/logout", auth.logout),
             *self.router.routes,
-            Mount("/static", StaticFiles(directory=str(Path(__file__).with_name("static"))),
+            Mount("/static", StaticFiles(directory=str(STATIC_DIR)),
                   name="static"),
         ]
         access = auth.Access(auth_token) if auth_token else None

@@ -8,7 +8,7 @@ model output is shown as text; markdown-it's link validation drops ``javascript:
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from markdown_it import MarkdownIt
@@ -67,25 +67,37 @@ def cost_chart(points: list[tuple[str, list]], caption: str) -> Markup:
     n = len(points)
     step = (w - 2 * pad) / n
     peak = max(p[1][3] for p in points) or 1.0
-    bars, dots = [], []
+    bars = []
+    # The hit line has a point only where there were prompt tokens: a turn or a day without
+    # any has no cache-hit rate (not 0 %), so the line breaks there.
+    segments: list[list[tuple[float, float]]] = [[]]
     for i, (label, u) in enumerate(points):
         x = pad + i * step
         bh = (h - pad - top) * u[3] / peak
         prompt = u[0] + u[1]
-        hit = 100.0 * u[1] / prompt if prompt else 0.0
-        tip = f"{label}: ${u[3]:.6f}, cache hit {hit:.1f}%, input {u[0]:,}, cache read {u[1]:,}"
+        if prompt:
+            hit = 100.0 * u[1] / prompt
+            tip = (f"{label}: ${u[3]:.6f}, cache hit {hit:.1f}%, input {u[0]:,}, "
+                   f"cache read {u[1]:,}")
+            segments[-1].append((x + step / 2, h - pad - (h - pad - top) * hit / 100))
+        else:
+            tip = f"{label}: ${u[3]:.6f}, no prompt tokens"
+            if segments[-1]:
+                segments.append([])
         bars.append(Markup('<rect class="bar" x="{:.1f}" y="{:.1f}" width="{:.1f}" '
                            'height="{:.1f}"><title>{}</title></rect>').format(
             x + step * 0.1, h - pad - bh, max(step * 0.8, 1), bh, tip))
-        dots.append((x + step / 2, h - pad - (h - pad - top) * hit / 100))
-    line = " ".join(f"{x:.1f},{y:.1f}" for x, y in dots)
+    dots = [d for seg in segments for d in seg]
+    line = Markup("").join(
+        Markup('<polyline class="hit" points="{}"/>').format(
+            " ".join(f"{x:.1f},{y:.1f}" for x, y in seg)) for seg in segments if len(seg) > 1)
     marks = Markup("").join(Markup('<circle class="dot" cx="{:.1f}" cy="{:.1f}" r="2.5"/>'
                                    ).format(x, y) for x, y in dots)
     first, last = points[0][0], points[-1][0]
     return Markup(
         '<figure class="chart"><svg viewBox="0 0 {w} {h}" role="img" aria-label="{cap}">'
         '<line class="axis" x1="{pad}" y1="{base}" x2="{right}" y2="{base}"/>'
-        '{bars}<polyline class="hit" points="{line}"/>{marks}'
+        '{bars}{line}{marks}'
         '<text x="2" y="{ty}">${peak}</text><text x="{right}" y="{ty}" text-anchor="end">'
         'hit 100%</text><text x="{pad}" y="{ly}">{first}</text>'
         '<text x="{right}" y="{ly}" text-anchor="end">{last}</text></svg>'
@@ -101,5 +113,23 @@ def turn_chart(per_turn: list) -> Markup:
                        for t in per_turn], "Cost and cache hits per turn")
 
 
+def every_day(days: dict[str, list]) -> list[tuple[str, list]]:
+    """``(YYYY-MM-DD, usage)`` from the first day to the last, days without activity at zero
+    (a gap in the data is a gap on the axis, not two bars side by side)."""
+    if not days:
+        return []
+    try:
+        first, last = (date.fromisoformat(d) for d in (min(days), max(days)))
+    except ValueError:  # not ISO days: as they are
+        return sorted(days.items())
+    out = []
+    day = first
+    while day <= last:
+        key = day.isoformat()
+        out.append((key, days.get(key, [0, 0, 0, 0.0])))
+        day += timedelta(days=1)
+    return out
+
+
 def day_chart(days: dict[str, list], caption: str = "Cost and cache hits per day") -> Markup:
-    return cost_chart(sorted(days.items()), caption)
+    return cost_chart(every_day(days), caption)

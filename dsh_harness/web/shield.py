@@ -2,6 +2,9 @@
 
 It wraps the whole Starlette app (outside its error handling), so login pages, 401/404/429
 answers, static files and even a 500 from an unexpected exception carry the same headers.
+Pages and API answers are ``no-store`` (they show session text); static files are cacheable:
+a versioned URL (``?v=<hash of the static files>``, what pages link to) for a year, as it never
+changes, any other for a revalidated ``no-cache`` (its ETag makes that a 304).
 
 The Host check defends the loopback UI against DNS rebinding: a hostile page whose name
 resolves to 127.0.0.1 reaches the server with its own name in ``Host`` and is refused.
@@ -24,6 +27,10 @@ SECURITY_HEADERS = {
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 _RAW_HEADERS = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
 _REPLACED = {k for k, _ in _RAW_HEADERS}
+STATIC_PREFIX = "/static/"
+_STATIC_VERSIONED = [(b"cache-control", b"public, max-age=31536000, immutable")]
+_STATIC_PLAIN = [(b"cache-control", b"no-cache")]
+_NO_CACHE_CONTROL = [h for h in _RAW_HEADERS if h[0] != b"cache-control"]
 
 
 def host_name(header: str) -> str:
@@ -50,8 +57,14 @@ def allowed_hosts(bind_host: str, extra: Iterable[str]) -> frozenset[str]:
     return frozenset(names)
 
 
-def with_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    return [*(h for h in headers if h[0].lower() not in _REPLACED), *_RAW_HEADERS]
+def with_headers(headers: list[tuple[bytes, bytes]], scope: dict | None = None
+                 ) -> list[tuple[bytes, bytes]]:
+    kept = [h for h in headers if h[0].lower() not in _REPLACED]
+    if scope is not None and scope.get("path", "").startswith(STATIC_PREFIX):
+        versioned = b"v=" in scope.get("query_string", b"")
+        return [*kept, *_NO_CACHE_CONTROL,
+                *(_STATIC_VERSIONED if versioned else _STATIC_PLAIN)]
+    return [*kept, *_RAW_HEADERS]
 
 
 class Shield:
@@ -68,7 +81,8 @@ class Shield:
 
         async def send_secured(message) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": with_headers(list(message.get("headers", [])))}
+                message = {**message, "headers": with_headers(list(message.get("headers", [])),
+                                                              scope)}
             await send(message)
 
         host = next((v.decode("latin-1") for k, v in scope.get("headers", [])

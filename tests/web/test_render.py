@@ -30,3 +30,22 @@ def test_charts_escape_labels_scale_bars_and_keep_the_last_points():
                ).index("2026-01-01") < str(day_chart({"2026-01-02": [1, 1, 1, 1.0],
                                                        "2026-01-01": [1, 1, 1, 1.0]})
                                            ).index("2026-01-02")
+
+
+def test_days_without_activity_are_on_the_axis():
+    days = {"2026-01-30": [100, 100, 10, 0.2], "2026-02-02": [0, 300, 10, 0.1]}
+    html = str(day_chart(days))
+    assert html.count('<rect class="bar"') == 4, "30, 31 Jan, 1 and 2 Feb"
+    assert "2026-01-31: $0.000000, no prompt tokens" in html
+    assert "2026-02-01: $0.000000, no prompt tokens" in html
+    assert str(day_chart({})) == ""
+
+
+def test_a_turn_without_tokens_is_no_zero_percent_hit():
+    pts = [("a", [0, 100, 1, 0.1]), ("b", [0, 0, 0, 0.0]), ("c", [50, 50, 1, 0.1]),
+           ("d", [0, 100, 1, 0.1])]
+    html = str(cost_chart(pts, "turns"))
+    assert html.count('<circle class="dot"') == 3, "no dot for the turn without tokens"
+    # The line breaks at b: one segment a (alone, no line), one segment c-d.
+    assert html.count('<polyline class="hit"') == 1
+    assert "cache hit 0.0%" not in html

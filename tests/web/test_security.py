@@ -248,8 +248,29 @@ async def test_every_response_carries_the_security_headers(harness_env):
         csp = r.headers.get("content-security-policy", "")
         assert "frame-ancestors 'none'" in csp and "default-src 'none'" in csp, r.url
         assert r.headers["x-content-type-options"] == "nosniff"
-        assert r.headers["cache-control"] == "no-store"
+        static = r.url.path.startswith("/static/")
+        assert r.headers["cache-control"] == ("no-cache" if static else "no-store"), r.url
         assert "/root/secret/path" not in r.text and str(tmp_path) not in r.text
+    await h.close()
+
+
+async def test_static_files_are_cacheable_and_pages_link_them_versioned(harness_env):
+    tmp_path, server = harness_env
+    h = make(tmp_path, server.base_url)
+    async with client(h) as c:
+        page = (await c.get("/sessions")).text
+        links = re.findall(r'(?:href|src)="(/static/[^"]+)"', page)
+        assert {link.split("?")[0] for link in links} == {
+            "/static/style.css", "/static/favicon.svg", "/static/app.js"}
+        for link in links:
+            assert re.search(r"\?v=[0-9a-f]{12}$", link), link
+            r = await c.get(link)
+            assert r.status_code == 200
+            assert r.headers["cache-control"] == "public, max-age=31536000, immutable"
+            again = await c.get(link.split("?")[0],
+                                headers={"If-None-Match": r.headers["etag"]})
+            assert again.status_code == 304 and again.headers["cache-control"] == "no-cache"
+        assert (await c.get("/sessions")).headers["cache-control"] == "no-store"
     await h.close()
 
 
@@ -310,7 +331,7 @@ async def test_xss_corpus_renders_as_text_everywhere(harness_env):
             audit = TagAudit()
             audit.feed(r.text)
             assert audit.problems == [], (url, audit.problems)
-            assert set(audit.scripts) <= {"/static/app.js"}, url
+            assert {s.split("?v=")[0] for s in audit.scripts} <= {"/static/app.js"}, url
         page = (await c.get("/sessions/test%3Ax0")).text
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     await h.close()
@@ -396,3 +417,23 @@ async def test_forwarded_for_is_believed_only_from_configured_proxies(harness_en
     # Behind a configured proxy each forwarded client has its own count.
     assert await wrong_logins('trusted_proxies = ["127.0.0.1"]\n') == \
         [401] * (MAX_FAILURES + 2)
+
+
+async def test_landmarks_headings_and_labelled_navigation(harness_env):
+    tmp_path, server = harness_env
+    h = make(tmp_path, server.base_url, f'[web]\nauth_token = "{TOKEN}"\n')
+    for i in range(60):  # more than a page: the pager's <nav> is there too
+        s = await h.sessions.create(f"test:s{i:02d}", {})
+        await h.sessions.release(s.id)
+    async with client(h) as c:
+        login = (await c.get("/login")).text
+        assert login.count("<main>") == 1 and "<h1>" in login
+        assert (await c.post("/login", data={"token": TOKEN})).status_code == 303
+        page = (await c.get("/sessions")).text
+        assert re.search(r"<h1>Sessions</h1>", page)
+        navs = re.findall(r"<nav[^>]*>", page)
+        assert len(navs) == 2 and all('aria-label="' in n for n in navs), navs
+        assert len({re.search(r'aria-label="([^"]+)"', n).group(1) for n in navs}) == 2
+    css = (Path(__file__).parents[2] / "dsh_harness/web/static/style.css").read_text()
+    assert "uppercase" not in css, "paths and model names are shown as written"
+    await h.close()
