@@ -50,7 +50,7 @@ _TARGET = re.compile(r"Review only ([^/\s]+)/([^#\s]+)#(\d+) at head SHA ([0-9a-
 _LEFT_OUT = re.compile(r"\[diff cut at [^:]+: \d+ file\(s\) left out, largest first: (.+?)\. "
                        r"Read them")
 _THREAD = re.compile(r"^- ([^\s:]+)(?::\d+)? \(thread \d+; your comment: (.*)\)$")
-RETRY = "ended without submitting a review"
+RETRY = "no review was posted from it"
 REJECTIONS = ("intended", "by design", "not a bug", "false positive", "won't fix")
 
 

@@ -204,9 +204,9 @@ _FOCUS = {
                   "{previous}). Do not repeat unchanged findings.",
     "unchanged": "The head is unchanged since your last review ({previous}), so the diff you "
                  "reviewed above is current; check your earlier findings{feedback}.",
-    "retry": "Your previous turn above was given this same material (head {head}) and ended "
-             "without submitting a review. It is still current and is not repeated: review it "
-             "and submit.",
+    "retry": "Your previous turn above was given this same material (head {head}) and no "
+             "review was posted from it. The material is still current and is not repeated "
+             "here: review it and submit.",
     "unavailable": "Review this pull request.",
 }
 

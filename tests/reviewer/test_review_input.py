@@ -182,7 +182,7 @@ async def test_a_retry_after_no_submit_points_at_the_material_above(sandbox, cli
     got, text, again = await _turn_of(client, pr, None, Conversation([first]))
     assert got.kind == "retry" and got.diff == ""
     assert "first review" not in text and "unchanged since your last review" not in text
-    assert "+++ b/app.py" not in text and "ended without submitting a review" in text
+    assert "+++ b/app.py" not in text and "no review was posted from it" in text
     # A second retry still points at the same material; a push sends a new diff.
     got, _, _ = await _turn_of(client, pr, None, Conversation([first, again]))
     assert got.kind == "retry"
