@@ -107,7 +107,7 @@ def scratch_config(base: DeploymentConfig, review: dict[str, Any], home: Path,
     config = DeploymentConfig.model_validate({
         "home": home, "default_model": cfg.model, "providers": base.providers,
         "disable_plugins": base.disable_plugins,
-        "plugins": {"github-reviewer": {"accounts": [account]}}})
+        "plugins": {"github-reviewer": {"plugin": REVIEWER_PLUGIN, "accounts": [account]}}})
     return LoadedConfig(source="(eval scratch config)", base_dir=home.parent, config=config)
 
 

@@ -81,3 +81,43 @@ def test_team_personas_are_checked_before_anything_runs():
             (("Bad Name",), "", "persona names must match")]:
         with pytest.raises(EvalError, match=message):
             check_team(team, instructions)
+
+
+def test_scratch_config_keeps_the_users_providers_and_review_tuning_only(tmp_path):
+    from types import SimpleNamespace
+
+    import dsh_github_reviewer.plugin as reviewer_plugin
+    from dsh_github_reviewer.config import ReviewerConfig
+    from dsh_github_reviewer.eval.run import (
+        EvalConfig,
+        Options,
+        scratch_config,
+        user_review_settings,
+    )
+    from dsh_harness import Harness, parse_config
+
+    text = ('home = "mine"\ndefault_model = "p/m"\n[storage]\nbackend = "sqlite"\n'
+            '[providers.p]\nbase_url = "http://127.0.0.1:9"\napi_key = "sk-user"\n'
+            '[plugins.github-reviewer]\nplugin = "dsh-github-reviewer"\n'
+            '[[plugins.github-reviewer.accounts]]\nname = "main"\n'
+            'personal_access_token = "ghp_' + "u" * 36 + '"\nrepositories = ["me/real"]\n'
+            '[plugins.github-reviewer.accounts.review]\nexclude = ["*.lock"]\n'
+            'max_tool_calls = 12\nrequire_instructions = true\nmax_reviews_per_pr = 1\n'
+            'models = [{provider = "p", model = "other"}]\n')
+    h = Harness(parse_config(text, "u.toml", tmp_path), load_entry_points=False,
+                plugins=[("dsh-github-reviewer", reviewer_plugin)])
+    sb = SimpleNamespace(api_url="http://127.0.0.9/api/v3", web_url="http://127.0.0.9")
+    loaded = scratch_config(h.config, user_review_settings(h), tmp_path / "scratch" / "home", sb,
+                            EvalConfig("p/m2", ("security",)), ["eval/a", "eval/b"],
+                            Options(concurrency=3, instructions="Be strict."))
+    cfg = loaded.config
+    assert loaded.home == tmp_path / "scratch" / "home" and cfg.default_model == "p/m2"
+    assert cfg.providers["p"].api_key.get_secret_value() == "sk-user"
+    (account,) = ReviewerConfig.model_validate(
+        cfg.plugins["github-reviewer"].settings).accounts
+    assert account.repositories == ["eval/a", "eval/b"] and account.api_url == sb.api_url
+    assert account.max_concurrent_reviews == 3
+    r = account.review
+    assert (r.exclude, r.max_tool_calls) == (["*.lock"], 12)  # the user's tuning is measured
+    assert (r.require_instructions, r.max_reviews_per_pr, r.models) == (False, 0, [])
+    assert r.team.personas == ["security"] and r.default_instructions == "Be strict."
