@@ -85,23 +85,24 @@ async def review_turn_message(acct: AccountRuntime, pr: PullRequest, previous_he
     assert acct.client is not None
     pr_facts = facts(pr)
 
-    async def build(seen: list) -> tuple[ReviewInput, str]:
+    async def build(seen: list) -> tuple[ReviewInput, str, Conversation]:
         conv = Conversation(seen)
         prepared = await prepare_review(acct.client, pr, acct.config.review, previous_head,
                                         conv)
-        return prepared, review_message(pr_facts, previous_head, requested_by, prepared, conv)
+        return (prepared, review_message(pr_facts, previous_head, requested_by, prepared, conv),
+                conv)
 
     seen = agent.user_turns()
-    prepared, text = await build(seen)
+    prepared, text, conv = await build(seen)
     # A compaction at the start of this turn would summarize turns the message refers to
     # ("unchanged", "above"): then only the turns it keeps count (built again; the GitHub
     # reads are conditional, so this costs no rate limit).
     kept = agent.user_turns(upcoming_tokens=len(text.encode()) // 4 + 1)
     if len(kept) != len(seen):
-        prepared, text = await build(kept)
+        prepared, text, conv = await build(kept)
     if prepared.files is not None:
         turn.use_files(prepared.files)
-    return TurnMessage(text, told_meta(pr_facts, previous_head, prepared))
+    return TurnMessage(text, told_meta(pr_facts, previous_head, prepared, conv))
 
 
 class Runner:

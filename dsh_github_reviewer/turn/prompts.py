@@ -219,12 +219,18 @@ class TurnMessage:
     meta: dict[str, Any]
 
 
-def told_meta(pr: PrFacts, previous_head: str | None, prepared: ReviewInput) -> dict[str, Any]:
-    """The turn meta's ``told`` for a review turn (``told.py`` reads it back)."""
+def told_meta(pr: PrFacts, previous_head: str | None, prepared: ReviewInput,
+              history: Conversation | Sequence[str] = ()) -> dict[str, Any]:
+    """The turn meta's ``told`` for a review turn (``told.py`` reads it back). The PR block
+    and body count as told by this turn only when its message carries them (a message saying
+    "unchanged" points at an earlier turn, which a compaction may fold later)."""
+    block, body = _stable_block(pr), _body(pr)
+    same_block, same_body = Conversation.of(history).showed(block, body)
     return {TOLD: Told(base_ref=pr.base_ref, head=pr.head_sha,
                        previous_head=prepared.previous_head or previous_head,
                        kind=prepared.kind, whole_diff=prepared.whole_diff,
-                       block=digest(_stable_block(pr)), body=digest(_body(pr)),
+                       block="" if same_block else digest(block),
+                       body="" if same_body else digest(body),
                        facts=prepared.told_facts, threads=prepared.told_threads,
                        findings=prepared.findings).model_dump(mode="json")}
 

@@ -152,7 +152,7 @@ async def _turn_of(client, pr, previous_head, conv, requested_by=None):
     """What the bot tells the model in a review turn, and the turn as the next one sees it."""
     prepared = await prepare_review(client, pr, ReviewSettings(), previous_head, conv)
     text = review_message(facts(pr), previous_head, requested_by, prepared, conv)
-    meta = told_meta(facts(pr), previous_head, prepared)
+    meta = told_meta(facts(pr), previous_head, prepared, conv)
     return prepared, text, SimpleNamespace(meta=meta, content=text)
 
 
@@ -251,3 +251,22 @@ async def test_the_turn_that_compacts_does_not_call_the_summarized_text_unchange
     assert "unchanged" not in msg.text
     assert "<pull_request>" in msg.text and "<pull_request_body>" in msg.text
     assert msg.meta["told"]["head"] == pr.head.sha and msg.meta["told"]["base_ref"] == "main"
+
+
+async def test_a_turn_that_said_unchanged_does_not_count_as_having_shown_the_pr(sandbox, client):
+    st = small_repo(sandbox)
+    first_head = st.pull("octo/app", 1).head_sha
+    pr = await client.get_pull("octo", "app", 1)
+    _, text1, one = await _turn_of(client, pr, None, Conversation())
+    assert "<pull_request>" in text1
+    bot_review(st, first_head)
+    second_head = st.commit("octo/app", "feature-1", {"lib.py": "x = 1\n"})
+    pr = await client.get_pull("octo", "app", 1)
+    _, text2, two = await _turn_of(client, pr, first_head, Conversation([one]))
+    assert "<pull_request>" not in text2 and "unchanged since your last review" in text2
+    bot_review(st, second_head)
+    st.commit("octo/app", "feature-1", {"lib.py": "x = 2\n"})
+    pr = await client.get_pull("octo", "app", 1)
+    # The first turn was compacted away: only the one that said "unchanged" is left.
+    _, text3, _ = await _turn_of(client, pr, second_head, Conversation([two]))
+    assert "<pull_request>" in text3 and "<pull_request_body>" in text3
