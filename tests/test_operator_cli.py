@@ -195,8 +195,10 @@ def sandbox80_shop(tmp_path):
 
         async def review_once() -> Path:
             dep = await Deployment(tmp_path, sb, model, backend="sqlite").start()
-            await dep.tick()
-            await dep.stop()
+            try:
+                await dep.tick()
+            finally:
+                await dep.stop()
             return dep.write_config()
         yield asyncio.run(review_once())
 

@@ -5,6 +5,7 @@ Harness over the same home directory, as after a process restart."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from dsh_harness import Harness, LoadedConfig, parse_config
 
@@ -19,6 +20,15 @@ from .scenario import REPO, deployment_toml
 
 
 class Deployment:
+    # Started and not yet stopped, in this process: a test that fails before its own stop()
+    # leaves one running (its MCP processes, HTTP clients, store connections), and the test
+    # kit's cleanup fixture stops it (``left_running``) instead of letting it hang the run.
+    _running: ClassVar[list[Deployment]] = []
+
+    @classmethod
+    def left_running(cls) -> list[Deployment]:
+        return list(cls._running)
+
     def __init__(self, tmp: Path, sb: SandboxGitHub, model, clock=None,
                  loaded: LoadedConfig | None = None, **toml_kw):
         # ``clock`` (optional): what the work records and the scheduler take as now, so a
@@ -41,15 +51,22 @@ class Deployment:
 
     async def start(self) -> Deployment:
         self.harness = Harness(self.loaded or parse_config(self.toml(), "dsh.toml", self.tmp))
-        app = ReviewerApp.of(self.harness)
-        await app.connect()
-        self.runner = Runner(self.harness, app)
-        self.work = app.work = (WorkService(app, self.runner, self.clock) if self.clock
-                                else WorkService(app, self.runner))
-        self.pollers = self.work.pollers
+        Deployment._running.append(self)
+        try:
+            app = ReviewerApp.of(self.harness)
+            await app.connect()
+            self.runner = Runner(self.harness, app)
+            self.work = app.work = (WorkService(app, self.runner, self.clock) if self.clock
+                                    else WorkService(app, self.runner))
+            self.pollers = self.work.pollers
+        except BaseException:
+            await self.stop()   # half started: what did start is closed again
+            raise
         return self
 
     async def stop(self, grace_s: float = 60.0) -> None:
+        if self in Deployment._running:
+            Deployment._running.remove(self)
         if self.work is not None:
             await self.work.stop(grace_s)
             self.work = None

@@ -18,6 +18,7 @@ import asyncio
 import errno
 import logging
 import sqlite3
+import threading
 import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -114,10 +115,22 @@ def _prepare_file(path: Path) -> None:
                     "stop dsh and restore it from a backup", path)
 
 
+def _daemon_thread(conn: aiosqlite.Connection) -> None:
+    """aiosqlite runs each connection on a non-daemon thread, so one connection left open (a
+    failed test, a forgotten close) kept the interpreter from exiting: a hang instead of an
+    error. Made a daemon before it starts; nothing acknowledged is lost when it ends at exit,
+    because a write is acknowledged only once its transaction committed."""
+    thread = getattr(conn, "_thread", None)
+    if isinstance(thread, threading.Thread) and not thread.is_alive():
+        thread.daemon = True
+
+
 async def connect(path: Path) -> aiosqlite.Connection:
     await asyncio.to_thread(_prepare_file, path)
     try:
-        db = await aiosqlite.connect(path, isolation_level=None)
+        pending = aiosqlite.connect(path, isolation_level=None)
+        _daemon_thread(pending)
+        db = await pending
     except Exception as exc:
         raise StorageError(f"cannot open {path}: {exc}") from None
     try:

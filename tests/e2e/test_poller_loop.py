@@ -14,6 +14,7 @@ from tests.waiting import wait_until
 from .conftest import Deployment
 
 pytestmark = pytest.mark.slow
+LEFT = pytest.StashKey()
 
 
 def slow_policy(req):
@@ -53,3 +54,16 @@ async def test_stop_waits_for_the_running_review(tmp_path, sandbox80):
         assert len(dep.reviews()) == 1
         assert (await dep.entry()).status == "reviewed"
         await dep.stop()
+
+
+async def test_a_failing_test_leaves_no_deployment_running(tmp_path, sandbox80, model):
+    """Issue 21 item 30: the e2e kit stops what a failed test started. This test leaves its
+    deployment running, as if an assertion had failed before its stop(); the next test checks
+    that the kit's teardown stopped it."""
+    build_shop(sandbox80)
+    dep = await Deployment(tmp_path, sandbox80, model).start()
+    assert dep in Deployment.left_running() and dep.harness is not None
+
+
+async def test_the_previous_tests_deployment_was_stopped():
+    assert Deployment.left_running() == []

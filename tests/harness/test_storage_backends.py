@@ -262,3 +262,36 @@ async def test_a_reader_of_an_absent_store_sees_what_a_writer_creates_later(tmp_
     await writer.close()
     assert set(await reader.all("items")) == {"a"}
     await reader.close()
+
+
+LEAKER = """
+import asyncio, sys
+from pathlib import Path
+from dsh_harness.storage import Domain
+from dsh_harness.storage.sqlite_backend import SqliteBackend
+from tests.harness.test_storage_backends import SPEC, Item
+
+async def main():
+    domain = await Domain.open(SPEC, SqliteBackend(Path(sys.argv[1])))
+    await domain.put("items", "a", Item(n=1))
+    leaked.append(domain)   # never closed, still referenced: its thread outlives the loop
+
+leaked = []
+asyncio.run(main())
+print("loop done", flush=True)
+"""
+
+
+def test_an_unclosed_sqlite_connection_cannot_keep_the_process_alive(tmp_path):
+    """Issue 21 item 30: aiosqlite's worker thread was not a daemon, so a test (or a command)
+    that failed before closing its store hung at interpreter exit instead of ending."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        proc = subprocess.run([sys.executable, "-c", LEAKER, str(tmp_path)], cwd=root,
+                              capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the process hung at exit on an unclosed aiosqlite connection")
+    assert proc.returncode == 0 and "loop done" in proc.stdout, proc.stderr

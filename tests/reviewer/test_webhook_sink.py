@@ -29,11 +29,15 @@ async def live(tmp_path):
         build_shop(sb, prs=1)
         dep = await Deployment(tmp_path, sb, model, webhook=HOOK).start()
         app = ReviewerApp.of(dep.harness)
-        servers = await start_receivers(app, RecordWork(app))
-        sb.add_hook(servers[0].url, SECRET, repo=REPO, ping=False)
-        yield dep, sb
-        await stop_receivers(servers)
-        await dep.stop()
+        try:
+            servers = await start_receivers(app, RecordWork(app))
+            try:
+                sb.add_hook(servers[0].url, SECRET, repo=REPO, ping=False)
+                yield dep, sb
+            finally:
+                await stop_receivers(servers)
+        finally:
+            await dep.stop()
         assert model.served == []
 
 

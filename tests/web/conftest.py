@@ -60,10 +60,12 @@ async def produce(tmp: Path, sb: SandboxGitHub, model: ScriptedModelServer) -> P
     st.commit(REPO, "feature-1", {"web/page.html": FILE})
     # A long poll interval keeps PR 2's backoff (2 x interval) in the future for the tests.
     dep = await Deployment(tmp, sb, model, poll_interval_s=300).start()
-    await dep.tick()
-    st.add_issue_comment(REPO, 1, "maintainer", BOT)
-    await dep.tick()
-    await dep.stop()
+    try:
+        await dep.tick()
+        st.add_issue_comment(REPO, 1, "maintainer", BOT)
+        await dep.tick()
+    finally:
+        await dep.stop()
     port = free_port()
     config = tmp / "dsh.toml"
     config.write_text(_with_web(dep.toml(), port))
