@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,10 @@ class AccountRuntime:
     # Seconds between polls: poll_interval_s, or webhook.reconcile_interval_s when deliveries
     # trigger the work and polling only reconciles.
     tick_interval_s: float = 0.0
+    # A pause of the whole account (rejected credentials, the MCP server rate limited): see
+    # work/pause.py; mirrored from the account record.
+    paused_until: datetime | None = None
+    pause: str | None = None
 
     def __post_init__(self) -> None:
         self.tick_interval_s = self.tick_interval_s or self.config.poll_interval_s

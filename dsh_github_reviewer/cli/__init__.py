@@ -99,6 +99,9 @@ async def status_data(harness: Harness) -> list[dict[str, Any]]:
             "last_tick_at": _iso(account.last_tick_at),
             "next_tick_at": _iso(account.next_tick_at),
             "rate_limited_until": _iso(account.rate_limited_until),
+            # Rejected credentials (or the MCP server rate limited): nothing runs until then.
+            "paused_until": _iso(account.paused_until) if account.paused_until else None,
+            "pause_reason": account.pause_reason if account.paused_until else None,
             "last_error": account.last_error,
             "webhook": hooks.get(acct.instance),  # None: polling only
             "prs": prs})
@@ -138,6 +141,8 @@ async def cmd_status(harness: Harness, args: argparse.Namespace) -> int:
         print(f"  last tick {a['last_tick_at'] or '-'}, next {a['next_tick_at'] or '-'}"
               + (f", rate limited until {a['rate_limited_until']}"
                  if a["rate_limited_until"] else "")
+              + (f", PAUSED until {a['paused_until']}: {a['pause_reason']}"
+                 if a["paused_until"] else "")
               + (f", last error: {a['last_error']}" if a["last_error"] else ""))
         if a["webhook"]:
             h = a["webhook"]

@@ -20,7 +20,7 @@ import httpx2
 import jwt
 from cryptography.hazmat.primitives import serialization
 
-from .errors import AuthError, truncate
+from .errors import AuthError, BadCredentials, truncate
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,10 @@ class AppAuth:
                 "X-GitHub-Api-Version": "2022-11-28"})
         except httpx2.HTTPError as exc:
             raise AuthError(f"GitHub App token request failed: {type(exc).__name__}") from None
+        if resp.status_code == 401:
+            raise BadCredentials("GitHub App token request failed: HTTP 401: GitHub rejected the "
+                                 "App's credentials (app_id, installation_id or private key)",
+                                 401)
         if resp.status_code != 201 and resp.status_code != 200:
             raise AuthError(f"GitHub App token request failed: HTTP {resp.status_code}: "
                             f"{truncate(resp.text)}", resp.status_code)

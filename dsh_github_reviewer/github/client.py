@@ -26,7 +26,14 @@ import httpx2
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from .auth import fingerprint
-from .errors import GitHubError, NotFound, RateLimited, transport_error, truncate
+from .errors import (
+    BadCredentials,
+    GitHubError,
+    NotFound,
+    RateLimited,
+    transport_error,
+    truncate,
+)
 from .models import (
     Comparison,
     FileContent,
@@ -237,6 +244,9 @@ class GitHubClient:
                               f"{wait:.0f} s", wait, status)
         if status == 404:
             raise NotFound(f"{method} {path}: not found", status)
+        if status == 401:
+            raise BadCredentials(f"{method} {path}: HTTP 401: GitHub rejected the token (bad, "
+                                 "revoked or expired credentials)", status)
         raise GitHubError(f"{method} {path}: HTTP {status}: {body}", status)
 
     def _rate_limit_wait(self, headers: httpx2.Headers) -> float:

@@ -27,6 +27,12 @@ class AuthError(GitHubError):
     pass
 
 
+class BadCredentials(AuthError):
+    """GitHub answered 401: the token is wrong, revoked or expired. No retry helps until the
+    operator fixes it, so the account pauses (``work/pause.py``); the message never quotes
+    GitHub's body."""
+
+
 def transport_error(method: str, path: str, url: str, exc: BaseException) -> GitHubError:
     """A request that got no HTTP answer. The exception's own text is often empty (a reset
     connection is ``ReadError()``): name its type and the host (never the query or a token),

@@ -10,6 +10,7 @@ registered by the runner for the duration of a turn and looked up by session id.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,10 @@ class ToolFailed(ToolRejected):
     """The server or GitHub answered with an error; the model sees it as a tool error."""
 
 
+# How github-mcp-server's tool errors name a GitHub rate limit (go-github's RateLimitError and
+# AbuseRateLimitError texts, or the bare status).
+RATE_LIMITED = re.compile(r"rate limit|\b429\b|abuse detection", re.IGNORECASE)
+
 @dataclass
 class GuardTurn:
     """One turn's scope and state: what may be touched, the draft, what was posted."""
@@ -76,6 +81,8 @@ class GuardTurn:
     # The turn's tool budget ran out: findings after it are listed, and a draft the model
     # never submitted is submitted by the bot (``submit_draft``).
     budget_spent: bool = False
+    # github-mcp-server reported a GitHub rate limit (429, primary or secondary limit).
+    rate_limited: bool = False
     # The team's coordinator turn: code, not the model, has the last word on the verdict line
     # (fail closed), applied to the body right before it is posted.
     finalize_body: Callable[[str], str] | None = None
@@ -100,6 +107,10 @@ class GuardTurn:
         except McpError as exc:
             raise ToolFailed(str(exc)) from None
         if is_error:
+            if RATE_LIMITED.search(text):
+                # GitHub refused the server's call for the rate limit (same token as ours):
+                # the turn can only fail, and the account pauses instead of failing PRs.
+                self.rate_limited = True
             raise ToolFailed(f"{tool} failed: {sanitize_code(text)}")
         return sanitize_code(text)
 

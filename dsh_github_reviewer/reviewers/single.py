@@ -45,6 +45,9 @@ class TurnResult:
     text: str | None = None
     review_id: int | None = None
     posted_now: bool = False
+    # Why it failed when that is the account's problem, not the PR's: "auth" (the model
+    # provider rejected the key), "rate_limit" (github-mcp-server was rate limited).
+    failure: str | None = None
 
 
 def pr_key(acct: AccountRuntime, pr: PullRequest) -> PrKey:
@@ -160,8 +163,11 @@ class Runner:
             log.exception("%s: %s turn failed", key.session_id, flow)
             return turn, TurnResult(False, f"{type(exc).__name__}: {redact_secrets(str(exc))}")
         if not outcome.ok:
+            failure = "auth" if outcome.failure == "auth" else None
+            if turn is not None and turn.rate_limited:
+                failure = failure or "rate_limit"
             return turn, TurnResult(False, f"turn ended: {outcome.reason}: {outcome.error}",
-                                    outcome.text)
+                                    outcome.text, failure=failure)
         return turn, TurnResult(True, None, outcome.text)
 
     async def review(self, acct: AccountRuntime, pr: PullRequest, trigger: str,
@@ -185,8 +191,11 @@ class Runner:
         if turn is not None and turn.submitted is not None:
             return TurnResult(True, review_id=turn.submitted.id, posted_now=turn.posted_now,
                               text=result.text)
+        failure = result.failure
+        if failure is None and turn is not None and turn.rate_limited:
+            failure = "rate_limit"   # no review, and the MCP server's GitHub calls were refused
         return TurnResult(False, result.error or "the model finished without submitting a "
-                          "review", result.text)
+                          "review", result.text, failure=failure)
 
     async def _submit_unsubmitted(self, turn: GuardTurn, result: TurnResult) -> None:
         """A draft is never lost at the tool budget or the agent's step limit: the bot submits

@@ -19,8 +19,9 @@ from datetime import datetime, timedelta
 from ..app import AccountRuntime
 from ..core.clock import utcnow
 from ..core.failures import log_failure
-from ..github.errors import RateLimited
+from ..github.errors import BadCredentials, RateLimited
 from ..github.feeds import FeedMarks, poll_repository
+from ..work import pause as account_pause
 from ..work.context import short_error
 from ..work.inbox import Inbox, Observations
 from ..work.records import PRS, AccountRecord, RepoState, split_pr_key
@@ -28,6 +29,10 @@ from ..work.scheduler import Scheduler
 from ..work.store import WorkStore
 
 log = logging.getLogger(__name__)
+
+# Pauses that stop polling too: a rejected token, the MCP server's (same token's) rate limit.
+# A rejected model key stops only the PR work; polls keep recording it.
+POLL_PAUSES = ("github", "rate_limit")
 
 # The earliest a poll asked for by a failed delivery runs after the previous tick started.
 RECONCILE_SOON_S = 30.0
@@ -135,6 +140,12 @@ class AccountPoller:
         now = self.clock()
         result = PassResult(self.acct.key)
         account = await self.store.load_account()
+        account_pause.load(self.acct, account)
+        if account.pause in POLL_PAUSES and account_pause.paused_until(self.acct, now):
+            # Logged once when it paused (work/pause.py), not at every tick.
+            log.debug("account %s: paused until %s", self.acct.key, account.paused_until)
+            result.skipped = f"paused: {account.pause_reason}"
+            return result
         if account.rate_limited_until and account.rate_limited_until > now:
             log.info("account %s: rate limited until %s", self.acct.key,
                      account.rate_limited_until.isoformat())
@@ -148,7 +159,7 @@ class AccountPoller:
             for full in await self.acct.watched.current():
                 try:
                     result.new_work += await self._poll_repo(full, account, now)
-                except RateLimited:
+                except (RateLimited, BadCredentials):
                     raise
                 except Exception as exc:
                     # One failing repository never blocks the account's other repositories.
@@ -159,6 +170,11 @@ class AccountPoller:
                         log.error("account %s: %s: %s", self.acct.key, full, message)
                     result.ok, result.errors[full] = False, message
                     await self._repo_failed(full, message)
+        except BadCredentials as exc:
+            message = short_error(exc)
+            await account_pause.pause(self.acct, "github", message, self.clock())
+            result.ok, result.errors["credentials"] = False, message
+            return result
         except RateLimited as exc:
             until = self.clock() + timedelta(seconds=exc.wait_s)
             log.warning("account %s: %s; pausing until %s", self.acct.key, exc, until)
@@ -174,6 +190,8 @@ class AccountPoller:
         def done(a: AccountRecord) -> None:
             a.last_tick_at, a.last_error, a.rate_limited_until = now, error, None
         await self.store.update_account(done)
+        if await account_pause.resume(self.acct, "github"):
+            self.scheduler.wake(self.acct.key)   # PR work held by the pause runs again
         return result
 
     async def _own_login(self, account: AccountRecord) -> None:

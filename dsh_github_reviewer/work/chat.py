@@ -13,10 +13,12 @@ import logging
 from datetime import timedelta
 
 from ..core.failures import local_failure
+from ..core.sanitizer import redact_secrets
 from ..core.triggers import Trigger
-from ..github.errors import GitHubError, RateLimited
+from ..github.errors import BadCredentials, GitHubError, RateLimited
 from ..pr_output.replies import already_replied, post_reply
 from ..turn.prompts import TrustedInstructions
+from . import pause as account_pause
 from .context import WorkContext, repo_of, short_error
 from .records import Command, Notice, PrRecord, backoff
 
@@ -34,6 +36,8 @@ class CommandProcedure:
     async def run(self, key: str, rec: PrRecord, cmd: Command) -> None:
         try:
             await self._run(key, rec, cmd)
+        except BadCredentials as exc:
+            await account_pause.pause(self.ctx.acct, "github", short_error(exc), self.ctx.clock())
         except RateLimited as exc:
             until = self.ctx.clock() + timedelta(seconds=exc.wait_s)
             error = short_error(exc)
@@ -64,8 +68,14 @@ class CommandProcedure:
         chat = Trigger.chat(ctx.acct.key, cmd.comment_id)
         result = await ctx.runner.chat(ctx.acct, pr, str(chat), instructions,
                                        cmd.author, cmd.message, cmd.path, cmd.line)
+        if not result.ok and result.failure == "auth":
+            await account_pause.pause(ctx.acct, "model", "the model provider rejected the API "
+                                      f"key: {redact_secrets(result.error or '')}"[:300],
+                                      ctx.clock())
+            return
         if not result.ok:
             raise ChatFailed(result.error or "chat failed")
+        await account_pause.resume(ctx.acct, "model")
         if result.text:
             posted = await post_reply(ctx.client, owner, name, number, cmd, result.text)
             log.info("%s: /bot %d answered%s", key, cmd.comment_id,

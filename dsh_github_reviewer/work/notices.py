@@ -7,14 +7,26 @@ posts it twice.
 
 from __future__ import annotations
 
+import re
+
 from ..core.sanitizer import redact_secrets
 from ..core.triggers import notice_marker
 from ..github.client import GitHubClient
 from .records import Notice
 
+# "HTTP 401: {...body...}": what GitHub or a model provider answered. A public comment keeps the
+# status and drops the body (it may quote a key's ends, a URL, internal text).
+_BODY = re.compile(r"(HTTP \d{3})\b.*", re.DOTALL)
+
+
+def public_error(error: str) -> str:
+    """The error as a PR may show it: redacted, one line, no raw response body."""
+    text = " ".join(redact_secrets(error).split())
+    return _BODY.sub(r"\1", text)[:300]
+
 
 def notice_body(notice: Notice, attempts: int) -> str:
-    error = " ".join(redact_secrets(notice.error).split())[:300]
+    error = public_error(notice.error)
     return (f"dsh-github-reviewer gave up on {notice.what} after {attempts} failed attempts. "
             f"Last error: `{error.replace('`', '')}`.\n\n"
             + ("Post the `/bot` command again to retry." if notice.trigger.kind == "bot" else

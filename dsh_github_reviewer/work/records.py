@@ -292,6 +292,14 @@ class AccountRecord(Record):
     rate_limited_until: datetime | None = None
     last_error: str | None = None
     bot_login: str | None = None
+    # Credentials rejected (GitHub's 401, the model provider's 401/403, a 429 of the MCP
+    # server's GitHub calls): nothing of the account runs until ``paused_until``; ``pause``
+    # says why ("github", "model" or "rate_limit": what clears it), ``pauses`` counts the
+    # consecutive pauses for the backoff (see ``work/pause.py``).
+    paused_until: datetime | None = None
+    pause: str | None = None
+    pause_reason: str | None = None
+    pauses: int = Field(default=0, ge=0)
 
 
 def pr_key(account: str, repo: str, number: int) -> str:

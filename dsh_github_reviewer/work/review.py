@@ -17,19 +17,27 @@ from __future__ import annotations
 import logging
 
 from ..core.failures import local_failure
-from ..core.sanitizer import sanitize_line
+from ..core.sanitizer import redact_secrets, sanitize_line
 from ..core.triggers import Trigger
-from ..github.errors import AuthError, GitHubError, NotFound, RateLimited
+from ..github.errors import AuthError, BadCredentials, GitHubError, NotFound, RateLimited
 from ..github.models import PullRequest
 from ..github.review_submit import find_posted
 from ..turn.guidance import builtin_guidance
 from ..turn.prompts import TrustedInstructions, keep_told
+from . import pause as account_pause
 from .context import WorkContext, repo_of, short_error
 from .records import InstructionsRecord, PrRecord
 
 log = logging.getLogger(__name__)
 
 INSTRUCTIONS_PATH = ".github/review_instructions.md"
+
+
+# A turn's failure that is the account's, not the PR's: (pause kind, what the pause says).
+ACCOUNT_FAILURES = {
+    "auth": ("model", "the model provider rejected the API key"),
+    "rate_limit": ("rate_limit", "github-mcp-server is rate limited by GitHub"),
+}
 
 
 class Missing:
@@ -77,6 +85,9 @@ class ReviewProcedure:
             await self._run(key, rec, ran)
         except RateLimited as exc:
             await self._paused(key, exc, exc.wait_s)
+        except BadCredentials as exc:
+            # The token, not this PR: the account pauses, no attempt is counted.
+            await account_pause.pause(self.ctx.acct, "github", short_error(exc), self.ctx.clock())
         except Exception as exc:
             if local_failure(exc):
                 # The store failed (locked, disk full): not the review's fault, and recording
@@ -146,7 +157,15 @@ class ReviewProcedure:
         log.info("%s: reviewing head %s (trigger %s)", key, head, trigger)
         result = await ctx.runner.review(ctx.acct, pr, str(trigger), instructions,
                                          rec.reviewed_head_sha, rec.requested_by)
+        if not result.ok and result.failure in ACCOUNT_FAILURES:
+            # A rejected model key (or the MCP server rate limited): no review of any PR can
+            # work, so the account pauses and this review stays owed, no attempt counted.
+            kind, reason = ACCOUNT_FAILURES[result.failure]
+            why = f"{reason}: {redact_secrets(result.error or '')}"[:300]
+            await account_pause.pause(ctx.acct, kind, why, ctx.clock())
+            return
         if result.ok:
+            await account_pause.resume(ctx.acct, "model")
             log.info("%s: review posted (review id %s)", key, result.review_id)
             await self._succeeded(key, rec.trigger, trigger, pr, result.review_id, started)
         else:

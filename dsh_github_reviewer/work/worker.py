@@ -11,7 +11,8 @@ from datetime import timedelta
 
 from ..core.failures import local_failure
 from ..core.triggers import Trigger
-from ..github.errors import GitHubError, RateLimited
+from ..github.errors import BadCredentials, GitHubError, RateLimited
+from . import pause as account_pause
 from .chat import CommandProcedure
 from .context import WorkContext, repo_of, short_error
 from .notices import post_notice
@@ -38,10 +39,13 @@ class PrWorker:
         if rec is None:
             return None
         now = self.ctx.clock()
+        paused = account_pause.paused_until(self.ctx.acct, now)
         if rec.closed_seen_at is not None and rec.status == "reviewing":
             # A closed PR owes no review, but its commands and notices still run.
             rec = rec.model_copy(update={"status": "reviewed"})
-        return rec.due_at(self.ctx.cfg.poll_interval_s, now)
+        due = rec.due_at(self.ctx.cfg.poll_interval_s, now)
+        # A paused account (rejected credentials) runs nothing before the pause ends.
+        return due if due is None or paused is None else max(due, paused)
 
     async def run(self, key: str) -> None:
         for _ in range(MAX_STEPS):
@@ -53,6 +57,8 @@ class PrWorker:
         """Run the next due item of the PR; False when nothing is due now."""
         rec = await self.ctx.store.pr(key)
         if rec is None or rec.draft:
+            return False
+        if account_pause.paused_until(self.ctx.acct, self.ctx.clock()):
             return False
         now = self.ctx.clock()
         interval = self.ctx.cfg.poll_interval_s
@@ -85,6 +91,9 @@ class PrWorker:
                               self.ctx.cfg.review.max_attempts)
         except RateLimited as exc:
             error, wait = short_error(exc), exc.wait_s
+        except BadCredentials as exc:
+            await account_pause.pause(self.ctx.acct, "github", short_error(exc), self.ctx.clock())
+            return
         except Exception as exc:
             if local_failure(exc):
                 raise

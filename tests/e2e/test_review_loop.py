@@ -150,11 +150,12 @@ async def test_require_instructions_default_and_transient_instructions(tmp_path,
         sandbox80.inject_error(502, path_contains="review_instructions")
         await dep.tick("other")
         entry = await dep.entry(account="other")
-        # A transient read is no failed attempt: retried at the next tick without counting.
+        # A transient read: retried at the next tick, never a failed attempt (issue 21 item 7).
         assert entry.status == "reviewing" and entry.fail_count == 0
+        assert entry.not_before is not None and entry.not_before > clock()
         assert "review_instructions" in entry.last_error and "502" in entry.last_error
         assert model.served == []
-        clock.skip(3)
+        clock.skip(1)                                   # the next tick (poll_interval_s)
         await dep.tick("other")
         entry = await dep.entry(account="other")
         stored = await (await dep.store("other")).instructions(entry.instructions_key)

@@ -8,7 +8,7 @@ import pytest
 
 from dsh_github_reviewer.github.auth import PatAuth
 from dsh_github_reviewer.github.client import GitHubClient, file_path, seg
-from dsh_github_reviewer.github.errors import GitHubError, NotFound, RateLimited
+from dsh_github_reviewer.github.errors import BadCredentials, GitHubError, NotFound, RateLimited
 
 from .conftest import BOT_TOKEN, small_repo
 
@@ -78,8 +78,10 @@ async def test_errors_truncated_and_never_leak_the_token(client, sandbox):
     with pytest.raises(NotFound):
         await client.get_pull("octo", "app", 999)
     bad = GitHubClient(sandbox.api_url, PatAuth("ghp_" + "9" * 36), client.http)
-    with pytest.raises(GitHubError, match=r"HTTP 401: .*Bad credentials"):
+    with pytest.raises(BadCredentials) as exc:   # the account pauses on it (work/pause.py)
         await bad.get_pull("octo", "app", 1)
+    assert str(exc.value) == ("GET repos/octo/app/pulls/1: HTTP 401: GitHub rejected the token "
+                              "(bad, revoked or expired credentials)")
 
 
 async def test_pagination_with_page_cap(sandbox, http):

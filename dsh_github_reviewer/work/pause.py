@@ -1,0 +1,89 @@
+"""Pausing an account whose credentials were rejected (or whose MCP server is rate limited).
+
+Retrying with a rejected GitHub token or model key only fails again: every tick would log the
+same error, and every PR would count failed attempts toward a public give-up. Instead the
+account pauses: its account record says why and until when (``status`` and the web UI show
+it), ONE log line says so, and nothing of its PR work runs until then. The pause is retried
+with a long backoff (``PAUSE_FIRST`` doubling up to ``PAUSE_MAX``); what lifts it is the same
+kind of call succeeding again: a tick's GitHub reads for ``github``, a model turn for
+``model``, a review for ``rate_limit``.
+
+The pause is kept in memory on the account (``AccountRuntime.paused_until``) for the PR
+workers, and in the account record for other processes and restarts.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from .records import AccountRecord
+
+if TYPE_CHECKING:
+    from ..app import AccountRuntime
+
+log = logging.getLogger(__name__)
+
+PAUSE_FIRST = timedelta(minutes=15)
+PAUSE_MAX = timedelta(hours=6)
+
+
+def pause_length(pauses: int) -> timedelta:
+    """The wait after the n-th consecutive pause: 15 min, 30 min, 1 h, ... at most 6 h."""
+    return min(PAUSE_FIRST * 2 ** max(pauses - 1, 0), PAUSE_MAX)
+
+
+def load(acct: AccountRuntime, record: AccountRecord) -> None:
+    """Take the stored pause into memory (a tick reads the account record anyway)."""
+    acct.paused_until, acct.pause = record.paused_until, record.pause
+
+
+def paused_until(acct: AccountRuntime, now: datetime) -> datetime | None:
+    until = getattr(acct, "paused_until", None)
+    return until if until is not None and until > now else None
+
+
+async def pause(acct: AccountRuntime, kind: str, reason: str, now: datetime,
+                wait: timedelta | None = None) -> datetime:
+    """Pause the account for ``kind`` (``github``, ``model``, ``rate_limit``); ``wait``
+    (a rate limit's own) replaces the backoff. Returns the end of the pause."""
+    assert acct.store is not None
+    state: dict[str, object] = {}
+
+    def apply(a: AccountRecord) -> None:
+        first = a.pause != kind or a.paused_until is None
+        a.pauses = 1 if a.pause != kind else a.pauses + 1
+        a.paused_until = now + (wait if wait is not None else pause_length(a.pauses))
+        a.pause, a.pause_reason, a.last_error = kind, reason, reason
+        state.update(first=first, until=a.paused_until, pauses=a.pauses)
+    await acct.store.update_account(apply)
+    until = state["until"]
+    assert isinstance(until, datetime)
+    acct.paused_until, acct.pause = until, kind
+    if state["first"]:
+        log.error("account %s: paused: %s. Nothing of this account runs until then; fix the "
+                  "credentials (or wait) - retrying at %s", acct.key, reason,
+                  until.isoformat(timespec="seconds"))
+    else:
+        log.warning("account %s: still paused (%s, try %d); retrying at %s", acct.key, reason,
+                    state["pauses"], until.isoformat(timespec="seconds"))
+    return until
+
+
+async def resume(acct: AccountRuntime, kind: str) -> bool:
+    """The kind of call that paused the account worked again: lift the pause. True if one
+    was lifted (the caller wakes the account's work)."""
+    if getattr(acct, "pause", None) != kind:
+        return False
+    assert acct.store is not None
+
+    def apply(a: AccountRecord) -> None:
+        if a.pause == kind:
+            a.paused_until, a.pause, a.pause_reason, a.pauses = None, None, None, 0
+            a.last_error = None
+    await acct.store.update_account(apply)
+    acct.paused_until, acct.pause = None, None
+    log.info("account %s: %s works again; the account resumes", acct.key,
+             {"github": "the GitHub token", "model": "the model key"}.get(kind, "GitHub"))
+    return True

@@ -1,0 +1,151 @@
+"""Rejected credentials and the MCP server's rate limit pause the account (issue 21 items 9, 10):
+one clear log line, the pause in `status` and the web UI, nothing polled or run until the
+pause (a long backoff) ends, and never a failed attempt or a public give-up on any PR."""
+
+from __future__ import annotations
+
+import logging
+
+import httpx2
+import pytest
+
+from dsh_github_reviewer.cli import status_data
+from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
+from dsh_github_reviewer.testing.scenario import BOT_TOKEN, build_shop, push_fix
+from dsh_harness.testing import Fault, Reply, ScriptedModelServer
+from dsh_harness.web.app import build_app
+
+from .conftest import Deployment
+from .fault_kit import Clock
+
+pytestmark = pytest.mark.slow
+
+
+def paused_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.levelno >= logging.WARNING and "paused" in r.getMessage()]
+
+
+def github_requests(sb) -> int:
+    return len(sb.log)
+
+
+async def test_a_rejected_token_pauses_the_account_until_it_works(tmp_path, sandbox80, model,
+                                                                  caplog):
+    caplog.set_level(logging.INFO)
+    build_shop(sandbox80)
+    clock = Clock(sandbox80)
+    dep = await Deployment(tmp_path, sandbox80, model, clock=clock).start()
+    try:
+        await dep.tick()
+        assert len(dep.reviews()) == 1
+        login = sandbox80.state.tokens.pop(BOT_TOKEN)         # the token is revoked
+        head = push_fix(sandbox80)
+        result = await dep.tick()
+        assert not result.ok and "HTTP 401" in result.errors["credentials"]
+        account = await dep.account_record()
+        assert account.pause == "github" and account.paused_until > clock()
+        assert "GitHub rejected the token" in account.pause_reason
+        [line] = paused_lines(caplog)
+        assert "account demo: paused: " in line and "Bad credentials" not in line
+        (status,) = await status_data(dep.harness)
+        assert status["paused_until"] and "GitHub rejected the token" in status["pause_reason"]
+        async with httpx2.AsyncClient(transport=httpx2.ASGITransport(
+                app=build_app(dep.harness)), base_url="http://127.0.0.1") as web:
+            page = (await web.get("/github-reviewer")).text
+        assert "paused until" in page and "GitHub rejected the token" in page
+
+        before = github_requests(sandbox80)
+        for _ in range(3):                              # ticks during the pause: no calls, no logs
+            result = await dep.tick()
+            assert result.skipped and result.skipped.startswith("paused: ")
+        assert github_requests(sandbox80) == before and len(paused_lines(caplog)) == 1
+
+        clock.skip(16 * 60)                             # the pause ends, still rejected:
+        await dep.tick()                                # paused again, longer
+        account = await dep.account_record()
+        assert account.pauses == 2 and account.paused_until > clock()
+        sandbox80.state.tokens[BOT_TOKEN] = login       # fixed
+        clock.skip(31 * 60)
+        await dep.tick()
+        account = await dep.account_record()
+        assert account.paused_until is None and account.pause is None
+        rec = await dep.entry()
+        assert rec.status == "reviewed" and rec.head_sha == head and rec.fail_count == 0
+        assert [r.commit_id for r in dep.reviews()][-1] == head and not dep.bot_comments()
+    finally:
+        await dep.stop()
+
+
+async def test_a_rejected_model_key_pauses_the_account_and_fails_no_pr(tmp_path, sandbox80,
+                                                                       caplog):
+    caplog.set_level(logging.INFO)
+    with ScriptedModelServer(policy=reviewer_policy) as model:
+        build_shop(sandbox80, prs=2)
+        clock = Clock(sandbox80)
+        dep = await Deployment(tmp_path, sandbox80, model, clock=clock).start()
+        try:
+            model.inject(*[Fault.auth() for _ in range(50)])
+            for _ in range(3):
+                await dep.tick()
+                clock.skip(16 * 60)
+            account = await dep.account_record()
+            assert account.pause == "model" and "rejected the API key" in account.pause_reason
+            for n in (1, 2):
+                rec = await dep.entry(n)
+                assert rec.status == "reviewing" and rec.fail_count == 0 and rec.notices == []
+                assert dep.bot_comments(n) == [] and dep.reviews(n) == []
+            # The two reviews already started, then one model request per pause that ended -
+            # not one per PR per attempt.
+            assert len([s for s in model.served if s.fault == "auth"]) <= 2 + 2
+            assert len([m for m in paused_lines(caplog) if "account demo: paused" in m]) == 1
+            with model._lock:
+                model.faults.clear()                    # the key is fixed
+            clock.skip(6 * 3600)
+            await dep.tick()
+            assert len(dep.reviews(1)) == 1 and len(dep.reviews(2)) == 1
+            assert (await dep.account_record()).pause is None
+        finally:
+            await dep.stop()
+
+
+async def test_the_mcp_servers_rate_limit_pauses_the_account(tmp_path, sandbox80):
+    state = {"armed": True}
+
+    def policy(req):
+        # The model reads the PR's files through github-mcp-server; GitHub answers its call
+        # with a secondary rate limit (429). Without the files it submits nothing.
+        if req.last_user_text().startswith("Flow: review"):
+            tools = [m for m in req.since_last_user() if m["role"] == "tool"]
+            if state["armed"] and not tools:
+                sandbox80.inject_rate_limit("secondary", wait_s=600, times=1,
+                                            path_contains="/pulls/1/files")
+                return reviewer_policy_read(req)
+            if state["armed"]:
+                return Reply(content="I could not read the files.")
+        return reviewer_policy(req)
+
+    def reviewer_policy_read(req):
+        return Reply(tool_calls=[("pull_request_read", {"owner": "acme", "repo": "shop",
+                                                        "pullNumber": 1, "method": "get_files",
+                                                        "perPage": 100})])
+
+    with ScriptedModelServer(policy=policy) as model:
+        build_shop(sandbox80)
+        clock = Clock(sandbox80)
+        dep = await Deployment(tmp_path, sandbox80, model, clock=clock).start()
+        try:
+            await dep.tick()
+            tool_results = [m["content"] for s in model.served
+                            for m in s.request.get("messages", []) if m["role"] == "tool"]
+            assert any("429" in str(t) or "rate limit" in str(t).lower() for t in tool_results)
+            account = await dep.account_record()
+            assert account.pause == "rate_limit", tool_results
+            rec = await dep.entry()
+            assert rec.status == "reviewing" and rec.fail_count == 0
+            state["armed"] = False
+            clock.skip(16 * 60)
+            await dep.tick()
+            assert len(dep.reviews()) == 1
+        finally:
+            await dep.stop()
