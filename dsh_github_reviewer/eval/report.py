@@ -105,7 +105,7 @@ table{border-collapse:collapse;margin:.5rem 0 1.5rem}
 th,td{border:1px solid #ddd;padding:.25rem .5rem}
 th{background:#f5f5f5;text-align:left}td.num{text-align:right}
 .hit{background:#dff3e3;text-align:center}.miss{background:#f8e0e0;text-align:center}
-.muted{color:#777}pre{white-space:pre-wrap;margin:0}
+.muted{color:#777}pre{white-space:pre-wrap;margin:0}.wide{overflow-x:auto}
 """
 
 
@@ -120,7 +120,9 @@ def html_fragment(report: dict[str, Any]) -> str:
              f"{_e(report['finished_at'])}; {len(report['cases'])} cases; tolerance "
              f"±{_e(report['tolerance_lines'])} lines. Scores compare configurations on a small "
              "synthetic corpus; they are not an absolute measure of review quality.</p>"]
-    parts.append("<h2>Configurations</h2><table><tr><th>configuration</th><th>recall</th>"
+    # Each table in a .wide box: on a phone it scrolls instead of widening the page.
+    parts.append("<h2>Configurations</h2><div class=wide><table><tr><th>configuration</th>"
+                 "<th>recall</th>"
                  "<th>precision</th><th>F1</th><th>FP/PR</th><th>findings on clean</th>"
                  "<th>decoy hits</th><th>re-review</th><th>cost/PR $</th><th>cache hit</th>"
                  "<th>wall s</th><th>failures</th></tr>")
@@ -142,9 +144,10 @@ def html_fragment(report: dict[str, Any]) -> str:
             f"{s['decoys']}</td><td>{_e(_rr(s))}</td><td class=num>"
             f"{_num(s['cost_per_pr_usd'], 4)}</td><td class=num>{_pct(s['cache_hit'])}</td>"
             f"<td class=num>{s['wall_s']:.1f}</td><td class=num>{s['failures']}</td></tr>")
-    parts.append("</table>")
+    parts.append("</table></div>")
     # Per-defect grid: which configuration found which defect (and in which review).
-    parts.append("<h2>Defects</h2><table><tr><th>case</th><th>defect</th><th>category</th>"
+    parts.append("<h2>Defects</h2><div class=wide><table><tr><th>case</th><th>defect</th>"
+                 "<th>category</th>"
                  "<th>severity</th>" + "".join(f"<th>{_e(c['label'])}</th>" for c in cfgs)
                  + "</tr>")
     found: dict[tuple[str, str], dict[str, Any]] = {}
@@ -166,9 +169,10 @@ def html_fragment(report: dict[str, Any]) -> str:
         parts.append(f"<tr><td>{_e(case_id)}</td><td title='{_e(d['description'])}'>{_e(did)}"
                      f"</td><td>{_e(d['category'])}</td><td>{_e(d['severity'])}</td>{cells}"
                      "</tr>")
-    parts.append("</table><h2>Findings</h2>")
+    parts.append("</table></div><h2>Findings</h2>")
     for c in cfgs:
-        parts.append(f"<details><summary>{_e(c['label'])}</summary><table><tr><th>case</th>"
+        parts.append(f"<details><summary>{_e(c['label'])}</summary><div class=wide><table>"
+                     "<tr><th>case</th>"
                      "<th>review</th><th>where</th><th>kind</th><th>comment</th></tr>")
         for row in c["cases"]:
             if row["error"]:
@@ -181,7 +185,7 @@ def html_fragment(report: dict[str, Any]) -> str:
                              f"<td>{_e(where)}</td><td>{_e(f['kind'])}"
                              + (f" → {_e(f['target'])}" if f["target"] else "")
                              + f"</td><td><pre>{_e(f['body'][:600])}</pre></td></tr>")
-        parts.append("</table></details>")
+        parts.append("</table></div></details>")
     return "\n".join(parts)
 
 
