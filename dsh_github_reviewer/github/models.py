@@ -56,6 +56,7 @@ class PullSummary(Payload):
     base: Ref
     updated_at: datetime
     author_association: str = "NONE"
+    merged_at: datetime | None = None  # closed by a merge (the web UI says "merged")
 
 
 class PullRequest(PullSummary):

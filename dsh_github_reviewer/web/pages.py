@@ -3,30 +3,35 @@
 The PR index is built from the harness's session index (``router.catalog``): one row per PR,
 its persona sessions (team reviews) folded into it, with the facts ``web_facts`` keeps; totals
 per repository and account, and a cost-and-cache chart per repository over days. Aggregation is
-redone only when the catalog's list changed (the catalog swaps its list on every change).
+redone only when the catalog's list changed (the catalog swaps its list on every change). PRs
+the bot has a work record of but no session (it gave up before any turn, e.g. on a GitHub
+error) are rows too, from the record, so nothing the bot failed on is missing from the list.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
 from .. import cli as cli_commands
 from ..app import ReviewerApp
-from ..core.session_key import PrKey
-from ..work.records import DOMAIN, pr_key
+from ..work.records import DOMAIN, PrRecord, pr_key, split_pr_key
 from ..work.store import WorkStore
 
 PAGE_SIZE = 50
+API_PAGE_SIZE = 100  # /api/github-reviewer/prs?page=&per_page= (at most API_MAX_PAGE_SIZE)
+API_MAX_PAGE_SIZE = 1000
+RECORDS_TTL_S = 2.0  # work records are read again at most this often for the list
 CHARTS = 10  # cost-per-day charts on /prs: the costliest repositories (or the filtered one)
 
 
 @dataclass
 class PrRow:
     key: tuple[str, str, str, int]
-    session_id: str
+    session_id: str  # "" for a PR known only from its work record (no session)
     title: str = ""
     author: str | None = None
     state: str | None = None
@@ -61,12 +66,64 @@ def _add(acc: list, u: list) -> None:
         acc[i] += u[i]
 
 
+def record_row(key: tuple[str, str, str, int], rec: PrRecord, web_url: str) -> PrRow:
+    """The row of a PR with a work record and no session: what the record says."""
+    _, owner, repo, number = key
+    row = PrRow(key, "", title=rec.title or f"{owner}/{repo}#{number}",
+                url=f"{web_url.rstrip('/')}/{owner}/{repo}/pull/{number}",
+                state=("merged" if rec.merged else "closed") if rec.closed_seen_at else "open")
+    gave_up = rec.notices
+    if gave_up:
+        row.last_outcome = f"gave up on {gave_up[-1].what}: {gave_up[-1].error}"
+    elif rec.last_error:
+        row.last_outcome = f"not posted ({rec.last_error})"
+    else:
+        row.last_outcome = f"no review yet ({rec.status})"
+    row.reviews = rec.reviews_done
+    row.last_ts, row.last = rec.updated_at.timestamp(), rec.updated_at.isoformat()
+    return row
+
+
 class PrIndex:
     def __init__(self) -> None:
         self._source: Any = None
+        self._records: Any = None
+        self._merged_for: Any = None
+        self._days: dict[str, dict[str, list]] = {}
+        self.session_rows: list[PrRow] = []
         self.rows: list[PrRow] = []
         self.repos: dict[str, dict[str, Any]] = {}
         self.accounts: dict[str, dict[str, Any]] = {}
+
+    def with_records(self, records: dict[tuple, tuple[PrRecord, str]]) -> None:
+        """Add the PRs known only from work records (keys lower case: GitHub's names are not
+        case-sensitive), then the totals; redone only when either side changed."""
+        if records is self._records and self._merged_for is self._source:
+            return
+        have = {(r.key[0], r.key[1].lower(), r.key[2].lower(), r.key[3])
+                for r in self.session_rows}
+        extra = [record_row(key, rec, web) for key, (rec, web) in records.items()
+                 if key not in have]
+        rows = self.session_rows
+        if extra:
+            rows = sorted([*rows, *extra], key=lambda r: r.last_ts, reverse=True)
+        self.rows = rows
+        self._totals()
+        self._records, self._merged_for = records, self._source
+
+    def _totals(self) -> None:
+        self.repos, self.accounts = {}, {}
+        for r in self.rows:
+            for table, name in ((self.repos, r.repo), (self.accounts, r.key[0])):
+                t = table.setdefault(name, {"prs": 0, "reviews": 0, "questions": 0, "turns": 0,
+                                            "usage": [0, 0, 0, 0.0]})
+                t["prs"] += 1
+                t["reviews"] += r.reviews
+                t["questions"] += r.questions
+                t["turns"] += r.turns
+                _add(t["usage"], r.usage)
+        for name, t in self.repos.items():
+            t["days"] = self._days.get(name, {})
 
     def build(self, entries: list) -> None:
         if entries is self._source:
@@ -102,20 +159,35 @@ class PrIndex:
             per_repo = days.setdefault(row.repo, {})
             for day, u in e.d["days"].items():
                 _add(per_repo.setdefault(day, [0, 0, 0, 0.0]), u)
-        self.rows = sorted(rows.values(), key=lambda r: r.last_ts, reverse=True)
-        self.repos, self.accounts = {}, {}
-        for r in self.rows:
-            for table, name in ((self.repos, r.repo), (self.accounts, r.key[0])):
-                t = table.setdefault(name, {"prs": 0, "reviews": 0, "questions": 0, "turns": 0,
-                                            "usage": [0, 0, 0, 0.0]})
-                t["prs"] += 1
-                t["reviews"] += r.reviews
-                t["questions"] += r.questions
-                t["turns"] += r.turns
-                _add(t["usage"], r.usage)
-        for name, t in self.repos.items():
-            t["days"] = days.get(name, {})
+        self.session_rows = self.rows = sorted(rows.values(), key=lambda r: r.last_ts,
+                                               reverse=True)
+        self._days = days
+        self._totals()
         self._source = entries
+
+
+class RecordCache:
+    """Every account's PR records, keyed like the rows (lower case), read at most every
+    ``RECORDS_TTL_S``: a list request must not scan the store each time."""
+
+    def __init__(self) -> None:
+        self.records: dict[tuple, tuple[PrRecord, str]] = {}
+        self.read_at: float | None = None
+
+    async def get(self, harness: Any) -> dict[tuple, tuple[PrRecord, str]]:
+        now = time.monotonic()
+        if self.read_at is not None and now - self.read_at < RECORDS_TTL_S:
+            return self.records
+        app = ReviewerApp.of(harness)
+        domain = await harness.storage.domain(DOMAIN)
+        out: dict[tuple, tuple[PrRecord, str]] = {}
+        for acct in app.accounts.values():
+            for key, rec in (await WorkStore(domain, acct.key).prs()).items():
+                _, repo, number = split_pr_key(key)
+                owner, _, name = repo.partition("/")
+                out[(acct.key, owner, name, number)] = (rec, acct.config.web_url)
+        self.records, self.read_at = out, time.monotonic()
+        return out
 
 
 LAST_TURN = "as of the PR's last turn"
@@ -144,7 +216,8 @@ async def states_of(harness: Any, rows: list[PrRow]) -> dict[tuple, tuple[str | 
         key = pr_key(acct.key, r.repo, r.key[3])
         rec = every.get(key) if every is not None else await store.pr(key)
         if rec is not None and rec.closed_seen_at is not None:
-            out[r.key] = ("closed", "seen closed or merged since its last turn")
+            out[r.key] = (("merged", "seen merged since its last turn") if rec.merged else
+                          ("closed", "seen closed or merged since its last turn"))
         elif rec is None and polled and r.repo.lower() in {
                 x.lower() for x in acct.config.repositories}:
             out[r.key] = ("closed", "closed or merged days ago (its record was pruned)")
@@ -160,9 +233,15 @@ def hit(u: list) -> float:
 
 def register(router: Any) -> None:
     index = PrIndex()
+    records = RecordCache()
+
+    async def current() -> PrIndex:
+        index.build(await router.catalog.entries())
+        index.with_records(await records.get(router.harness))
+        return index
 
     async def prs_page(request):
-        index.build(await router.catalog.entries())
+        await current()
         q = request.query_params.get("q", "").strip()
         repo = request.query_params.get("repo", "").strip()
         try:
@@ -188,15 +267,27 @@ def register(router: Any) -> None:
                 index.repos, key=lambda n: index.repos[n]["usage"][3], reverse=True)[:CHARTS])
 
     async def prs_api(request):
-        index.build(await router.catalog.entries())
-        states = await states_of(router.harness, index.rows)
-        return router.json({"prs": [{
+        """Paged (``?page=`` from 1, ``?per_page=`` up to API_MAX_PAGE_SIZE), newest first; the
+        totals cover every PR."""
+        await current()
+        try:
+            per_page = min(API_MAX_PAGE_SIZE, max(1, int(request.query_params.get(
+                "per_page", API_PAGE_SIZE))))
+            page = max(1, int(request.query_params.get("page", "1")))
+        except ValueError:
+            return router.json({"error": "page and per_page must be whole numbers"},
+                               status=400)
+        pages = max(1, math.ceil(len(index.rows) / per_page))
+        rows = index.rows[(page - 1) * per_page: page * per_page]
+        states = await states_of(router.harness, rows)
+        return router.json({"total": len(index.rows), "page": page, "pages": pages,
+                            "per_page": per_page, "prs": [{
             "account": r.key[0], "repo": r.repo, "number": r.key[3], "session": r.session_id,
             "title": r.title, "author": r.author, "state": states[r.key][0], "url": r.url,
             "last_review": r.last_review, "last_outcome": r.last_outcome,
             "reviews": r.reviews, "questions": r.questions, "turns": r.turns,
             "cost_usd": r.usage[3], "cache_hit_pct": round(r.hit_pct, 1),
-            "last_activity": r.last} for r in index.rows],
+            "last_activity": r.last} for r in rows],
             "repositories": {k: {**v, "cache_hit_pct": round(hit(v["usage"]), 1)}
                              for k, v in index.repos.items()},
             "accounts": {k: {**v, "cache_hit_pct": round(hit(v["usage"]), 1)}
@@ -204,9 +295,16 @@ def register(router: Any) -> None:
 
     async def status_page(request):
         data = await cli_commands.status_data(router.harness)
+        # Link a PR to its session when it has one (a team review's is the coordinator's),
+        # else to its row in the PR list: never to a page that does not exist.
+        await current()
+        sessions = {(r.key[0], f"{r.key[1]}/{r.key[2]}".lower(), r.key[3]): r.session_id
+                    for r in index.rows if r.session_id}
         for a in data:
             for p in a["prs"]:
-                p["session"] = session_of(a["account"], p["pr"])
+                repo, _, number = p["pr"].rpartition("#")
+                p["session"] = sessions.get((a["account"], repo.lower(), int(number)))
+                p["list_url"] = "/prs?" + urlencode({"repo": repo, "q": f"#{number}"})
         return await router.render(request, "reviewer_status.html", accounts=data)
 
     async def status_api(request):
@@ -216,12 +314,3 @@ def register(router: Any) -> None:
     router.add_route("/api/github-reviewer/prs", prs_api)
     router.add_page("/github-reviewer", status_page, "Reviewer status")
     router.add_route("/api/github-reviewer/status", status_api)
-
-
-def session_of(account: str, pr_key: str) -> str | None:
-    """The session id of a status row's ``owner/repo#n``."""
-    repo, _, number = pr_key.rpartition("#")
-    owner, _, name = repo.partition("/")
-    if not (owner and name and number.isdigit()):
-        return None
-    return PrKey(account, owner, name, int(number)).session_id

@@ -137,6 +137,9 @@ class PrRecord(Record):
     notices: list[Notice] = Field(default_factory=list)
     instructions_key: str | None = None
     closed_seen_at: datetime | None = None
+    # Known to have closed by a merge (a webhook or a read of the PR said so; a poll that only
+    # misses it in the open list cannot tell).
+    merged: bool = False
     # The PR was a draft when last seen: nothing of its work runs (an owed review, queued
     # commands, notices) until it is seen ready for review again.
     draft: bool = False
@@ -222,12 +225,14 @@ class PrRecord(Record):
         """``reviewing`` stays ``reviewing`` until ``until`` (rate limit): no attempt counted."""
         self.not_before, self.last_error = until, error
 
-    def closed(self, now: datetime) -> None:
+    def closed(self, now: datetime, merged: bool = False) -> None:
         """Gone from the open list (any state; ``prunable`` a week later)."""
         self.closed_seen_at = self.closed_seen_at or now
+        self.merged = self.merged or merged
 
     def reopened(self) -> None:
         self.closed_seen_at = None
+        self.merged = False
 
     def processed(self, comment_id: int) -> bool:
         return comment_id in self.processed_comment_ids

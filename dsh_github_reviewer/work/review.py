@@ -106,7 +106,7 @@ class ReviewProcedure:
         owner, name, number = repo_of(key)
         pr = await ctx.client.get_pull(owner, name, number)
         if pr.state != "open":
-            await self._closed(key)
+            await self._closed(key, merged=pr.merged_at is not None)
             return
         if pr.draft:
             # Turned draft after the review was owed (a failed attempt, an interrupted run,
@@ -215,12 +215,12 @@ class ReviewProcedure:
             log.warning("%s: not reviewed: %s", repo, missing_message(self.ctx.acct.instance))
         log.info("%s: no review instructions; marked missing_instructions", key)
 
-    async def _closed(self, key: str) -> None:
+    async def _closed(self, key: str, merged: bool = False) -> None:
         now = self.ctx.clock()
 
         def apply(e: PrRecord | None) -> PrRecord | None:
             if e is not None:
-                e.closed(now)
+                e.closed(now, merged)
             return e
         await self.ctx.store.update_pr(key, apply)
         log.info("%s: closed; its review is no longer owed", key)

@@ -4,6 +4,7 @@ the real loop's PR page is checked in Chromium by test_browser.py."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import httpx2
@@ -246,3 +247,68 @@ async def check_states(h, store, pr_key) -> None:
             assert await states(c) == {7: "open", 8: "closed", 9: "closed"}
         finally:
             web_pages.PAGE_SIZE = size
+
+
+def account_harness(tmp_path, server) -> Harness:
+    text = config_text(server.base_url) + (
+        '[plugins.github-reviewer]\nplugin = "dsh-github-reviewer"\n'
+        '[[plugins.github-reviewer.accounts]]\nname = "demo"\n'
+        'personal_access_token = "ghp_' + "x" * 36 + '"\napi_url = "http://127.0.0.1:9"\n'
+        'repositories = ["acme/shop"]\n')
+    return Harness(parse_config(text, "t.toml", tmp_path), load_entry_points=False,
+                   plugins=[("dsh-github-reviewer", reviewer_plugin)])
+
+
+async def test_a_pr_without_a_session_is_listed_counted_and_linked(tmp_path, server):
+    """The bot gave up on PR 9 before any turn (no session) and PR 10 was merged unreviewed:
+    both are rows of /prs and the API, count in the totals, and the status page links every
+    PR to a page that exists; merged shows as merged."""
+    from datetime import UTC, datetime
+
+    from dsh_github_reviewer.work.records import DOMAIN, Notice, PrRecord, pr_key
+    from dsh_github_reviewer.work.store import WorkStore
+
+    h = account_harness(tmp_path, server)
+    try:
+        await pr_session(h, PrKey("demo", "acme", "shop", 7).session_id)
+        await pr_session(h, PrKey("demo", "acme", "shop", 8, "coordinator").session_id)
+        store = WorkStore(await h.storage.domain(DOMAIN), "demo")
+        now = datetime.now(UTC)
+
+        def rec(**kw):
+            return lambda _: PrRecord(head_sha="a" * 40, updated_at=now, **kw)
+        await store.update_pr(pr_key("demo", "acme/shop", 9), rec(
+            status="gave_up", title="Broken PR", fail_count=5, last_error="HTTP 502",
+            notices=[Notice(trigger="demo:auto:" + "a" * 40, what="the review",
+                            error="GitHub answered 502", created_at=now, posted=True)]))
+        await store.update_pr(pr_key("demo", "acme/shop", 10), rec(
+            status="reviewed", title="Merged fast", closed_seen_at=now, merged=True))
+        await store.update_pr(pr_key("demo", "acme/shop", 7), rec(
+            status="reviewed", title="Fix the query", closed_seen_at=now, merged=True))
+        async with client(h) as c:
+            data = (await c.get("/api/github-reviewer/prs")).json()
+            prs = {p["number"]: p for p in data["prs"]}
+            assert set(prs) == {7, 8, 9, 10} and data["total"] == 4
+            assert prs[9]["session"] == "" and prs[9]["title"] == "Broken PR"
+            assert prs[9]["last_outcome"] == "gave up on the review: GitHub answered 502"
+            assert prs[9]["url"] == "https://github.com/acme/shop/pull/9"
+            assert prs[10]["state"] == "merged" and prs[7]["state"] == "merged"
+            assert data["repositories"]["acme/shop"]["prs"] == 4
+            assert data["accounts"]["demo"]["prs"] == 4
+            page = (await c.get("/prs")).text
+            assert "acme/shop#9 Broken PR" in page and "no session" in page
+            assert 'class="badge state-merged"' in page
+            # Paged: the totals stay those of every PR.
+            one = (await c.get("/api/github-reviewer/prs?per_page=1&page=2")).json()
+            assert (one["total"], one["pages"], len(one["prs"])) == (4, 4, 1)
+            assert one["repositories"]["acme/shop"]["prs"] == 4
+            assert (await c.get("/api/github-reviewer/prs?page=x")).status_code == 400
+            status = (await c.get("/github-reviewer")).text
+            links = re.findall(r'<a class="title" href="([^"]+)">acme/shop#(\d+)</a>', status)
+            assert {n for _, n in links} == {"7", "9", "10"}, links
+            for href, _ in links:
+                target = await c.get(href.replace("&amp;", "&"))
+                assert target.status_code == 200, href
+            assert "/sessions/github%3Ademo%3Aacme%3Ashop%3Apr%3A7" in status
+    finally:
+        await h.close()

@@ -59,7 +59,8 @@ class RecordWork:
             if event.action == "edited" and not event.base_changed:
                 return "title/body edit; nothing to record"
             if event.action == "closed":
-                return await self.closed(acct, repo, event.number)
+                return await self.closed(acct, repo, event.number,
+                                         event.pull_request.merged_at is not None)
             pr = await self.current(acct, repo, event.number)
             if pr.state != "open":
                 return f"{repo}#{event.number} is {pr.state}; nothing to record"
@@ -85,15 +86,16 @@ class RecordWork:
         async with asyncio.timeout(READ_PR_TIMEOUT_S):
             return await acct.client.get_pull(owner, name, number)
 
-    async def closed(self, acct: AccountRuntime, repo: str, number: int) -> str:
+    async def closed(self, acct: AccountRuntime, repo: str, number: int,
+                     merged: bool = False) -> str:
         """Queued work of a closed PR waits: the worker skips a closed record, and a reopen
         (or the poll that still lists it) clears the mark."""
         assert acct.store is not None
         now = utcnow()
 
         def mark(rec: PrRecord | None) -> PrRecord | None:
-            if rec is not None and rec.closed_seen_at is None:
-                rec.closed_seen_at = now
+            if rec is not None:
+                rec.closed(now, merged)
             return rec
         await acct.store.update_pr(pr_key(acct.key, repo.lower(), number), mark)
         return f"{repo}#{number} closed"
