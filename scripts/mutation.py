@@ -168,7 +168,7 @@ def table(results: list[Result]) -> str:
     return "\n".join(rows)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scripts/mutation", description=__doc__.split("\n")[0])
     parser.add_argument("modules", nargs="+", metavar="MODULE",
                         help="e.g. core/sanitizer.py, github/guard_rules.py, "
@@ -180,7 +180,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--show", action="store_true", help="print each survivor's diff")
     parser.add_argument("--fail-under", type=float, default=None, metavar="PCT",
                         help="exit 1 when a module scores below PCT")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     results = []
     for name in args.modules:
         module = resolve(name)

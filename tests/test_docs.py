@@ -192,3 +192,50 @@ def test_docs_link_nothing_outside_the_repository():
         assert not re.search(r"spec §|规范 §|facts\.md", text), doc
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text):
             assert ((ROOT / doc).parent / target).exists(), f"{doc} links to missing {target}"
+
+
+def test_readme_mutation_examples_are_valid_command_lines():
+    """Issue 21 item 28: every `bash scripts/mutation ...` line the README shows parses (an
+    example with `--tests` before the module exited 2: --tests swallowed the module)."""
+    import importlib.util
+    import shlex
+    import sys
+
+    spec = importlib.util.spec_from_file_location("mutation_script",
+                                                  ROOT / "scripts" / "mutation.py")
+    script = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = script   # its dataclasses look their module up there
+    spec.loader.exec_module(script)
+    text = (ROOT / "README.md").read_text(encoding="utf-8").replace("\\\n", " ")
+    examples = [line.split("#", 1)[0] for line in text.splitlines()
+                if line.startswith("bash scripts/mutation")]
+    assert examples, "the README shows how to run scripts/mutation"
+    for line in examples:
+        argv = shlex.split(line)[2:]
+        try:
+            args = script.build_parser().parse_args(argv)
+        except SystemExit:
+            pytest.fail(f"README example does not parse: {line.strip()}")
+        assert args.modules and all(m.endswith(".py") for m in args.modules), line
+
+
+def test_docs_state_what_the_code_does():
+    """Issue 21 item 28: figures and wordings that had drifted from the code."""
+    from dsh_github_reviewer.github.guard import CHANGED_FILES_PAGE_CAP
+    from dsh_github_reviewer.turn.review_input import FILES_PAGE_CAP
+
+    en = (ROOT / "docs/deploy.en.md").read_text(encoding="utf-8")
+    zh = (ROOT / "docs/deploy.md").read_text(encoding="utf-8")
+    assert FILES_PAGE_CAP == CHANGED_FILES_PAGE_CAP
+    assert f"a PR's files: {FILES_PAGE_CAP}" in en and f"PR 的文件：{FILES_PAGE_CAP}" in zh
+    # The signature is checked over the raw body after it is read, before it is parsed.
+    assert "before its body is read" not in en and "before anything parses it" in en
+    assert "在读取正文之前" not in zh and "在解析正文之前" in zh
+    # scripts/test reuses an existing venv, and says so; so does the README.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    script = (ROOT / "scripts/test").read_text(encoding="utf-8")
+    assert '[ -x "$VENV/bin/python" ] ||' in script and "reuses it otherwise" in script
+    assert "a fresh `.venv`" not in readme and "reuses it otherwise" in readme
+    assert "builds a fresh virtualenv from nothing" not in script
+    # github-mcp-server is a main dependency, not the test extra's.
+    assert "test extra (which brings the real github-mcp-server" not in script
