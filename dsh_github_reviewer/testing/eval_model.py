@@ -16,16 +16,14 @@ turns the PR's conversation has had.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable
 
 from dsh_harness.testing import ModelRequest, Reply, ScriptedModelServer
 
 from ..eval.cases import Case
 from ..eval.validate import hunks
-from .reviewer_model import Finding, reviewer_policy
+from .reviewer_model import _TARGET, Finding, reviewer_policy
 
-_TARGET = re.compile(r"Review only [^/\s]+/([^#\s]+)#\d+ at head SHA")
 BEHAVIOURS = ("perfect", "silent", "every_line", "repeater", "decoys", "fail")
 
 
@@ -60,7 +58,7 @@ def _report(case: Case, push: int, behaviour: str) -> list[Finding]:
 def _find(cases: dict[str, Case], behaviour: Callable[[str], str], diff: str,
           req: ModelRequest) -> list[Finding]:
     m = _TARGET.search(req.last_user_text())
-    case = cases.get(m.group(1).lower()) if m else None
+    case = cases.get(m.group(2).lower()) if m else None
     if case is None:
         return []
     return _report(case, _push(req), behaviour(case.id))
@@ -74,7 +72,7 @@ def eval_model(cases: list[Case], behaviour: str | Callable[[str], str]) -> Scri
 
     def policy(req: ModelRequest) -> Reply:
         m = _TARGET.search(req.last_user_text())
-        if m and m.group(1).lower() in by_repo and pick(by_repo[m.group(1).lower()].id) == "fail":
+        if m and m.group(2).lower() in by_repo and pick(by_repo[m.group(2).lower()].id) == "fail":
             raise LookupError("scripted failure")  # the server answers HTTP 500
         return reviewer_policy(req, find=find)
 

@@ -41,7 +41,7 @@ async def test_eval_limit_5_json_runs_every_case_through_the_provider(tmp_path):
     assert [c["case"] for c in cfg["cases"]] == report["cases"]
     for row in cfg["cases"]:
         assert row["error"] is None and row["reviewed"] and row["model_calls"] > 0
-        assert any(f"Review only eval/{row['case']}#1 " in json.dumps(r) for r in requests)
+        assert any(f"eval/{row['case']}" in json.dumps(r) for r in requests)
         for f in row["findings"]:
             assert set(f) >= {"push", "path", "line", "start_line", "kind", "target", "body"}
     assert cfg["summary"]["defects"] == sum(len(r["defects"]) for r in cfg["cases"]) > 0
