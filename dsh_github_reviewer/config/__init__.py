@@ -131,7 +131,7 @@ class ReviewSettings(Strict):
     default_instructions: str = ""
     # true: a repository without an instructions file (and no default_instructions) is not
     # reviewed (missing_instructions); false: it is reviewed with the built-in guidance.
-    require_instructions: bool = False
+    require_instructions: ConfigBool = False
     command_author_associations: list[str] = Field(
         default_factory=lambda: list(DEFAULT_ASSOCIATIONS))
     models: list[ModelCandidate] = Field(default_factory=list)

@@ -165,3 +165,33 @@ def test_example_config_block_is_a_valid_reviewer_config():
     assert acct.name == "default" and acct.repositories == ["octo/a", "octo/b"]
     assert acct.personal_access_token is not None
     assert acct.personal_access_token.get_secret_value() == PAT
+
+
+def test_every_boolean_config_key_accepts_only_true_or_false():
+    """Issue 21 item 14: pydantic's bool takes "yes", "on", 1; every boolean of the deployment
+    config and of the reviewer's block is a ConfigBool, which refuses them."""
+    from pydantic import BaseModel
+
+    from dsh_github_reviewer.config import ReviewerConfig
+    from dsh_harness import DeploymentConfig
+    from dsh_harness.config import PluginInstanceConfig, _strict_bool
+
+    def bools(model: type[BaseModel], path: str, seen: set) -> list[tuple[str, bool]]:
+        if model in seen:
+            return []
+        seen.add(model)
+        found = []
+        for name, field in model.model_fields.items():
+            where = f"{path}.{name}"
+            if field.annotation is bool:
+                strict = any(getattr(m, "func", None) is _strict_bool for m in field.metadata)
+                found.append((where, strict))
+            for arg in (field.annotation, *getattr(field.annotation, "__args__", ())):
+                if isinstance(arg, type) and issubclass(arg, BaseModel):
+                    found += bools(arg, where, seen)
+        return found
+
+    found = [*bools(DeploymentConfig, "dsh", set()), *bools(PluginInstanceConfig, "plugin", set()),
+             *bools(ReviewerConfig, "reviewer", set())]
+    assert len(found) >= 5, found
+    assert [where for where, strict in found if not strict] == []
