@@ -23,7 +23,7 @@ from dsh_harness import DshError, Harness, error_lines
 from ..app import AccountRuntime, ReviewerApp
 from ..config import TeamSettings
 from ..core.sanitizer import redact_secrets
-from ..core.triggers import REVIEW_MARKER_PREFIX, Trigger, is_review_post, reply_marker
+from ..core.triggers import Trigger, is_review_post, reply_marker, review_trigger
 from ..github.errors import GitHubError, NotFound
 from ..github.models import PullRequest, Review
 from ..reviewers.single import facts
@@ -115,10 +115,11 @@ async def reviewed_head(acct: AccountRuntime, pr: PullRequest) -> Review | None:
     still the way to retry it; an explicit ``/review`` always runs."""
     base = pr.base.repo
     assert acct.client is not None and base is not None
-    ours = f"{REVIEW_MARKER_PREFIX}{acct.key}:"
     found = None
     for r in await acct.client.list_reviews(base.owner.login, base.name, pr.number):
-        if r.state == "PENDING" or r.commit_id != pr.head.sha or ours not in (r.body or ""):
+        answered = review_trigger(r.body)
+        if r.state == "PENDING" or r.commit_id != pr.head.sha or answered is None \
+                or answered.account != acct.key:
             continue
         line = verdict.verdict_of(r.body)
         if line and "did not complete" not in line:

@@ -22,6 +22,7 @@ versions must keep parsing and matching.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -117,6 +118,21 @@ def reply_marker(comment_id: int) -> str:
 def notice_marker(trigger: Trigger | str) -> str:
     """The hidden line of a give-up notice: the work it gave up."""
     return NOTICE_MARKER.format(trigger=trigger)
+
+
+_REVIEW_MARKER_RE = re.compile(re.escape(REVIEW_MARKER_PREFIX) + r"(\S+) -->")
+
+
+def review_trigger(body: str | None) -> Trigger | None:
+    """The trigger a posted review answers, read from its marker (None: not the bot's review,
+    or a marker that does not parse)."""
+    m = _REVIEW_MARKER_RE.search(body or "")
+    if m is None:
+        return None
+    try:
+        return Trigger.parse(m.group(1))
+    except ValueError:
+        return None
 
 
 def is_own_post(body: str | None) -> bool:

@@ -11,6 +11,7 @@ from dsh_github_reviewer.core.triggers import (
     notice_marker,
     reply_marker,
     review_marker,
+    review_trigger,
 )
 
 
@@ -61,3 +62,10 @@ def test_markers_are_unchanged_on_the_wire():
         "<!-- dsh-github-reviewer:gave-up:demo:bot:42 -->"
     assert is_review_post("LGTM\n\n" + review_marker(t)) and is_own_post(reply_marker(1))
     assert not is_review_post(reply_marker(1)) and not is_own_post("plain text")
+
+
+def test_the_trigger_of_a_posted_review_is_parsed_from_its_marker():
+    t = Trigger.ci("actions", 5, 1)
+    assert review_trigger("Verdict: ok\n\n" + review_marker(t)) == t
+    assert review_trigger("quoted: <!-- dsh-github-reviewer:trigger:nonsense -->") is None
+    assert review_trigger("no marker") is None and review_trigger(None) is None
