@@ -395,3 +395,13 @@ def test_init_writes_the_shipped_example_and_never_overwrites(tmp_path):
     assert proc.stdout == (root / "dsh.example.toml").read_text()
     err = one_line_error(dsh("init", "--plugin", "nope", cwd=tmp_path))
     assert "no installed plugin named 'nope' ships an example config" in err
+
+
+def test_no_credentials_names_the_default_models_key_variable(tmp_path):
+    """Issue 21 item 27: the model key is not always DeepSeek's."""
+    (tmp_path / "dsh.toml").write_text(reviewer_toml(
+        top='default_model = "openai/gpt-4.1"\n',
+        account='personal_access_token = "${GITHUB_TOKEN:-}"'))
+    err = one_line_error(dsh("config", "check", cwd=tmp_path))
+    assert "The model key comes from OPENAI_API_KEY." in err
+    assert "DEEPSEEK_API_KEY" not in err

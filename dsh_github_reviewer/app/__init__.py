@@ -136,9 +136,19 @@ class ReviewerApp:
             raise SetupError(
                 f"no GitHub credentials for {names}: set GITHUB_TOKEN (a ghp_/github_pat_/gho_ "
                 f"token used by dsh.toml's personal_access_token){repos}; or configure a "
-                "GitHub App (app_id, installation_id, private_key_path). The model key comes "
-                "from DEEPSEEK_API_KEY. To see the bot work without either, run: "
-                "dsh github-reviewer demo")
+                f"GitHub App (app_id, installation_id, private_key_path). {self._model_key()} "
+                "To see the bot work without either, run: dsh github-reviewer demo")
+
+    def _model_key(self) -> str:
+        """Where the default model's key comes from (any provider, not only DeepSeek)."""
+        config = self.harness.config
+        provider = config.providers.get(config.default_model.split("/", 1)[0])
+        if provider is None:
+            return ""
+        if provider.api_key_env:
+            return f"The model key comes from {provider.api_key_env}."
+        return "" if not provider.api_key_required else (
+            f"The model key is providers.{config.default_model.split('/', 1)[0]}.api_key.")
 
     def key_path(self, acct: AccountRuntime) -> Path:
         """The App key file, relative paths taken from the config file's directory."""
