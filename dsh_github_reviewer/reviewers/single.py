@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from dsh_harness import Agent, Harness
 
 from ..app import AccountRuntime, ReviewerApp
+from ..core.failures import log_failure
 from ..core.sanitizer import redact_secrets
 from ..core.session_key import PrKey
 from ..github.errors import GitHubError
@@ -160,7 +161,7 @@ class Runner:
         except TimeoutError:
             return turn, TurnResult(False, "the turn deadline passed")
         except Exception as exc:
-            log.exception("%s: %s turn failed", key.session_id, flow)
+            log_failure(log, exc, "%s: %s turn failed", key.session_id, flow)
             return turn, TurnResult(False, f"{type(exc).__name__}: {redact_secrets(str(exc))}")
         if not outcome.ok:
             failure = "auth" if outcome.failure == "auth" else None

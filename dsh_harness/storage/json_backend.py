@@ -4,19 +4,41 @@ Every write rewrites the whole file through a temp file, fsync, rename and a dir
 so a crash leaves either the old or the new file, never a mix. A file that does not parse is
 reported and never overwritten. Reads notice when another process replaced the file (``dsh
 web`` reading while ``dsh run`` writes) and reload it.
+
+``.dsh-domains`` in the directory lists every domain that has ever written its file there, so a
+domain file that is missing although it was written before (deleted, lost in a copy) is told
+apart from a first start: it starts empty all the same, with a warning.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from pathlib import Path
 
 from ..errors import StorageError
 from .base import DomainSpec, StorageBackend, StoredDomain, WriteOp
 
+log = logging.getLogger(__name__)
+
 _Signature = tuple[int, int, int]
+INDEX_NAME = ".dsh-domains"
+
+
+def _written_before(directory: Path) -> set[str]:
+    try:
+        return set((directory / INDEX_NAME).read_text(encoding="utf-8").split())
+    except FileNotFoundError:
+        return set()
+
+
+def _remember(directory: Path, domain: str) -> None:
+    known = _written_before(directory)
+    if domain not in known:
+        atomic_write(directory / INDEX_NAME, "".join(f"{d}\n" for d in sorted(known | {domain}))
+                     .encode("utf-8"))
 
 
 def _signature(path: Path) -> _Signature | None:
@@ -54,7 +76,7 @@ class JsonStoredDomain(StoredDomain):
     def __init__(self, path: Path, spec: DomainSpec):
         """Reads the file (blocking: construct it in a thread); a handle is always loaded."""
         self.path, self.spec = path, spec
-        self._version: int | None
+        self._version: int | None = None
         # table -> key -> canonical JSON text; undeclared tables are kept so no data is lost.
         self._tables: dict[str, dict[str, str]]
         self._seen: _Signature | None
@@ -63,6 +85,10 @@ class JsonStoredDomain(StoredDomain):
     def _load(self) -> None:
         sig = _signature(self.path)
         if sig is None:
+            if self._version is None and self.spec.name in _written_before(self.path.parent):
+                log.warning("domain %r: %s is missing although it was written before; starting "
+                            "empty - if it held data, stop dsh and restore it from a backup",
+                            self.spec.name, self.path)
             self._version, self._tables, self._seen = None, {}, None
             return
         try:
@@ -110,6 +136,7 @@ class JsonStoredDomain(StoredDomain):
         # Created on the first write, not at open: reading an empty home must not create it.
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         atomic_write(self.path, self._render(version, tables))
+        _remember(self.path.parent, self.spec.name)
         self._version, self._tables, self._seen = version, tables, _signature(self.path)
 
     async def stored_version(self) -> int | None:

@@ -1,4 +1,4 @@
-"""SQLite under faults (issue 21 items 2 and 11): one process never contends with itself, a
+"""Storage under faults (issue 21 items 2 and 11): one process never contends with itself, a
 database busy in another process is waited for, and a full disk, a damaged page or an empty
 file each say so in one line naming the file."""
 
@@ -142,3 +142,21 @@ async def test_a_full_disk_says_so_and_the_next_write_works_once_freed(tiny_disk
         assert (await domain.get("items", "b")).n == 2
     finally:
         await domain.close()
+
+
+async def test_a_missing_json_file_written_before_starts_empty_with_a_warning(tmp_path, caplog):
+    from dsh_harness.storage.json_backend import JsonBackend
+
+    caplog.set_level(logging.WARNING, logger="dsh_harness.storage.json_backend")
+    domain = await Domain.open(spec("d"), JsonBackend(tmp_path))
+    assert not caplog.records, "a first start is no warning"
+    await domain.put("items", "k", Item(n=1))
+    await domain.close()
+    (tmp_path / "d.json").unlink()                    # lost
+    domain = await Domain.open(spec("d"), JsonBackend(tmp_path))
+    assert await domain.all("items") == {}
+    await domain.close()
+    [warning] = caplog.records
+    assert f"{tmp_path / 'd.json'} is missing although it was written before" in (
+        warning.getMessage())
+    assert await JsonBackend(tmp_path).list_domains() == []
