@@ -33,6 +33,8 @@ COVERING_TESTS: dict[str, list[str]] = {
     "dsh_github_reviewer/work/records.py": [
         "tests/reviewer/test_work_records.py", "tests/reviewer/test_work_store.py",
         "tests/reviewer/test_work_attempts.py"],
+    "dsh_github_reviewer/work/inbox.py": [
+        "tests/reviewer/test_work_inbox.py"],
     "dsh_harness/storage/json_backend.py": [
         "tests/harness/test_storage_contract.py", "tests/harness/test_storage_backends.py"],
     "dsh_harness/storage/sqlite_backend.py": [

@@ -1,0 +1,450 @@
+"""The inbox, the exactly-once core (issue 21 item 31): what one recording writes, and what it
+must not.
+
+A real store (JSON backend in a temp directory) and real payload models; no GitHub, no model.
+Each test records observations as a poll or a webhook delivery would and reads the records
+back, so a mutant that drops a write, skips a command or queues one twice is seen.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from dsh_github_reviewer.config import AccountConfig
+from dsh_github_reviewer.core.triggers import Trigger
+from dsh_github_reviewer.github.feeds import FeedMarks
+from dsh_github_reviewer.github.models import IssueComment, PullSummary, ReviewComment
+from dsh_github_reviewer.work.inbox import Inbox, Observations
+from dsh_github_reviewer.work.records import AccountRecord, Command, PrRecord, RepoState, pr_key
+from dsh_github_reviewer.work.store import WorkStore, domain_spec
+from dsh_harness import Domain
+from dsh_harness.storage.json_backend import JsonBackend
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+REPO = "acme/shop"
+HEAD, HEAD2, BASE, BASE2 = "a" * 40, "c" * 40, "b" * 40, "d" * 40
+
+
+def key(number: int = 1, repo: str = REPO) -> str:
+    return pr_key("demo", repo, number)
+
+
+def auto(head: str = HEAD) -> Trigger:
+    return Trigger.auto("demo", head)
+
+
+def pull(number: int = 1, head: str = HEAD, *, base_ref: str = "main", base: str = BASE,
+         title: str = "Add search", author: str = "alice", draft: bool = False) -> PullSummary:
+    repo = {"name": "shop", "full_name": REPO, "owner": {"login": "acme"}}
+    return PullSummary.model_validate({
+        "number": number, "title": title, "user": {"login": author}, "state": "open",
+        "draft": draft, "html_url": f"https://github.example/{REPO}/pull/{number}",
+        "updated_at": T0.isoformat(),
+        "head": {"ref": f"feature-{number}", "sha": head, "repo": repo},
+        "base": {"ref": base_ref, "sha": base, "repo": repo}})
+
+
+def comment(cid: int, body: str, *, number: int = 1, login: str = "maintainer",
+            association: str = "OWNER", at: datetime = T0, bot: bool = False) -> IssueComment:
+    return IssueComment.model_validate({
+        "id": cid, "body": body, "author_association": association,
+        "user": {"login": login, "type": "Bot" if bot else "User"},
+        "created_at": at.isoformat(), "updated_at": at.isoformat(),
+        "issue_url": f"https://api.github.example/repos/{REPO}/issues/{number}"})
+
+
+def review_comment(cid: int, body: str, *, number: int = 1, line: int | None = 7,
+                   original_line: int | None = None, reply_to: int | None = None,
+                   association: str = "member", at: datetime = T0) -> ReviewComment:
+    return ReviewComment.model_validate({
+        "id": cid, "body": body, "author_association": association,
+        "user": {"login": "reviewer", "type": "User"},
+        "created_at": at.isoformat(), "updated_at": at.isoformat(),
+        "pull_request_url": f"https://api.github.example/repos/{REPO}/pulls/{number}",
+        "path": "shop/cart.py", "line": line, "original_line": original_line,
+        "in_reply_to_id": reply_to})
+
+
+def marks(at: datetime = T0) -> FeedMarks:
+    return FeedMarks(issue_comments_since=at, review_comments_since=at)
+
+
+@pytest.fixture
+async def store(tmp_path):
+    domain = await Domain.open(domain_spec(), JsonBackend(tmp_path))
+    yield WorkStore(domain, "demo")
+    await domain.close()
+
+
+def inbox(store: WorkStore, **config) -> Inbox:
+    return Inbox(store, AccountConfig(name="demo", repositories=[REPO], **config))
+
+
+async def record(ib: Inbox, **kw) -> list[str]:
+    kw.setdefault("at", T0)
+    return await ib.record(Observations(repo=kw.pop("repo", REPO), **kw))
+
+
+async def put(store: WorkStore, rec: PrRecord, number: int = 1) -> None:
+    await store.update_pr(key(number), lambda _: rec)
+
+
+def reviewed(head: str = HEAD, **kw) -> PrRecord:
+    fields = {"status": "reviewed", "updated_at": T0 - timedelta(days=1),
+              "reviewed_head_sha": head, "base_sha": BASE, "base_ref": "main", **kw}
+    return PrRecord(head_sha=head, **fields)
+
+
+# -- pulls ---------------------------------------------------------------------------------
+
+async def test_a_new_pr_owes_a_review_of_its_head(store):
+    ib = inbox(store)
+    touched = await record(ib, pulls=[pull(title="Add\u200b search\n  now")])
+    assert touched == [key()]
+    rec = await store.pr(key())
+    assert rec == PrRecord(head_sha=HEAD, status="reviewing", updated_at=T0,
+                           title="Add search now", base_sha=BASE, base_ref="main",
+                           trigger=auto())
+
+
+async def test_the_same_observation_again_changes_and_wakes_nothing(store):
+    ib = inbox(store)
+    await record(ib, pulls=[pull()])
+    before = await store.pr(key())
+    assert await record(ib, pulls=[pull()], at=T0 + timedelta(hours=1)) == []
+    assert await store.pr(key()) == before
+
+
+async def test_a_new_head_owes_a_review_and_forgets_the_old_heads_failures(store):
+    await put(store, reviewed(fail_count=3, last_failed_sha=HEAD, last_failed_at=T0,
+                              not_before=T0, reviews_done=1, status="gave_up"))
+    at = T0 + timedelta(minutes=5)
+    touched = await record(inbox(store), pulls=[pull(head=HEAD2, title="v2", base=BASE2)],
+                           at=at)
+    assert touched == [key()]
+    rec = await store.pr(key())
+    assert (rec.status, rec.head_sha, rec.trigger, rec.updated_at) == (
+        "reviewing", HEAD2, auto(HEAD2), at)
+    assert (rec.title, rec.base_sha, rec.base_ref, rec.requested_by) == ("v2", BASE2, "main",
+                                                                         None)
+    assert (rec.fail_count, rec.last_failed_sha, rec.last_failed_at, rec.not_before) == (
+        0, None, None, None)
+    assert rec.reviews_done == 1
+
+
+@pytest.mark.parametrize("done,owed", [(1, True), (2, False), (3, False)])
+async def test_max_reviews_per_pr_stops_new_heads(store, caplog, done, owed):
+    caplog.set_level(logging.INFO, logger="dsh_github_reviewer.work.inbox")
+    await put(store, reviewed(reviews_done=done))
+    ib = inbox(store, review={"max_reviews_per_pr": 2})
+    touched = await record(ib, pulls=[pull(head=HEAD2)])
+    rec = await store.pr(key())
+    assert (rec.status == "reviewing") is owed and (touched == [key()]) is owed
+    assert rec.head_sha == (HEAD2 if owed else HEAD)
+    await record(ib, pulls=[pull(head=HEAD2)])
+    capped = [r for r in caplog.records if "(cap)" in r.getMessage()]
+    assert len(capped) == (0 if owed else 1), "the cap is logged once"
+
+
+async def test_no_cap_means_any_number_of_reviews(store):
+    await put(store, reviewed(reviews_done=50))
+    await record(inbox(store), pulls=[pull(head=HEAD2)])
+    assert (await store.pr(key())).status == "reviewing"
+
+
+async def test_a_retarget_owes_a_review_of_the_same_head(store):
+    await put(store, reviewed(reviews_done=1))
+    touched = await record(inbox(store), pulls=[pull(base_ref="release", base=BASE2)])
+    assert touched == [key()]
+    rec = await store.pr(key())
+    assert (rec.status, rec.head_sha, rec.base_ref, rec.base_sha) == (
+        "reviewing", HEAD, "release", BASE2)
+    assert rec.trigger == Trigger.retarget("demo", HEAD, BASE2) and rec.updated_at == T0
+
+
+async def test_the_base_branch_moving_on_is_no_retarget(store):
+    await put(store, reviewed())
+    assert await record(inbox(store), pulls=[pull(base=BASE2)]) == []
+    rec = await store.pr(key())
+    assert rec.status == "reviewed" and rec.base_sha == BASE
+
+
+async def test_a_retarget_while_a_review_is_owed_changes_nothing(store):
+    await put(store, reviewed(status="reviewing", trigger=auto()))
+    await record(inbox(store), pulls=[pull(base_ref="release", base=BASE2)])
+    rec = await store.pr(key())
+    assert rec.trigger == auto() and rec.base_ref == "main"
+
+
+async def test_a_retarget_respects_max_reviews_per_pr(store):
+    await put(store, reviewed(reviews_done=2))
+    ib = inbox(store, review={"max_reviews_per_pr": 2})
+    assert await record(ib, pulls=[pull(base_ref="release", base=BASE2)]) == []
+    rec = await store.pr(key())
+    assert rec.status == "reviewed" and rec.base_ref == "main"
+
+
+async def test_a_record_without_a_base_ref_adopts_it_without_a_review(store):
+    rec = reviewed()
+    rec.base_ref = None
+    await put(store, rec)
+    await record(inbox(store), pulls=[pull(base_ref="release")])
+    rec = await store.pr(key())
+    assert rec.status == "reviewed" and rec.base_ref == "release"
+
+
+async def test_drafts_and_ignored_authors_owe_nothing(store, caplog):
+    caplog.set_level(logging.INFO, logger="dsh_github_reviewer.work.inbox")
+    ib = inbox(store, ignore_authors=["dependabot*"])
+    for _ in range(2):
+        touched = await record(ib, pulls=[pull(1, draft=True),
+                                          pull(2, author="dependabot[bot]")])
+    assert touched == [] and await store.pr(key(1)) is None and await store.pr(key(2)) is None
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == [f"{key(1)} is a draft; not reviewed",
+                        f"{key(2)}: author dependabot[bot] is ignored"], "each logged once"
+
+
+async def test_turning_draft_holds_the_owed_work_and_ready_releases_it(store):
+    await put(store, reviewed(status="reviewing", trigger=auto()))
+    ib = inbox(store)
+    assert await record(ib, pulls=[pull(draft=True)]) == []
+    rec = await store.pr(key())
+    assert rec.draft and rec.status == "reviewing" and rec.due_at(60, T0) is None
+    assert await record(ib, pulls=[pull()]) == [key()]
+    rec = await store.pr(key())
+    assert not rec.draft and rec.due_at(60, T0) == T0
+
+
+async def test_a_pr_seen_again_is_reopened(store):
+    await put(store, reviewed(closed_seen_at=T0 - timedelta(hours=1)))
+    await record(inbox(store), pulls=[pull()])
+    assert (await store.pr(key())).closed_seen_at is None
+
+
+async def test_closed_prs_are_noted_once(store):
+    first = T0 - timedelta(hours=1)
+    await put(store, reviewed(), 1)
+    await put(store, reviewed(closed_seen_at=first), 2)
+    touched = await record(inbox(store), closed=[1, 2, 3])
+    assert touched == []
+    assert (await store.pr(key(1))).closed_seen_at == T0
+    assert (await store.pr(key(2))).closed_seen_at == first
+    assert await store.pr(key(3)) is None
+
+
+# -- comments ------------------------------------------------------------------------------
+
+async def test_a_bot_command_is_queued_once_with_what_the_reply_needs(store):
+    await put(store, reviewed())
+    ib = inbox(store)
+    c = comment(11, "/bot  why is this slow?", association="member")
+    touched = await record(ib, pulls=[pull()], comments=[c])
+    assert touched == [key()]
+    rec = await store.pr(key())
+    assert rec.queued == [Command(comment_id=11, kind="bot", source="issue",
+                                  author="maintainer", association="MEMBER",
+                                  message="why is this slow?", created_at=T0)]
+    assert rec.processed(11) and rec.status == "reviewed"
+    # The same comment seen again (the next poll, a redelivery): nothing more.
+    assert await record(ib, pulls=[pull()], comments=[c]) == []
+    assert len((await store.pr(key())).queued) == 1
+
+
+async def test_a_review_comment_command_keeps_its_place_in_the_diff(store):
+    await put(store, reviewed())
+    await record(inbox(store), comments=[
+        review_comment(21, "/bot is this right?"),
+        review_comment(22, "/bot and this?", line=None, original_line=9, reply_to=21)])
+    first, second = (await store.pr(key())).queued
+    assert (first.source, first.path, first.line, first.thread_root) == (
+        "review", "shop/cart.py", 7, 21)
+    assert (second.line, second.thread_root, second.association) == (9, 21, "MEMBER")
+
+
+async def test_commands_are_taken_in_the_order_they_were_written(store):
+    await put(store, reviewed())
+    later = T0 + timedelta(seconds=5)
+    await record(inbox(store), comments=[comment(33, "/bot third", at=later),
+                                         comment(32, "/bot second", at=T0),
+                                         comment(31, "/bot first", at=T0)])
+    assert [c.message for c in (await store.pr(key())).queued] == ["first", "second", "third"]
+
+
+async def test_a_review_command_owes_a_review_for_whoever_asked(store):
+    await put(store, reviewed(fail_count=2, last_failed_sha=HEAD, last_failed_at=T0,
+                              status="gave_up"))
+    touched = await record(inbox(store), comments=[comment(41, "/review")])
+    assert touched == [key()]
+    rec = await store.pr(key())
+    assert (rec.status, rec.trigger, rec.requested_by) == (
+        "reviewing", Trigger.cmd("demo", 41), "maintainer")
+    assert (rec.fail_count, rec.last_failed_sha, rec.updated_at) == (0, None, T0)
+    assert rec.processed(41)
+
+
+async def test_a_review_command_older_than_the_last_review_is_covered(store):
+    started = T0 + timedelta(minutes=1)
+    await put(store, reviewed(last_review_started_at=started))
+    old = comment(42, "/review", at=started - timedelta(seconds=1))
+    same = comment(43, "/review", at=started)
+    await record(inbox(store), comments=[old])
+    rec = await store.pr(key())
+    assert rec.status == "reviewed" and rec.processed(42)
+    await record(inbox(store), comments=[same])   # not older: owed
+    assert (await store.pr(key())).trigger == Trigger.cmd("demo", 43)
+
+
+async def test_a_review_command_while_one_is_owed_takes_over(store):
+    started = T0 + timedelta(minutes=1)
+    await put(store, reviewed(status="reviewing", trigger=auto(), last_review_started_at=started))
+    await record(inbox(store), comments=[comment(44, "/review", at=T0)])
+    assert (await store.pr(key())).trigger == Trigger.cmd("demo", 44)
+
+
+async def test_commands_from_outsiders_are_marked_and_never_run(store, caplog):
+    caplog.set_level(logging.INFO, logger="dsh_github_reviewer.work.inbox")
+    await put(store, reviewed())
+    ib = inbox(store)
+    touched = await record(ib, comments=[comment(51, "/bot hi", association="NONE",
+                                                 login="drive-by")])
+    assert touched == []
+    rec = await store.pr(key())
+    assert rec.queued == [] and rec.processed(51)
+    assert f"{key()}: ignoring /bot from drive-by (NONE)" in caplog.messages
+    # Allowed by configuration ("*" = anyone):
+    await record(inbox(store, review={"command_author_associations": ["*"]}),
+                 comments=[comment(52, "/bot hi", association="NONE")])
+    assert [c.comment_id for c in (await store.pr(key())).queued] == [52]
+
+
+async def test_an_outsiders_command_on_an_unknown_pr_creates_no_record(store):
+    await record(inbox(store), pulls=[pull(2, draft=True)],
+                 comments=[comment(53, "/bot hi", association="NONE")])
+    assert await store.pr(key()) is None
+
+
+async def test_the_bots_own_comments_never_command(store):
+    await put(store, reviewed())
+    ib = inbox(store)
+    ib.bot_login = "Shop-Review-Bot"
+    await record(ib, comments=[
+        comment(61, "/bot from the App", bot=True),
+        comment(62, "/bot quoted <!-- dsh-github-reviewer:reply-to:1 -->"),
+        comment(63, "/bot as the PAT's user", login="shop-review-bot"),
+        comment(64, "just talking"),
+        comment(65, "/bot from a person")])
+    rec = await store.pr(key())
+    assert [c.comment_id for c in rec.queued] == [65]
+    assert not any(rec.processed(i) for i in (61, 62, 63, 64))
+
+
+def test_without_a_bot_login_people_are_not_the_bot(store):
+    ib = inbox(store)
+    assert not ib.is_own(comment(1, "/bot hi", login="shop-review-bot"))
+    assert ib.is_own(comment(1, "x", bot=True))
+
+
+async def test_a_command_on_a_pr_not_recorded_yet_records_it(store):
+    touched = await record(inbox(store), pulls=[pull()], comments=[comment(71, "/bot hi")])
+    assert touched == [key()]
+    rec = await store.pr(key())
+    assert rec.status == "reviewing" and rec.trigger == auto()
+    assert [c.comment_id for c in rec.queued] == [71]
+
+
+async def test_a_review_command_on_a_new_pr_is_the_review_it_owes(store):
+    await record(inbox(store), pulls=[pull()], comments=[comment(72, "/review")])
+    rec = await store.pr(key())
+    assert rec.trigger == Trigger.cmd("demo", 72) and rec.requested_by == "maintainer"
+
+
+async def test_a_command_on_a_pr_the_account_does_not_know_is_ignored(store):
+    assert await record(inbox(store), comments=[comment(73, "/bot hi", number=9)]) == []
+    assert await store.pr(key(9)) is None
+
+
+async def test_a_full_listing_ignores_commands_on_prs_not_open(store):
+    await put(store, reviewed(), 2)
+    touched = await record(inbox(store), pulls=[pull(1)], complete=True,
+                           comments=[comment(81, "/bot closed?", number=2),
+                                     comment(82, "/bot open?", number=1)])
+    assert touched == [key(1)]
+    assert (await store.pr(key(2))).queued == []
+    # Without a complete listing (a delivery), a known PR's command is taken.
+    await record(inbox(store), comments=[comment(83, "/bot still?", number=2)])
+    assert [c.comment_id for c in (await store.pr(key(2))).queued] == [83]
+
+
+async def test_a_command_on_a_pr_seen_closed_is_ignored(store):
+    await put(store, reviewed(closed_seen_at=T0))
+    assert await record(inbox(store), comments=[comment(84, "/bot hi")]) == []
+    assert (await store.pr(key())).queued == []
+
+
+async def test_a_command_in_the_same_write_as_the_close_is_ignored(store):
+    await put(store, reviewed())
+    await record(inbox(store), closed=[1], comments=[comment(85, "/bot hi")])
+    rec = await store.pr(key())
+    assert rec.closed_seen_at == T0 and rec.queued == []
+
+
+async def test_commands_on_drafts_and_ignored_authors_prs_are_skipped(store):
+    await put(store, reviewed(), 1)
+    await put(store, reviewed(), 2)
+    ib = inbox(store, ignore_authors=["bot-*"])
+    await record(ib, pulls=[pull(1, draft=True), pull(2, author="bot-7")],
+                 comments=[comment(91, "/bot a", number=1), comment(92, "/bot b", number=2)])
+    for n in (1, 2):
+        assert (await store.pr(key(n))).queued == []
+
+
+async def test_a_pull_and_its_command_in_one_write_keep_both(store):
+    await put(store, reviewed())
+    touched = await record(inbox(store), pulls=[pull(head=HEAD2)],
+                           comments=[comment(93, "/bot and now?")])
+    assert touched == [key()]
+    rec = await store.pr(key())
+    assert rec.head_sha == HEAD2 and rec.trigger == auto(HEAD2)
+    assert [c.comment_id for c in rec.queued] == [93]
+
+
+# -- feed marks and the account record ------------------------------------------------------
+
+async def test_feed_marks_move_in_the_same_write_and_clear_the_repos_error(store):
+    await store.update_account(lambda a: a.repos.setdefault(
+        REPO, RepoState(last_error="HTTP 502", last_error_at=T0 - timedelta(minutes=1))))
+    new = marks(T0 + timedelta(minutes=3))
+    await record(inbox(store), repo="Acme/Shop", pulls=[pull()], marks=new)
+    account = await store.load_account()
+    assert account.feeds == {REPO: new}
+    assert account.repos[REPO] == RepoState(last_ok_at=T0)
+    assert await store.pr(key()) is not None, "the key is lower case"
+
+
+async def test_without_marks_the_account_record_is_not_written(store):
+    await record(inbox(store), pulls=[pull()])
+    assert await store.accounts.get("demo") is None
+    assert await store.load_account() == AccountRecord()
+
+
+async def test_marks_alone_are_recorded(store):
+    await record(inbox(store), marks=marks())
+    assert (await store.load_account()).feeds[REPO] == marks()
+
+
+async def test_without_a_time_the_recording_uses_now(store):
+    before = datetime.now(UTC)
+    await inbox(store).record(Observations(repo=REPO, pulls=[pull()]))
+    rec = await store.pr(key())
+    assert before <= rec.updated_at <= datetime.now(UTC)
+
+
+async def test_only_prs_that_owe_work_are_woken(store):
+    await put(store, reviewed(), 1)
+    await put(store, reviewed(), 2)
+    touched = await record(inbox(store), pulls=[pull(1, title="renamed"), pull(2, head=HEAD2)])
+    assert touched == [key(2)], "a reviewed PR seen again owes nothing"
