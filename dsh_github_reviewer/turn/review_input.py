@@ -88,10 +88,6 @@ async def blob_sizes(client: GitHubClient, owner: str, repo: str, sha: str,
         return {}
 
 
-def reviewed_in(history: Conversation | Sequence[str]) -> bool:
-    return Conversation.of(history).reviewed
-
-
 def _base_branch_changed(base_ref: str, conv: Conversation) -> bool:
     """Whether the base branch the model was last told is another one."""
     told = conv.base_ref()
