@@ -449,6 +449,15 @@ class GitHubClient:
         resp = await self.request("POST", path, json={"body": body})
         return self.parse(ReviewComment, resp.data, f"POST {path}")
 
+    async def add_reaction(self, owner: str, repo: str, comment_id: int, content: str, *,
+                           review_comment: bool) -> bool:
+        """A reaction on an issue or review comment; True if created, False if the bot had
+        already reacted so (GitHub answers 200 then, 201 when it creates one)."""
+        kind = "pulls" if review_comment else "issues"
+        path = f"repos/{seg(owner, repo)}/{kind}/comments/{int(comment_id)}/reactions"
+        resp = await self.request("POST", path, json={"content": content})
+        return resp.status == 201
+
     async def list_reviews(self, owner: str, repo: str, number: int) -> list[Review]:
         path = f"repos/{seg(owner, repo)}/pulls/{int(number)}/reviews"
         items, _ = await self.paginate(path)

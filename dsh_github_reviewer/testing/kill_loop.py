@@ -29,6 +29,7 @@ class LoopReport:
     pushes: int = 0
     bots: list[int] = field(default_factory=list)
     review_cmds: list[int] = field(default_factory=list)
+    refused: list[int] = field(default_factory=list)   # commands of people not allowed
     problems: list[str] = field(default_factory=list)
     reviews: int = 0
     replies: int = 0
@@ -42,7 +43,7 @@ def _dsh(config: Path, *args: str) -> subprocess.Popen:
 
 def _event(rng: random.Random, sb: SandboxGitHub, report: LoopReport, step: int) -> None:
     number = rng.randint(1, PRS)
-    kind = rng.choice(["push", "bot", "bot", "review", "none"])
+    kind = rng.choice(["push", "bot", "bot", "review", "none", "stranger"])
     st = sb.state
     if kind == "push":
         st.commit(REPO, f"feature-{number}",
@@ -55,6 +56,8 @@ def _event(rng: random.Random, sb: SandboxGitHub, report: LoopReport, step: int)
     elif kind == "review":
         report.review_cmds.append(st.add_issue_comment(REPO, number, "maintainer",
                                                        "/review").id)
+    elif kind == "stranger":
+        report.refused.append(st.add_issue_comment(REPO, number, "stranger", "/review").id)
 
 
 def run_loop(tmp: Path, sb: SandboxGitHub, model, kills: int, seed: int = 11,
@@ -112,6 +115,7 @@ async def _check(tmp: Path, sb: SandboxGitHub, model, report: LoopReport) -> Non
                  if r.submitted_at is not None and r.submitted_at >= asked.created_at]
         if not marked and not later:
             problems.append(f"/review {cid} was never answered")
+    _check_reactions(sb, report)
     for r in all_reviews:
         body = r.body or ""
         if "demo:auto:" in body:
@@ -136,3 +140,19 @@ async def _check(tmp: Path, sb: SandboxGitHub, model, report: LoopReport) -> Non
                 problems.append(f"PR {n}: {len(rec.queued)} /bot still queued")
     finally:
         await dep.stop()
+
+
+def _check_reactions(sb: SandboxGitHub, report: LoopReport) -> None:
+    """👀 on every recorded command, 😕 on every refused one, each added exactly once (one
+    201 from GitHub) and nothing else."""
+    bot = "shop-review-bot"
+    for cid, want in [*((c, "eyes") for c in report.bots + report.review_cmds),
+                      *((c, "confused") for c in report.refused)]:
+        have = {content for content, who in sb.state.reactions.get(cid, {}).items()
+                if bot in who}
+        created = [e for e in sb.log if e.method == "POST" and e.status == 201
+                   and e.path.endswith(f"/comments/{cid}/reactions")]
+        if have != {want}:
+            report.problems.append(f"comment {cid}: reactions {sorted(have)}, want {want}")
+        if len(created) != 1:
+            report.problems.append(f"comment {cid}: {want} added {len(created)} times")

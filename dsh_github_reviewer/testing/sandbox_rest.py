@@ -35,6 +35,9 @@ class Ctx:
     url_base: str  # scheme://host[:port] + the prefix the request used ("/api/v3" or "")
 
 
+REACTIONS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")
+
+
 def suggestion_error(comment: dict[str, Any], lines: CommentableLines) -> str | None:
     """Like GitHub: a comment's ```suggestion must replace RIGHT-side lines inside one hunk
     (one bad comment fails the whole review)."""
@@ -83,6 +86,8 @@ class RestRoutes:
         add("GET", rf"/repos/{O_R}/pulls/(?P<n>\d+)/files", self.pull_files)
         add("GET", rf"/repos/{O_R}/pulls/(?P<n>\d+)/comments", self.pull_review_comments)
         add("POST", rf"/repos/{O_R}/pulls/(?P<n>\d+)/comments/(?P<cid>\d+)/replies", self.reply)
+        add("POST", rf"/repos/{O_R}/(?P<kind>issues|pulls)/comments/(?P<cid>\d+)/reactions",
+            self.add_reaction)
         add("GET", rf"/repos/{O_R}/pulls/(?P<n>\d+)/reviews", self.list_reviews)
         add("POST", rf"/repos/{O_R}/pulls/(?P<n>\d+)/reviews", self.create_review)
         add("POST", rf"/repos/{O_R}/pulls/(?P<n>\d+)/reviews/(?P<rid>\d+)/events",
@@ -267,6 +272,25 @@ class RestRoutes:
         return Reply(201, self.p.review_comment(c))
 
     # -- reviews ------------------------------------------------------------------------------
+
+    def add_reaction(self, ctx: Ctx, owner: str, repo: str, kind: str, cid: str) -> Reply:
+        """Like GitHub: 201 with the reaction when created, 200 when the user already reacted
+        with that content (no second reaction), 404 for an unknown comment, 422 for an
+        unknown content."""
+        content = (ctx.json or {}).get("content")
+        if content not in REACTIONS:
+            return unprocessable("Validation Failed", [f"content {content!r} is invalid"])
+        comments = self.state.issue_comments if kind == "issues" else self.state.review_comments
+        full = f"{owner}/{repo}".lower()
+        if not any(c.id == int(cid) and c.repo.lower() == full for c in comments):
+            return not_found()
+        login = self.state.user(ctx.login).login
+        had = login in self.state.reactions.get(int(cid), {}).get(content, set())
+        self.state.react(int(cid), login, content)
+        return Reply(200 if had else 201, {"id": int(cid) * 10 + REACTIONS.index(content),
+                                           "content": content,
+                                           "user": self.p.user(login),
+                                           "created_at": self.state.now().isoformat()})
 
     def list_reviews(self, ctx: Ctx, owner: str, repo: str, n: str) -> Reply:
         pr = self._pr(owner, repo, n)

@@ -23,6 +23,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
 from ..config import AccountConfig
 from ..core.clock import utcnow
@@ -101,13 +102,16 @@ class Inbox:
                     rec.closed_seen_at = now
             for c in sorted(obs.comments, key=lambda c: (c.created_at, c.id)):
                 number = c.number
-                if obs.complete and number not in open_prs:
-                    continue  # a command on a closed PR
                 key = pr_key(self.account, repo, number)
                 rec = await load(number)
                 pull = open_prs.get(number)
-                if pull is None and rec is not None and rec.closed_seen_at is not None:
-                    continue  # a command on a PR a poll saw closed
+                if (obs.complete and pull is None) or (
+                        pull is None and rec is not None and rec.closed_seen_at is not None):
+                    self._refuse(rec, c, "closed")   # a command on a closed PR
+                    continue
+                if pull is not None and pull.draft:
+                    records[key] = self._refuse(rec or self._new_draft(pull, now), c, "draft")
+                    continue
                 if pull is not None and not self._reviewable(key, pull):
                     continue
                 records[key] = self._observe_comment(key, rec, pull, c, now)
@@ -192,6 +196,22 @@ class Inbox:
         rec.owe_review(Trigger.retarget(self.account, pr.head.sha, pr.base.sha), now)
         return rec
 
+    def _new_draft(self, pr: PullSummary, now: datetime) -> PrRecord:
+        rec = self._new_record(pr, now)
+        rec.draft = True   # nothing runs while it is a draft, except the reaction
+        return rec
+
+    def _refuse(self, rec: PrRecord | None, c: IssueComment | ReviewComment,
+                why: str) -> PrRecord | None:
+        """A command the bot will not run (closed or draft PR): 😕, once, and nothing else."""
+        if rec is None or self.is_own(c) or parse_command(c.body) is None \
+                or rec.processed(c.id):
+            return rec
+        log.info("refusing command comment %d on a %s pull request (#%d)", c.id, why, c.number)
+        rec.mark_processed(c.id)
+        rec.owe_reaction(c.id, _source(c), "confused")
+        return rec
+
     def _observe_comment(self, key: str, rec: PrRecord | None, pr: PullSummary | None,
                          c: IssueComment | ReviewComment, now: datetime) -> PrRecord | None:
         if self.is_own(c):
@@ -203,16 +223,20 @@ class Inbox:
             return rec
         if not association_allowed(c.author_association,
                                    self.config.review.command_author_associations):
-            log.info("%s: ignoring /%s from %s (%s)", key, parsed.kind, c.user.login,
+            log.info("%s: refusing /%s from %s (%s)", key, parsed.kind, c.user.login,
                      c.author_association)
+            if rec is None and pr is not None:
+                rec = self._new_record(pr, now)
             if rec is not None:
                 rec.mark_processed(c.id)
+                rec.owe_reaction(c.id, _source(c), "confused")
             return rec
         if rec is None:
             if pr is None:
                 return None  # a PR this account does not know and did not list: ignore
             rec = self._new_record(pr, now)
         rec.mark_processed(c.id)
+        rec.owe_reaction(c.id, _source(c), "eyes")
         if parsed.kind == "review":
             started = rec.last_review_started_at
             if started is not None and c.created_at < started and rec.status != "reviewing":
@@ -231,3 +255,7 @@ class Inbox:
             thread_root=(c.in_reply_to_id or c.id) if is_review else None,
             created_at=c.created_at))
         return rec
+
+
+def _source(c: IssueComment | ReviewComment) -> Literal["issue", "review"]:
+    return "review" if isinstance(c, ReviewComment) else "issue"

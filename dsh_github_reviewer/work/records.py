@@ -83,6 +83,21 @@ class Command(Record):
     last_failed_at: datetime | None = None
 
 
+class Reaction(Record):
+    """A reaction the bot owes a command comment: 👀 (``eyes``) when the command is recorded,
+    😕 (``confused``) when it is refused. Recorded in the same write as the command, so a crash
+    before it is added loses nothing; adding it twice changes nothing on GitHub."""
+
+    comment_id: int
+    source: Literal["issue", "review"]
+    content: Literal["eyes", "confused"]
+    attempts: int = Field(default=0, ge=0)
+    next_attempt_at: datetime | None = None
+
+
+REACTION_ATTEMPTS = 5
+
+
 class Notice(Record):
     """A visible give-up: one short PR comment, findable by its ``trigger`` marker."""
 
@@ -135,6 +150,8 @@ class PrRecord(Record):
     reviews_done: int = Field(default=0, ge=0)
     queued: list[Command] = Field(default_factory=list)
     notices: list[Notice] = Field(default_factory=list)
+    # Reactions owed to command comments (added at once, outside the PR's ordered work).
+    reactions: list[Reaction] = Field(default_factory=list)
     instructions_key: str | None = None
     closed_seen_at: datetime | None = None
     # Known to have closed by a merge (a webhook or a read of the PR said so; a poll that only
@@ -259,9 +276,10 @@ class PrRecord(Record):
 
     def due_at(self, poll_interval_s: float, now: datetime) -> datetime | None:
         """The earliest moment some of this PR's work may run; None = nothing owed."""
+        reactions = [r.next_attempt_at or now for r in self.reactions]
         if self.draft:
-            return None
-        times = [self.review_due_at(poll_interval_s, now)]
+            return min(reactions) if reactions else None   # 😕 on a draft's command
+        times = [self.review_due_at(poll_interval_s, now), *reactions]
         times += [c.next_attempt_at or now for c in self.queued]
         times += [n.next_attempt_at or now for n in self.notices if not n.posted]
         times = [t for t in times if t is not None]
@@ -270,7 +288,15 @@ class PrRecord(Record):
     def prunable(self, now: datetime) -> bool:
         """Gone from the open list for more than ``PRUNE_AFTER`` and owing nothing."""
         return (self.closed_seen_at is not None and now - self.closed_seen_at > PRUNE_AFTER
-                and not self.queued and all(n.posted for n in self.notices))
+                and not self.queued and not self.reactions
+                and all(n.posted for n in self.notices))
+
+    def owe_reaction(self, comment_id: int, source: Literal["issue", "review"],
+                     content: Literal["eyes", "confused"]) -> None:
+        if not any(r.comment_id == comment_id and r.content == content
+                   for r in self.reactions):
+            self.reactions.append(Reaction(comment_id=comment_id, source=source,
+                                           content=content))
 
     def add_notice(self, notice: Notice) -> None:
         if any(n.trigger == notice.trigger for n in self.notices):

@@ -41,6 +41,8 @@ class AccountLane:
     chats: asyncio.Semaphore
     due: dict[str, datetime] = field(default_factory=dict)
     running: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    # Reactions added beside a running PR task (``PrWorker.acknowledge``).
+    acks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     dirty: set[str] = field(default_factory=set)
     rescan: bool = True
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
@@ -109,7 +111,7 @@ class Scheduler:
             lane.passes += 1
             lane.changed.clear()
             pending = lane.rescan or bool(lane.dirty) or bool(self._due_now(lane))
-            if not pending and not lane.running:
+            if not pending and not lane.running and not lane.acks:
                 return
             # Wake the dispatcher only when it has something to do; while PR tasks merely
             # run, wait for one of them to finish (waking it each round was a busy loop:
@@ -124,7 +126,8 @@ class Scheduler:
         tasks = [lane.task for lane in self.lanes.values() if lane.task is not None]
         for lane in self.lanes.values():
             lane.wakeup.set()
-        running = [t for lane in self.lanes.values() for t in lane.running.values()]
+        running = [t for lane in self.lanes.values()
+                   for t in (*lane.running.values(), *lane.acks.values())]
         if running:
             _, pending = await asyncio.wait(running, timeout=grace_s)
             for t in pending:
@@ -159,7 +162,13 @@ class Scheduler:
             return
         while lane.dirty:
             key = lane.dirty.pop()
-            at = lane.worker.due_at(await lane.store.pr(key))
+            rec = await lane.store.pr(key)
+            if key in lane.running and rec is not None and rec.reactions \
+                    and key not in lane.acks:
+                # The PR's work is busy (a long review): acknowledge the new command now.
+                lane.acks[key] = asyncio.create_task(self._acknowledge(lane, key),
+                                                     name=f"ack:{key}")
+            at = lane.worker.due_at(rec)
             if at is None:
                 lane.due.pop(key, None)
             else:
@@ -186,6 +195,13 @@ class Scheduler:
                        if k not in lane.running]
             wait = min(((at - now).total_seconds() for at in waiting), default=None)
             await self._sleep(lane, None if wait is None else max(wait, 0.01))
+
+    async def _acknowledge(self, lane: AccountLane, key: str) -> None:
+        try:
+            await lane.worker.acknowledge(key)
+        finally:
+            lane.acks.pop(key, None)
+            lane.changed.set()
 
     async def _sleep(self, lane: AccountLane, seconds: float | None) -> None:
         try:

@@ -13,6 +13,7 @@ from ..core.failures import local_failure
 from ..core.triggers import Trigger
 from ..github.errors import BadCredentials, GitHubError, RateLimited
 from . import pause as account_pause
+from . import reactions
 from .chat import CommandProcedure
 from .context import WorkContext, repo_of, short_error
 from .notices import post_notice
@@ -56,11 +57,15 @@ class PrWorker:
     async def step(self, key: str) -> bool:
         """Run the next due item of the PR; False when nothing is due now."""
         rec = await self.ctx.store.pr(key)
+        now = self.ctx.clock()
+        if account_pause.paused_until(self.ctx.acct, now):
+            return False
+        if reactions.due(rec, now):
+            # Acknowledge first: 👀/😕 never wait behind a review (also for drafts).
+            await reactions.add_owed(self.ctx, key)
+            return True
         if rec is None or rec.draft:
             return False
-        if account_pause.paused_until(self.ctx.acct, self.ctx.clock()):
-            return False
-        now = self.ctx.clock()
         interval = self.ctx.cfg.poll_interval_s
         due = rec.review_due_at(interval, now)
         if due is not None and due <= now and rec.closed_seen_at is None:
@@ -77,6 +82,13 @@ class PrWorker:
                     await self.command.run(key, rec, cmd)
                 return True
         return False
+
+    async def acknowledge(self, key: str) -> None:
+        """Add owed reactions while the PR's ordered work is busy (a long review)."""
+        try:
+            await reactions.add_owed(self.ctx, key)
+        except Exception as exc:
+            log.warning("%s: reactions not added yet: %s", key, short_error(exc))
 
     async def _post_notice(self, key: str, trigger: Trigger) -> None:
         owner, name, number = repo_of(key)

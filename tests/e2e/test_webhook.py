@@ -210,3 +210,31 @@ async def test_a_delivery_that_cannot_be_recorded_asks_for_an_early_poll(tmp_pat
         assert failed.id not in await domain.table(deliveries.TABLE).all()
     finally:
         await shutdown(dep)
+
+
+async def test_a_command_is_acknowledged_while_its_prs_review_runs(tmp_path, sandbox80):
+    """👀 comes from the delivery, not after the PR's ordered work: a /bot that arrives while
+    a slow review of the same PR runs gets its reaction before that review is posted."""
+    from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
+
+    def very_slow(req):
+        reply = reviewer_policy(req)
+        reply.chunk_delay_s = 0.3
+        return reply
+
+    build_shop(sandbox80, prs=0)
+    with ScriptedModelServer(policy=very_slow) as model:
+        dep, url = await running(tmp_path, sandbox80, model)
+        try:
+            sandbox80.add_hook(url, SECRET, repo=REPO)
+            st = sandbox80.state
+            st.commit(REPO, "feature-1", {"shop/cart.py": "def f(x):\n    return x[0]\n"})
+            st.open_pull(REPO, "feature-1", title="Cart", body="b", author="alice")
+            await wait_until(lambda: len(model.served) >= 1)   # the review turn runs
+            asked = st.add_issue_comment(REPO, 1, "maintainer", "/bot status?")
+            await wait_until(lambda: "shop-review-bot" in st.reactions.get(asked.id, {}).get(
+                "eyes", set()), limit_s=30)
+            assert dep.reviews() == [], "acknowledged before the running review finished"
+            await wait_until(lambda: len(bot_replies(sandbox80)) == 1, limit_s=120)
+        finally:
+            await shutdown(dep)
