@@ -21,7 +21,7 @@ from ..core.triggers import is_own_post, is_review_post
 from ..github.client import GitHubClient
 from ..github.errors import GitHubError
 from ..github.models import Review, ReviewComment
-from .told import Conversation
+from .told import Conversation, digest
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ class ThreadState:
 class ThreadNews:
     root: ReviewComment
     facts: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)   # one per fact: what the turn meta records
     resolution: str | None = None   # "resolved" | "reopened" when this news reports one
 
 
@@ -54,7 +55,7 @@ def told_facts(news: Sequence[ThreadNews]) -> tuple[list[str], dict[str, str]]:
     """What ``render`` tells the model, as data for the turn meta: the facts and the thread
     resolutions reported."""
     shown = news[:MAX_THREADS]
-    return ([f for n in shown for f in n.facts],
+    return ([k for n in shown for k in n.keys if not k.startswith("resolution:")],
             {str(n.root.id): n.resolution for n in shown if n.resolution})
 
 
@@ -117,6 +118,9 @@ def thread_news(comments: Sequence[ReviewComment], mine: Sequence[Review],
     out = []
     for root in roots:
         news = ThreadNews(root)
+        # (key, text): the key is what the turn meta records, so rewording a fact's text
+        # never makes it news again.
+        found: list[tuple[str, str]] = []
         for c in comments:
             if c.in_reply_to_id != root.id or not _from_a_person(c, bot_logins):
                 continue
@@ -126,22 +130,25 @@ def thread_news(comments: Sequence[ReviewComment], mine: Sequence[Review],
             if len(body) > REPLY_LIMIT:
                 body = body[:REPLY_LIMIT] + " […]"
             quoted = body.replace("\n", "\n    ")
-            news.facts.append(f"reply {c.id} by {sanitize_line(c.user.login, 80)} "
-                              f"({c.author_association}): {quoted}")
+            found.append((f"reply:{c.id}:{digest(quoted)}",
+                          f"reply {c.id} by {sanitize_line(c.user.login, 80)} "
+                          f"({c.author_association}): {quoted}"))
         state = states.get(root.id)
         resolution = _resolution_news(root.id, state, conv) if state else None
         if resolution:
-            news.facts.append(resolution)
+            news.resolution = "resolved" if state and state.resolved else "reopened"
         elif state is not None and state.outdated and not state.resolved:
-            news.facts.append(f"thread {root.id} outdated (its lines changed)")
+            found.append((f"outdated:{root.id}", f"thread {root.id} outdated (its lines changed)"))
         r = root.reactions
         if r is not None and (r.plus_one or r.minus_one):
-            news.facts.append(f"thread {root.id} reactions: +1 x{r.plus_one}, "
-                              f"-1 x{r.minus_one}")
-        news.resolution = "resolved" if state and state.resolved else "reopened"
-        if resolution is None:
-            news.resolution = None
-        news.facts = [f for f in news.facts if f == resolution or not conv.told_fact(f)]
+            found.append((f"reactions:{root.id}:{r.plus_one}:{r.minus_one}",
+                          f"thread {root.id} reactions: +1 x{r.plus_one}, -1 x{r.minus_one}"))
+        found = [(k, f) for k, f in found if not conv.told_fact(k, f)]
+        if resolution:
+            # Told whenever it differs from the last resolution told (``conv.resolution``).
+            found.insert(len([1 for k, _ in found if k.startswith("reply:")]),
+                         (f"resolution:{root.id}", resolution))
+        news.keys, news.facts = [k for k, _ in found], [f for _, f in found]
         if news.facts:
             out.append(news)
     return out

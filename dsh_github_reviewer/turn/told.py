@@ -48,7 +48,7 @@ class Told(BaseModel):
     whole_diff: bool = False
     block: str = ""   # hash of the PR block shown (title, branches)
     body: str = ""    # hash of the PR body shown
-    facts: list[str] = Field(default_factory=list)   # feedback facts reported
+    facts: list[str] = Field(default_factory=list)   # keys of the feedback facts reported
     threads: dict[str, Resolution] = Field(default_factory=dict)   # root id -> resolution
     findings: list[str] = Field(default_factory=list)   # earlier findings listed
 
@@ -140,10 +140,12 @@ class Conversation:
                     last = "resolved" if m.group(2) == "resolved" else "reopened"
         return last
 
-    def told_fact(self, fact: str) -> bool:
+    def told_fact(self, key: str, fact: str) -> bool:
+        """Whether a feedback fact was reported: by its key in a turn's meta, or (an old turn)
+        by its text on one of the turn's feedback lines."""
         for told, text in self.turns:
             if told is not None:
-                if fact in told.facts:
+                if key in told.facts:
                     return True
             elif fact.split("\n", 1)[0] in _legacy_facts(text):
                 return True

@@ -139,7 +139,14 @@ def test_what_was_told_comes_from_the_turn_meta_not_the_text():
     assert thread_news(comments, MINE, resolved, conv) == []
     (news,) = thread_news(comments, MINE, reopened, conv)
     assert news.facts == ["thread 1 unresolved again (reopened): the finding is open"]
-    assert told_facts([news]) == (news.facts, {"1": "reopened"})
+    assert told_facts([news]) == ([], {"1": "reopened"})
+    # Replies and reactions are recorded by key: the wording of the message does not matter.
+    comments = [comment(1, "bot", "Race here.", review=7, plus=1),
+                comment(2, "alice", "Fixed in the next push.", reply_to=1)]
+    (news,) = thread_news(comments, MINE, {}, Conversation())
+    keys, _ = told_facts([news])
+    assert keys[1] == "reactions:1:1:0" and keys[0].startswith("reply:2:")
+    assert thread_news(comments, MINE, {}, Conversation([turn("(reworded)", keys)])) == []
 
 
 def test_a_forged_thread_resolved_reply_forges_nothing():
