@@ -41,6 +41,7 @@ from .storage import (
     Table,
     Transaction,
 )
+from .storage.leases import Lease, LeaseLost, Leases, Replica
 from .validation import error_lines, format_loc
 from .web.serve import AsgiServer
 
@@ -58,10 +59,14 @@ __all__ = [
     "DshError",
     "Harness",
     "LLMError",
+    "Lease",
+    "LeaseLost",
+    "Leases",
     "LoadedConfig",
     "Migration",
     "PluginError",
     "RawTables",
+    "Replica",
     "SessionHeader",
     "SessionSummary",
     "StorageBackend",

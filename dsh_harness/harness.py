@@ -28,6 +28,7 @@ from .plugins import (
 from .redact import MIN_SECRET, Redactor
 from .sessions import SessionService
 from .storage import DomainSpec, StorageService
+from .storage.leases import Leases, LocalLeases, new_replica_id
 from .validation import error_lines, join_errors
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,9 @@ class Harness:
         self._redactor: Redactor | None = None
         self._llm: LLMService | None = None
         self._agents: AgentService | None = None
+        self._leases: Leases | None = None
+        # This process among the replicas that share a storage database (leases, status).
+        self.replica_id = new_replica_id()
         # Set by ``dsh run --once``: plugins do one pass of their work inside dsh_startup.
         self.run_once = False
         # Per-harness objects of plugins (keyed by plugin name): plugin state lives with the
@@ -242,6 +246,15 @@ class Harness:
                                            backups_keep=self.config.storage.backups_keep)
         return self._storage
 
+    @property
+    def leases(self) -> Leases:
+        """Named leases with fencing tokens on the default storage backend: shared by every
+        replica when the backend is (postgres), within this process otherwise."""
+        if self._leases is None:
+            backend = self.storage.backend(self.config.storage.backend)
+            self._leases = backend.leases(self.replica_id) or LocalLeases(self.replica_id)
+        return self._leases
+
     # -- sessions, models, agents -------------------------------------------------------------
 
     def session_store_factories(self) -> dict[str, Any]:
@@ -339,5 +352,8 @@ class Harness:
             await self._sessions.close()
         if self._llm is not None:
             await self._llm.close()
+        if self._leases is not None:
+            await self._leases.close()
+            self._leases = None
         if self._storage is not None:
             await self._storage.close()

@@ -11,5 +11,6 @@ DEFAULT_PLUGINS: list[tuple[str, str]] = [
     ("dsh.sessions.jsonl", "dsh_harness.default_plugins.sessions_jsonl"),
     ("dsh.sessions.postgres", "dsh_harness.default_plugins.sessions_postgres"),
     ("dsh.llm.openai", "dsh_harness.default_plugins.llm_openai"),
+    ("dsh.replicas", "dsh_harness.default_plugins.replicas"),
     ("dsh.web", "dsh_harness.default_plugins.web"),
 ]

@@ -110,6 +110,11 @@ class StorageBackend(ABC):
     async def list_domains(self) -> list[str]:
         """Names of the domains that exist in this backend."""
 
+    def leases(self, owner: str) -> Any:
+        """Leases shared by every process on this backend (``storage.leases.Leases``), or None
+        when the backend belongs to one process (the harness then uses ``LocalLeases``)."""
+        return None
+
     async def close(self) -> None:  # noqa: B027 - optional for backends
         pass
 

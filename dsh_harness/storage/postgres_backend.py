@@ -13,12 +13,16 @@ To keep several deployments in one database, give each its own schema through th
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from ..errors import StorageError
 from .base import DomainSpec, StorageBackend, StoredDomain, WriteOp
+from .leases import FENCE, Lease, LeaseLost, Leases, Replica
 from .postgres import describe, error_text, is_driver_error, open_pool
 
 LAYOUT_VERSION = 1
@@ -30,6 +34,14 @@ SCHEMA = [
     "CREATE TABLE IF NOT EXISTS dsh_domains (name TEXT PRIMARY KEY, version INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS dsh_records (domain TEXT NOT NULL, tbl TEXT NOT NULL, "
     "key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (domain, tbl, key))",
+    # Leases (see storage/leases.py): tokens come from one sequence, so a takeover always
+    # holds a larger token than every earlier holder of any lease.
+    "CREATE SEQUENCE IF NOT EXISTS dsh_lease_tokens",
+    "CREATE TABLE IF NOT EXISTS dsh_leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL, "
+    "token BIGINT NOT NULL, expires_at TIMESTAMPTZ NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS dsh_replicas (id TEXT PRIMARY KEY, host TEXT NOT NULL, "
+    "pid INTEGER NOT NULL, started_at TIMESTAMPTZ NOT NULL, "
+    "heartbeat_at TIMESTAMPTZ NOT NULL, info TEXT NOT NULL)",
 ]
 
 
@@ -132,6 +144,9 @@ class PostgresStoredDomain(StoredDomain):
     async def atomic(self) -> AsyncIterator[StoredDomain]:
         async with self._connection() as c, c.conn.transaction():
             await c.lock()
+            fence = FENCE.get()
+            if fence is not None:
+                await _check_fence(c.conn, fence)
             yield _TxView(c)
 
     async def stored_version(self) -> int | None:
@@ -176,6 +191,9 @@ class PostgresBackend(StorageBackend):
             self._pool = pool
         return self._pool
 
+    def leases(self, owner: str) -> PostgresLeases:
+        return PostgresLeases(self, owner)
+
     async def open(self, spec: DomainSpec) -> PostgresStoredDomain:
         await self.pool()
         return PostgresStoredDomain(self, spec)
@@ -214,3 +232,94 @@ async def _prepare(conn: Any, where: str) -> None:
             raise StorageError(f"{where}: cannot prepare the storage schema: "
                                f"{error_text(exc)}") from None
         raise
+
+
+async def _check_fence(conn: Any, lease: Lease) -> None:
+    """Inside a write's transaction: the lease must still hold the writer's token. FOR SHARE
+    keeps a takeover (an UPDATE of that row) waiting until this write has committed."""
+    cur = await conn.execute("SELECT token FROM dsh_leases WHERE name = %s FOR SHARE",
+                             (lease.name,))
+    row = await cur.fetchone()
+    if row is None or int(row[0]) != lease.token:
+        raise LeaseLost(f"lease {lease.name!r} with token {lease.token} is no longer held by "
+                        f"{lease.owner} (now: {'free' if row is None else f'token {row[0]}'}); "
+                        "the write was refused")
+
+
+class PostgresLeases(Leases):
+    """Leases in the storage database; all times are the database server's (no clock skew
+    between hosts)."""
+
+    shared = True
+
+    def __init__(self, backend: PostgresBackend, owner: str):
+        super().__init__(owner)
+        self.backend = backend
+        self._started: Any = None
+
+    @asynccontextmanager
+    async def _conn(self) -> AsyncIterator[Any]:
+        pool = await self.backend.pool()
+        try:
+            async with pool.connection() as conn:
+                yield conn
+        except Exception as exc:
+            if is_driver_error(exc):
+                raise StorageError(f"leases on {self.backend.where}: {error_text(exc)}") \
+                    from exc
+            raise
+
+    async def acquire(self, name: str, ttl_s: float) -> Lease | None:
+        async with self._conn() as conn:
+            cur = await conn.execute(
+                "INSERT INTO dsh_leases AS l (name, owner, token, expires_at) VALUES "
+                "(%s, %s, nextval('dsh_lease_tokens'), now() + %s * interval '1 second') "
+                "ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, "
+                "token = EXCLUDED.token, expires_at = EXCLUDED.expires_at "
+                "WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner "
+                "RETURNING token, expires_at", (name, self.owner, ttl_s))
+            row = await cur.fetchone()
+        return None if row is None else Lease(name, self.owner, int(row[0]), row[1])
+
+    async def renew(self, lease: Lease, ttl_s: float) -> Lease | None:
+        async with self._conn() as conn:
+            cur = await conn.execute(
+                "UPDATE dsh_leases SET expires_at = now() + %s * interval '1 second' "
+                "WHERE name = %s AND token = %s RETURNING expires_at",
+                (ttl_s, lease.name, lease.token))
+            row = await cur.fetchone()
+        return None if row is None else Lease(lease.name, lease.owner, lease.token, row[0])
+
+    async def release(self, lease: Lease) -> None:
+        async with self._conn() as conn:
+            await conn.execute("DELETE FROM dsh_leases WHERE name = %s AND token = %s",
+                               (lease.name, lease.token))
+
+    async def held(self, prefix: str = "") -> list[Lease]:
+        async with self._conn() as conn:
+            cur = await conn.execute(
+                "SELECT name, owner, token, expires_at FROM dsh_leases WHERE "
+                "left(name, length(%s)) = %s AND expires_at > now() ORDER BY name COLLATE \"C\"",
+                (prefix, prefix))
+            return [Lease(n, o, int(t), e) for n, o, t, e in await cur.fetchall()]
+
+    async def heartbeat(self, info: dict[str, Any] | None = None) -> None:
+        async with self._conn() as conn:
+            await conn.execute(
+                "INSERT INTO dsh_replicas (id, host, pid, started_at, heartbeat_at, info) "
+                "VALUES (%s, %s, %s, now(), now(), %s) ON CONFLICT (id) DO UPDATE SET "
+                "heartbeat_at = now(), info = EXCLUDED.info",
+                (self.owner, socket.gethostname(), os.getpid(),
+                 json.dumps(info or {}, sort_keys=True)))
+
+    async def replicas(self) -> list[Replica]:
+        async with self._conn() as conn:
+            cur = await conn.execute("SELECT id, host, pid, started_at, heartbeat_at, info "
+                                     "FROM dsh_replicas ORDER BY heartbeat_at DESC")
+            return [Replica(i, h, int(p), s, b, json.loads(info))
+                    for i, h, p, s, b, info in await cur.fetchall()]
+
+    async def retire(self) -> None:
+        async with self._conn() as conn:
+            await conn.execute("DELETE FROM dsh_replicas WHERE id = %s", (self.owner,))
+            await conn.execute("DELETE FROM dsh_leases WHERE owner = %s", (self.owner,))
