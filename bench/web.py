@@ -8,7 +8,12 @@ measured on the code before this change (quoted, not re-measured).
    while this process appends to the session as `dsh run` would: each viewer loads the page,
    polls `/fragments/events?after=` every 2 s like app.js, and reloads the page every 10 s.
 
-Usage: nice python bench/web.py [--quick]   (--quick: 1,000 sessions only, 10 s of viewers)
+3. The reviewer's PR list over 10,000 PRs (a PR session and a work record each, plus 100 PRs
+   known only from a record): `/prs` warm, `/api/github-reviewer/prs` (paged) warm, and the
+   first request of a fresh process over a home without a web index (cold start).
+
+Usage: nice python bench/web.py [--quick] [--prs-only]
+       (--quick: 1,000 sessions only, 10 s of viewers; --prs-only: only table 3)
 """
 
 from __future__ import annotations
@@ -41,7 +46,10 @@ from dsh_harness.web.app import build_app
 
 USAGE = Usage(uncached_input=1200, cache_read=9000, output=300, cost_usd=0.0004)
 BEFORE = {"index, 10,000 sessions": ("5,400 (cold)", "156"),
-          "poll p95": "not measured", "page p95": "2,700-6,000"}
+          "poll p95": "not measured", "page p95": "2,700-6,000",
+          # issue 21 item 25, measured on the code before it
+          "/prs warm": "2,600", "/api/github-reviewer/prs": "1,900 (6.2 MB)",
+          "cold": "11,600 (blocked)"}
 
 
 async def make_sessions(h: Harness, count: int, events_each: int = 6) -> None:
@@ -184,13 +192,98 @@ async def live_rows(seconds: float, viewers: int = 50) -> list[tuple[str, str, s
             ("  of which the later ones", "-", f"{p95(pages[viewers:]):,.0f}", "")]
 
 
+async def make_prs(h: Harness, count: int, orphans: int) -> None:
+    """PR sessions shaped like the reviewer writes them, and a work record per PR."""
+    from dsh_github_reviewer.core.session_key import PrKey
+    from dsh_github_reviewer.work.records import DOMAIN, PRS, PrRecord, pr_key
+
+    now = datetime.now(UTC)
+    for i in range(count):
+        repo = f"repo{i % 40}"
+        key = PrKey("bench", "acme", repo, i + 1)
+        s = await h.sessions.create(key.session_id, {
+            "owner": "acme", "repo": repo, "number": i + 1,
+            "url": f"https://github.com/acme/{repo}/pull/{i + 1}"})
+        await s.record(TitleSet, title=f"Review acme/{repo} PR {i + 1}", pinned=True)
+        pr = {"title": f"Change number {i}", "author": "alice", "state": "open",
+              "head": f"{i:040x}"}
+        await s.record(TurnStart, turn=1, meta={"flow": "review", "trigger": f"t{i}", "pr": pr})
+        await s.record(UserMessage, turn=1, content="Flow: review. " * 20)
+        await s.record(AssistantMessage, turn=1, content="Reviewed.", usage=USAGE)
+        await s.record(TurnEnd, turn=1, reason="completed", usage=USAGE)
+        await h.sessions.release(s.id)
+    domain = await h.storage.domain(DOMAIN)
+    ops = [(PRS, pr_key("bench", f"acme/repo{i % 40}", i + 1),
+            PrRecord(head_sha=f"{i:040x}", status="reviewed", updated_at=now,
+                     title=f"Change number {i}"))
+           for i in range(count + orphans)]
+    for start in range(0, len(ops), 2_000):
+        await domain.write_many(ops[start:start + 2_000])
+
+
+def pr_harness(tmp: str) -> Harness:
+    import dsh_github_reviewer.plugin as reviewer_plugin
+
+    text = ('home = "home"\n[plugins.github-reviewer]\nplugin = "dsh-github-reviewer"\n'
+            '[[plugins.github-reviewer.accounts]]\nname = "bench"\n'
+            'personal_access_token = "ghp_' + "x" * 36 + '"\n'
+            'api_url = "http://127.0.0.1:9"\nrepositories = ["acme/repo0"]\n')
+    return Harness(parse_config(text, "bench.toml", Path(tmp)), load_entry_points=False,
+                   plugins=[("dsh-github-reviewer", reviewer_plugin)])
+
+
+async def pr_list_rows(count: int = 10_000) -> list[tuple[str, str, str, str]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        h = pr_harness(tmp)
+        t = time.perf_counter()
+        await make_prs(h, count, 100)
+        print(f"(made {count:,} PR sessions and {count + 100:,} records in "
+              f"{time.perf_counter() - t:.1f} s)", flush=True)
+        app = build_app(h)
+        async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app),
+                                      base_url="http://127.0.0.1", timeout=600) as c:
+            t = time.perf_counter()
+            first = await c.get("/prs")
+            cold = (time.perf_counter() - t) * 1000
+            while first.status_code == 503:  # the index is being built behind
+                await asyncio.sleep(0.2)
+                first = await c.get("/prs")
+            ready = (time.perf_counter() - t) * 1000
+            assert first.status_code == 200, first.status_code
+            times, api, size = [], [], 0
+            for _ in range(6):
+                t = time.perf_counter()
+                assert (await c.get("/prs")).status_code == 200
+                times.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                r = await c.get("/api/github-reviewer/prs")
+                api.append(time.perf_counter() - t)
+                size = len(r.content)
+                assert r.status_code == 200
+        await h.close()
+    warm, api_ms = statistics.median(times[1:]) * 1000, statistics.median(api[1:]) * 1000
+    return [(f"/prs, {count:,} PRs: first request (cold)", BEFORE["cold"], f"{cold:,.0f}", ""),
+            ("  until the list is served", "-", f"{ready:,.0f}", ""),
+            (f"/prs, {count:,} PRs: warm", BEFORE["/prs warm"], f"{warm:,.0f}", "<= 300"),
+            (f"API prs, {count:,} PRs: warm", BEFORE["/api/github-reviewer/prs"],
+             f"{api_ms:,.0f} ({size / 1e3:,.0f} kB)", "")]
+
+
 async def main() -> None:
     quick = "--quick" in sys.argv
     rows = []
+    if "--prs-only" in sys.argv:
+        rows += await pr_list_rows(1_000 if quick else 10_000)
+        return report(rows)
     for count in ((1_000,) if quick else (1_000, 10_000)):
         if "--live-only" not in sys.argv:
             rows += await index_rows(count)
+    rows += await pr_list_rows(1_000 if quick else 10_000)
     rows += await live_rows(10 if quick else 30)
+    report(rows)
+
+
+def report(rows: list[tuple[str, str, str, str]]) -> None:
     print(f"\n{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs; 'before' = the "
           "issue's measurement of the previous code")
     print(f"{'request (ms)':<42} {'before':>20} {'now':>10} {'goal':>8}")

@@ -10,6 +10,8 @@ error) are rows too, from the record, so nothing the bot failed on is missing fr
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -21,10 +23,13 @@ from ..app import ReviewerApp
 from ..work.records import DOMAIN, PrRecord, pr_key, split_pr_key
 from ..work.store import WorkStore
 
+log = logging.getLogger(__name__)
+
 PAGE_SIZE = 50
 API_PAGE_SIZE = 100  # /api/github-reviewer/prs?page=&per_page= (at most API_MAX_PAGE_SIZE)
 API_MAX_PAGE_SIZE = 1000
-RECORDS_TTL_S = 2.0  # work records are read again at most this often for the list
+RECORDS_TTL_S = 2.0  # the list's copy of the work records is read again behind when older
+FRESH_ROWS = 200  # up to this many rows, states come from their records read now
 CHARTS = 10  # cost-per-day charts on /prs: the costliest repositories (or the filtered one)
 
 
@@ -167,17 +172,31 @@ class PrIndex:
 
 
 class RecordCache:
-    """Every account's PR records, keyed like the rows (lower case), read at most every
-    ``RECORDS_TTL_S``: a list request must not scan the store each time."""
+    """Every account's PR records, keyed like the rows (lower case). Read once, then again
+    behind the requests when older than ``RECORDS_TTL_S`` (a list request never waits for a
+    scan of the store after the first)."""
 
     def __init__(self) -> None:
         self.records: dict[tuple, tuple[PrRecord, str]] = {}
         self.read_at: float | None = None
+        self._task: asyncio.Task | None = None
 
     async def get(self, harness: Any) -> dict[tuple, tuple[PrRecord, str]]:
-        now = time.monotonic()
-        if self.read_at is not None and now - self.read_at < RECORDS_TTL_S:
-            return self.records
+        if self.read_at is None:
+            await self._read(harness)
+        elif time.monotonic() - self.read_at > RECORDS_TTL_S and (
+                self._task is None or self._task.done()):
+            self._task = asyncio.create_task(self._read_quietly(harness),
+                                             name="dsh-reviewer-records")
+        return self.records
+
+    async def _read_quietly(self, harness: Any) -> None:
+        try:
+            await self._read(harness)
+        except Exception:  # the list keeps the records it has; the next request tries again
+            log.exception("reading the PR records for the web UI failed")
+
+    async def _read(self, harness: Any) -> None:
         app = ReviewerApp.of(harness)
         domain = await harness.storage.domain(DOMAIN)
         out: dict[tuple, tuple[PrRecord, str]] = {}
@@ -187,17 +206,19 @@ class RecordCache:
                 owner, _, name = repo.partition("/")
                 out[(acct.key, owner, name, number)] = (rec, acct.config.web_url)
         self.records, self.read_at = out, time.monotonic()
-        return out
 
 
 LAST_TURN = "as of the PR's last turn"
 
 
-async def states_of(harness: Any, rows: list[PrRow]) -> dict[tuple, tuple[str | None, str]]:
+async def states_of(harness: Any, rows: list[PrRow],
+                    cached: dict[tuple, tuple[PrRecord, str]] | None = None
+                    ) -> dict[tuple, tuple[str | None, str]]:
     """(state, why) per row. A PR's state in its facts is as of its last turn, and a PR
     closed or merged since gets no new turn; its work record says so (``closed_seen_at``, set
     by the poller or a webhook), or is gone (pruned days after closing, once the account has
-    polled). Reads the shown rows' records only (a page costs O(page)), all at once for more."""
+    polled). Reads the shown rows' records (a page costs O(page)); more rows than
+    ``FRESH_ROWS`` use the ``cached`` records (at most ``RECORDS_TTL_S`` old)."""
     app = ReviewerApp.of(harness)
     domain = await harness.storage.domain(DOMAIN)
     stores: dict[str, tuple[WorkStore, bool, dict[str, Any] | None]] = {}
@@ -210,11 +231,13 @@ async def states_of(harness: Any, rows: list[PrRow]) -> dict[tuple, tuple[str | 
         if acct.key not in stores:
             store = WorkStore(domain, acct.key)
             polled = (await store.load_account()).last_tick_at is not None
-            stores[acct.key] = (store, polled,
-                                await store.prs() if len(rows) > PAGE_SIZE else None)
-        store, polled, every = stores[acct.key]
-        key = pr_key(acct.key, r.repo, r.key[3])
-        rec = every.get(key) if every is not None else await store.pr(key)
+            stores[acct.key] = (store, polled, None)
+        store, polled, _ = stores[acct.key]
+        if cached is not None and len(rows) > FRESH_ROWS:
+            rec = (cached.get((acct.key, r.key[1].lower(), r.key[2].lower(), r.key[3]))
+                   or (None, ""))[0]
+        else:
+            rec = await store.pr(pr_key(acct.key, r.repo, r.key[3]))
         if rec is not None and rec.closed_seen_at is not None:
             out[r.key] = (("merged", "seen merged since its last turn") if rec.merged else
                           ("closed", "seen closed or merged since its last turn"))
@@ -279,7 +302,7 @@ def register(router: Any) -> None:
                                status=400)
         pages = max(1, math.ceil(len(index.rows) / per_page))
         rows = index.rows[(page - 1) * per_page: page * per_page]
-        states = await states_of(router.harness, rows)
+        states = await states_of(router.harness, rows, await records.get(router.harness))
         return router.json({"total": len(index.rows), "page": page, "pages": pages,
                             "per_page": per_page, "prs": [{
             "account": r.key[0], "repo": r.repo, "number": r.key[3], "session": r.session_id,

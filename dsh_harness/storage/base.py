@@ -25,6 +25,7 @@ from ..validation import error_lines
 log = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=BaseModel)
+PARSE_IN_THREAD = 500  # ``Domain.all`` of more records validates them in a worker thread
 
 # One write operation: (table, key, JSON text) or (table, key, None) for a delete.
 WriteOp = tuple[str, str, str | None]
@@ -251,7 +252,12 @@ class Domain:
 
     async def all(self, table: str) -> dict[str, BaseModel]:
         self._model(table)
-        return {k: self._parse(table, k, t) for k, t in await self._stored.items(table)}
+        items = await self._stored.items(table)
+        if len(items) > PARSE_IN_THREAD:
+            # 10,000 records take most of a second to validate: not on the event loop.
+            return await asyncio.to_thread(
+                lambda: {k: self._parse(table, k, t) for k, t in items})
+        return {k: self._parse(table, k, t) for k, t in items}
 
     async def put(self, table: str, key: str, record: BaseModel) -> None:
         await self.write_many([(table, key, record)])

@@ -31,7 +31,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..errors import DshError
 from . import auth, render
-from .catalog import CatalogEntry, LiveLog, SessionCatalog, public_facts
+from .catalog import CatalogEntry, IndexBuilding, LiveLog, SessionCatalog, public_facts
 from .digest import DigestError
 from .redact import Redactor
 from .router import WebRouter
@@ -332,11 +332,25 @@ class WebApp:
         access = auth.Access(auth_token) if auth_token else None
         middleware = [Middleware(auth.TokenAuth, access=access)] if access else []
         app = Starlette(routes=routes, middleware=middleware,
-                        exception_handlers={404: self._http_404})
+                        exception_handlers={404: self._http_404,
+                                            IndexBuilding: self._building})
         app.state.access = access
         app.state.web = self
         web = self.harness.config.web
         return Shield(app, allowed_hosts(web.host, web.allowed_hosts))
+
+    async def _building(self, request: Request, exc: Exception) -> Response:
+        """A cold start over many sessions: the index builds behind; say so, try again soon."""
+        assert isinstance(exc, IndexBuilding)
+        headers = {"Retry-After": "2"}
+        if request.url.path.startswith("/api/"):
+            resp = self.json({"error": str(exc), "building": True, "read": exc.read,
+                              "total": exc.total}, status=503)
+        else:
+            resp = await self.render(request, "building.html", status=503, read=exc.read,
+                                     total=exc.total)
+        resp.headers.update(headers)
+        return resp
 
     async def _http_404(self, request: Request, exc: Exception) -> Response:
         return await self.not_found(request, "No such page.")

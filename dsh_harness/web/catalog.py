@@ -3,7 +3,10 @@
 Each session's digest (``digest.py``) is folded from its log once, then only from the bytes
 appended since (file stamp = mtime and size; a log that shrank is read again). The index
 persists in ``<home>/web/index.json``, so a fresh ``dsh web`` over 10,000 sessions starts from
-it instead of reading every log. Requests never wait for the directory scan once the index is
+it instead of reading every log. Without a usable index file (the first start, an upgrade that
+changed the digests) the index is built in the background: a request waits for it at most
+``COLD_WAIT_S``, then gets ``IndexBuilding`` (the app answers 503 with a page that says how far
+the build is and reloads itself). Requests never wait for the directory scan once the index is
 loaded: a page is served from memory and, when the last scan is older than ``scan_ttl_s``, a
 background scan refreshes the index for the next request. Session pages follow one log the same
 way (``LiveLog``), so a poll of a growing log reads only its new lines. Nothing here writes a
@@ -35,6 +38,16 @@ SCAN_TTL_S = 2.0
 # The index file is rewritten after a big change at once, else at most this often (a live
 # session changes every poll; losing recent updates only means re-reading those tails).
 SAVE_EVERY_S = 30.0
+COLD_WAIT_S = 3.0  # longer than any small home needs: only big cold starts see the page
+
+
+class IndexBuilding(Exception):
+    """The first index build is still running: ``read`` of ``total`` logs read so far."""
+
+    def __init__(self, read: int, total: int | None):
+        super().__init__(f"building the session index: {read:,} of "
+                         f"{'?' if total is None else f'{total:,}'} logs read")
+        self.read, self.total = read, total
 
 
 def public_facts(facts: dict[str, Any]) -> dict[str, Any]:
@@ -111,6 +124,8 @@ class SessionCatalog:
         self._groups: tuple[list, list] | None = None
         self._totals: tuple[list, dict] | None = None
         self._persist_key = self._key()
+        self._read = 0  # logs read by the running scan (the cold-start page shows it)
+        self._to_read: int | None = None
 
     @property
     def store(self) -> Any:
@@ -133,7 +148,12 @@ class SessionCatalog:
     async def entries(self) -> list[CatalogEntry]:
         """All sessions, newest activity first, from memory; stale ones refresh behind."""
         if self._scanned_at is None:
-            await self.refresh()
+            if self._scan_task is None or self._scan_task.done():
+                self._scan_task = asyncio.create_task(self.refresh(), name="dsh-web-index")
+            try:
+                await asyncio.wait_for(asyncio.shield(self._scan_task), COLD_WAIT_S)
+            except TimeoutError:
+                raise IndexBuilding(self._read, self._to_read) from None
         elif (time.monotonic() - self._scanned_at > self.scan_ttl_s
               and (self._scan_task is None or self._scan_task.done())):
             self._scan_task = asyncio.create_task(self._background_refresh(),
@@ -157,6 +177,7 @@ class SessionCatalog:
                 stamps = await self.store.list_stamped()
             changed = [(sid, st) for sid, st in stamps
                        if st is None or (e := self._entries.get(sid)) is None or e.stamp != st]
+            self._read, self._to_read = 0, len(changed)
             updated = await self._read_changed(changed)
             live = {sid for sid, _ in stamps}
             entries = {sid: e for sid, e in self._entries.items() if sid in live}
@@ -177,9 +198,15 @@ class SessionCatalog:
     async def _read_changed(self, changed: list) -> dict[str, CatalogEntry]:
         sync = getattr(self.store, "read_from_sync", None)
         if sync is not None:
-            return await asyncio.to_thread(
-                lambda: {sid: e for sid, st in changed
-                         if (e := self._advance(sid, st, lambda s, o: sync(s, o))) is not None})
+            def read_all() -> dict[str, CatalogEntry]:
+                out: dict[str, CatalogEntry] = {}
+                for sid, st in changed:
+                    e = self._advance(sid, st, lambda s, o: sync(s, o))
+                    if e is not None:
+                        out[sid] = e
+                    self._read += 1
+                return out
+            return await asyncio.to_thread(read_all)
         out = {}
         for sid, st in changed:
             # A store that serves its log's bytes (postgres) is read from where it was left.

@@ -3,6 +3,7 @@ the real loop's PR page is checked in Chromium by test_browser.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -242,11 +243,17 @@ async def check_states(h, store, pr_key) -> None:
         assert "seen closed or merged since its last turn" in page
         import dsh_github_reviewer.web.pages as web_pages
 
-        size, web_pages.PAGE_SIZE = web_pages.PAGE_SIZE, 1  # more rows than a page: bulk read
+        size, web_pages.FRESH_ROWS = web_pages.FRESH_ROWS, 1  # many rows: the cached records
         try:
+            await asyncio.sleep(web_pages.RECORDS_TTL_S + 0.1)
+            await states(c)  # the stale copy is served while it is read again behind
+            for _ in range(100):
+                if await states(c) == {7: "open", 8: "closed", 9: "closed"}:
+                    break
+                await asyncio.sleep(0.05)
             assert await states(c) == {7: "open", 8: "closed", 9: "closed"}
         finally:
-            web_pages.PAGE_SIZE = size
+            web_pages.FRESH_ROWS = size
 
 
 def account_harness(tmp_path, server) -> Harness:

@@ -227,3 +227,33 @@ async def test_a_plugin_home_page_is_what_slash_shows_and_sessions_move_to_sessi
         nav = sessions.split("<nav", 1)[1].split("</nav>", 1)[0]
         assert nav.index('href="/board"') < nav.index('href="/sessions"'), "home listed first"
     await h.close()
+
+
+async def test_a_cold_start_builds_the_index_behind_a_page_that_says_so(
+        tmp_path, server, monkeypatch):
+    import asyncio
+
+    import dsh_harness.web.catalog as catalog
+
+    monkeypatch.setattr(catalog, "COLD_WAIT_S", 0)  # as if the logs took long to read
+    h = make(tmp_path, server.base_url)
+    for i in range(30):
+        s = await h.sessions.create(f"test:s{i:02d}", {})
+        await h.sessions.release(s.id)
+    for url in ("/sessions", "/api/sessions"):
+        async with await client(h) as c:  # a fresh app: a fresh process
+            first = await c.get(url)
+            assert first.status_code == 503 and first.headers["retry-after"] == "2", url
+            if url.startswith("/api/"):
+                assert first.json()["building"] is True and first.json()["total"] in (None, 30)
+            else:
+                assert "<h1>Building the session index</h1>" in first.text
+                assert '<meta http-equiv="refresh" content="2">' in first.text
+            for _ in range(200):
+                r = await c.get(url)
+                if r.status_code == 200:
+                    break
+                await asyncio.sleep(0.05)
+            assert r.status_code == 200, url
+            assert ("test:s00" in r.text), url
+    await h.close()
