@@ -231,7 +231,8 @@ class Runner:
         result = await TeamReview(self.harness, self.app).review(
             acct, pr, trigger, instructions, previous_head, requested_by)
         if not result.posted:
-            return TurnResult(False, result.error or "the review team posted no review")
+            return TurnResult(False, result.error or "the review team posted no review",
+                              failure=result.failure)
         if result.failed:
             log.warning("%s#%d: review posted but failed closed: %s did not complete",
                         pr.base.repo.full_name if pr.base.repo else "?", pr.number,
@@ -252,7 +253,7 @@ class Runner:
             answer = await TeamReview(self.harness, self.app).chat(
                 acct, pr, trigger, instructions,
                 chat_message(facts(pr), author, message, path, line))
-            result = TurnResult(answer.ok, answer.error, answer.text)
+            result = TurnResult(answer.ok, answer.error, answer.text, failure=answer.failure)
         else:
             # Answered in the log but never posted (the process died in between): post that
             # answer; asking again would put the same question in the history twice.

@@ -9,7 +9,7 @@ from dsh_github_reviewer.core.session_key import PrKey
 from dsh_github_reviewer.testing.deployment import Deployment
 from dsh_github_reviewer.testing.scenario import build_shop, push_fix
 from dsh_github_reviewer.testing.team_model import TeamModel
-from dsh_harness.testing import ScriptedModelServer
+from dsh_harness.testing import Fault, ScriptedModelServer
 
 pytestmark = pytest.mark.slow
 TEAM = '''
@@ -89,3 +89,22 @@ def test_sigkill_while_the_coordinator_writes_then_restart(tmp_path, sandbox80):
         assert "Verdict: cannot merge: " in review.body and "did not complete" not in review.body
         finish(config)
         assert len(sandbox80.state.reviews_of("acme/shop", 1)) == 1
+
+
+async def test_a_rejected_model_key_posts_no_fallback_review_and_pauses(tmp_path, sandbox80):
+    # Every persona and the coordinator are refused (HTTP 401): a fallback review would tell
+    # the PR, publicly, that the team "did not complete"; the account pauses instead and the
+    # review stays owed, with no attempt counted (issue 21 item 9).
+    build_shop(sandbox80)
+    with ScriptedModelServer(policy=TeamModel()) as model:
+        model.inject(*[Fault.auth() for _ in range(60)])
+        dep = await Deployment(tmp_path, sandbox80, model, extra_account=TEAM).start()
+        try:
+            await dep.tick()
+            assert dep.reviews() == [] and dep.bot_comments() == []
+            rec = await dep.entry()
+            assert rec.status == "reviewing" and rec.fail_count == 0 and rec.notices == []
+            account = await dep.account_record()
+            assert account.pause == "model" and "rejected the API key" in account.pause_reason
+        finally:
+            await dep.stop()

@@ -36,6 +36,8 @@ class AttemptResult:
     text: str | None = None
     error: str | None = None
     persistent: bool = False
+    # TurnOutcome.failure: "auth" when the model provider rejected the key.
+    failure: str | None = None
 
 
 @dataclass
@@ -45,6 +47,8 @@ class Outcome:
     error: str | None
     attempts: list[str] = field(default_factory=list)  # "model: result" per attempt
     model: str | None = None
+    # Every attempt failed for the same account-wide reason ("auth": the key was rejected).
+    failure: str | None = None
 
 
 def is_persistent(error: str | None) -> bool:
@@ -59,6 +63,7 @@ async def run_attempts(label: str, candidates: list[str | None], per_model: int,
     accept = accept or (lambda r: r.ok and bool((r.text or "").strip()))
     tried: list[str] = []
     last_error: str | None = None
+    failures: set[str | None] = set()
     for model in candidates:
         for n in range(per_model):
             try:
@@ -76,13 +81,15 @@ async def run_attempts(label: str, candidates: list[str | None], per_model: int,
                 return Outcome(True, result.text, None, tried, model)
             error = result.error or ("empty answer" if result.ok else "failed")
             last_error = error
+            failures.add(result.failure)
             tried.append(f"{name}: {error}")
             persistent = result.persistent or is_persistent(error)
             log.warning("%s: attempt %d on %s failed (%s): %s", label, n + 1, name,
                         "persistent" if persistent else "transient", error)
             if persistent:
                 break
-    return Outcome(False, None, last_error, tried, None)
+    failure = failures.pop() if len(failures) == 1 else None
+    return Outcome(False, None, last_error, tried, None, failure=failure)
 
 
 async def reported_before(harness: Harness, session_id: str, triggers: tuple[str, ...],

@@ -46,6 +46,9 @@ class TeamResult:
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     error: str | None = None
     posted_now: bool = False
+    # "auth": the model provider rejected the key, so nothing was posted (no fallback review:
+    # the account pauses instead, see work/pause.py).
+    failure: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -96,6 +99,11 @@ class TeamReview:
                                                      previous_head, requested_by,
                                                      (trigger, *same_review))
             outcomes = dict(await asyncio.gather(*(one(n) for n in names)))
+            if outcomes and all(o.failure == "auth" for o in outcomes.values()):
+                # The key is rejected: a fallback review would tell every PR so, publicly.
+                first = next(iter(outcomes.values()))
+                return TeamResult(False, error=first.error, failure="auth",
+                                  outcomes=outcomes)
             reports = [Report(n, outcomes[n].text if outcomes[n].ok else None,
                               outcomes[n].error) for n in names]
             failed = [r.persona for r in reports if r.text is None]
@@ -180,7 +188,8 @@ class TeamReview:
             self.app.session_models.pop(sid, None)
         if not outcome.ok:
             return AttemptResult(False, outcome.text,
-                                 f"turn ended: {outcome.reason}: {outcome.error}"), turn
+                                 f"turn ended: {outcome.reason}: {outcome.error}",
+                                 failure=outcome.failure), turn
         return AttemptResult(True, outcome.text), turn
 
     async def _persona(self, acct: AccountRuntime, key: PrKey, pr: PullRequest, trigger: str,
@@ -243,6 +252,9 @@ class TeamReview:
                               verdict.verdict_of(final_bodies[-1] if final_bodies else
                                                  turn.submitted.body), failed, reports,
                               {COORDINATOR: outcome}, posted_now=turn.posted_now)
+        if outcome.failure == "auth":
+            return TeamResult(False, error=outcome.error, failure="auth",
+                              outcomes={COORDINATOR: outcome})
         return await self._fallback(acct, pr, trigger, reports, [*failed, COORDINATOR],
                                     outcome)
 
