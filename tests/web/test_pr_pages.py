@@ -304,6 +304,7 @@ async def test_a_pr_without_a_session_is_listed_counted_and_linked(tmp_path, ser
             assert data["accounts"]["demo"]["prs"] == 4
             page = (await c.get("/prs")).text
             assert "acme/shop#9 Broken PR" in page and "no session" in page
+            assert '<td class="num" data-label="Cache hit">-</td>' in page, "no tokens: no rate"
             assert 'class="badge state-merged"' in page
             # Paged: the totals stay those of every PR.
             one = (await c.get("/api/github-reviewer/prs?per_page=1&page=2")).json()
