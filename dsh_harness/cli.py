@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import inspect
 import json
 import logging
@@ -151,7 +152,12 @@ async def cmd_run(harness: Harness, args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     # Validated before the lock: a config that cannot run must not touch the home.
     harness.validate()
-    with HomeLock(harness.home):   # one dsh run per home; refused at once, naming the holder
+    # One dsh run per home (refused at once, naming the holder) unless everything durable is
+    # in a shared database: then any number of replicas run, coordinated by its leases.
+    shared = harness.leases.shared and harness.sessions.store.shared
+    with contextlib.nullcontext() if shared else HomeLock(harness.home):
+        if shared:
+            log.info("shared storage and sessions: running as replica %s", harness.replica_id)
         failures = await harness.startup()
         try:
             if not args.once:

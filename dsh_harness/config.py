@@ -68,6 +68,9 @@ class StorageConfig(StrictModel):
     backups_keep: int = Field(default=5, ge=1)
     # The PostgreSQL database of the ``postgres`` backend (a libpq URL or key=value string).
     dsn: SecretStr | None = None
+    # How long a lease (storage/leases.py) lasts without renewal: how soon another replica
+    # takes over the work of one that died.
+    lease_ttl_s: float = Field(default=60.0, ge=1.0, le=3600.0)
 
     _dsn = field_validator("dsn")(_check_dsn)
 

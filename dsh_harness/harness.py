@@ -253,6 +253,7 @@ class Harness:
         if self._leases is None:
             backend = self.storage.backend(self.config.storage.backend)
             self._leases = backend.leases(self.replica_id) or LocalLeases(self.replica_id)
+            self._leases.ttl_s = self.config.storage.lease_ttl_s
         return self._leases
 
     # -- sessions, models, agents -------------------------------------------------------------

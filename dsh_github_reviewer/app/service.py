@@ -31,7 +31,10 @@ class WorkService:
         from ..sources.poll import AccountPoller
 
         self.app = app
-        self.scheduler = Scheduler(app.process_cap, clock)
+        # Replicas on a shared database take a lease per PR's work and per account's poll.
+        leases = app.harness.leases
+        self.leases = leases if leases.shared else None
+        self.scheduler = Scheduler(app.process_cap, clock, leases=self.leases)
         self.pollers: dict[str, AccountPoller] = {}
         for acct in app.accounts.values():
             assert acct.store is not None
@@ -41,7 +44,8 @@ class WorkService:
                 lambda review, chat, ctx=ctx: PrWorker(ctx, review, chat),
                 acct.config.poll_interval_s, acct.config.max_concurrent_reviews)
             acct.inbox = Inbox(acct.store, acct.config)
-            poller = AccountPoller(acct, acct.store, acct.inbox, self.scheduler, clock)
+            poller = AccountPoller(acct, acct.store, acct.inbox, self.scheduler, clock,
+                                   leases=self.leases)
             acct.poller = poller
             self.pollers[acct.key] = poller
 

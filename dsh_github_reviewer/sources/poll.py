@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from dsh_harness import Leases
+
 from ..app import AccountRuntime
 from ..core.clock import utcnow
 from ..core.failures import log_failure
@@ -52,8 +54,11 @@ class PassResult:
 
 class AccountPoller:
     def __init__(self, acct: AccountRuntime, store: WorkStore, inbox: Inbox,
-                 scheduler: Scheduler, clock: Callable[[], datetime] = utcnow):
+                 scheduler: Scheduler, clock: Callable[[], datetime] = utcnow,
+                 leases: Leases | None = None):
         self.acct, self.store, self.inbox, self.scheduler = acct, store, inbox, scheduler
+        # Replicas: each slot's poll runs on the one replica that takes the account's lease.
+        self.leases = leases
         self.clock = clock
         assert acct.client is not None
         self.client = acct.client
@@ -94,7 +99,12 @@ class AccountPoller:
         due = loop.time()
         while not self._stop.is_set():
             started = loop.time()
-            await self.tick()
+            if await self._poll_lease(interval):
+                await self.tick()
+            else:
+                # Another replica polls this slot and records what it finds; pick up the
+                # work it recorded (and work a dead replica left) from the shared records.
+                self.scheduler.wake(self.acct.key)
             # A tick that overran skips the slots it covered. With the webhook on, the interval
             # is webhook.reconcile_interval_s: deliveries record work without a poll.
             while due <= loop.time():
@@ -118,6 +128,19 @@ class AccountPoller:
             except TimeoutError:
                 pass
             self._soon.clear()
+
+    async def _poll_lease(self, interval: float) -> bool:
+        """Whether this replica polls the current slot: it takes the account's lease for a
+        little less than the interval and never releases it, so the next slot is free again
+        and one replica polls per interval (no extra GitHub requests for more replicas)."""
+        if self.leases is None:
+            return True
+        try:
+            return await self.leases.acquire(f"poll:{self.acct.key}", interval * 0.9) \
+                is not None
+        except Exception as exc:  # the database is away: polling could not record anyway
+            log_failure(log, exc, "account %s: cannot take the poll lease", self.acct.key)
+            return False
 
     async def tick(self) -> PassResult:
         if self._tick_lock.locked():

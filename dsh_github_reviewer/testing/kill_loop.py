@@ -91,7 +91,8 @@ def run_loop(tmp: Path, sb: SandboxGitHub, model, kills: int, seed: int = 11,
     return report
 
 
-async def _check(tmp: Path, sb: SandboxGitHub, model, report: LoopReport) -> None:
+async def _check(tmp: Path, sb: SandboxGitHub, model, report: LoopReport,
+                 **toml_kw) -> None:
     st = sb.state
     problems = report.problems
     all_reviews = [r for n in range(1, PRS + 1) for r in st.reviews_of(REPO, n)]
@@ -126,7 +127,7 @@ async def _check(tmp: Path, sb: SandboxGitHub, model, report: LoopReport) -> Non
             twins = [x for x in all_reviews if f"demo:auto:{sha} -->" in (x.body or "")]
             if len(twins) > 1:
                 problems.append(f"head {sha[:12]} was reviewed automatically {len(twins)} times")
-    dep = await Deployment(tmp, sb, model, poll_interval_s=1.0).start()
+    dep = await Deployment(tmp, sb, model, **{"poll_interval_s": 1.0, **toml_kw}).start()
     try:
         for n in range(1, PRS + 1):
             head = st.pull(REPO, n).head_sha

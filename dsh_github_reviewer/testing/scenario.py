@@ -83,10 +83,12 @@ def deployment_toml(home: Path, sb: SandboxGitHub, model: ScriptedModelServer, *
                     accounts: tuple[str, ...] = ("demo",), backend: str = "sqlite",
                     poll_interval_s: float = 1.0, extra_account: str = "",
                     repositories: tuple[str, ...] = (REPO,), webhook: str = "",
-                    credentials: str | None = None) -> str:
+                    credentials: str | None = None, dsn: str | None = None,
+                    lease_ttl_s: float = 60.0) -> str:
     """``webhook``: lines of a ``[plugins.github-reviewer.webhook]`` block (none: polling).
     ``credentials``: the accounts' credential lines (default: the bot's PAT), e.g. App mode's
-    ``app_id``/``installation_id``/``private_key_path``."""
+    ``app_id``/``installation_id``/``private_key_path``. ``dsn``: storage and sessions in
+    that PostgreSQL database (replicas), with leases of ``lease_ttl_s``."""
     repos = ", ".join(f'"{r}"' for r in repositories)
     credentials = credentials or f'personal_access_token = "{BOT_TOKEN}"'
     blocks = "".join(f'''
@@ -102,7 +104,11 @@ poll_interval_s = {poll_interval_s}
 default_model = "scripted/deepseek-v4-flash"
 
 [storage]
-backend = "{backend}"
+backend = "{"postgres" if dsn else backend}"
+{f'dsn = "{dsn}"' if dsn else ""}
+lease_ttl_s = {lease_ttl_s}
+{'[sessions]' if dsn else ""}
+{'store = "postgres"' if dsn else ""}
 
 [providers.scripted]
 base_url = "{model.base_url}"

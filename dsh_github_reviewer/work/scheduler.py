@@ -10,6 +10,13 @@ answered while long reviews run) and process-wide (``max_concurrent_turns`` revi
 
 ``stop(grace_s)`` waits for running PR tasks up to the bound, then cancels them: their work
 stays recorded and resumes at the next start.
+
+Replicas (several ``dsh run`` on one shared database): a PR's work runs under the lease
+``pr:<key>`` (``harness.leases``), renewed every third of ``lease_ttl_s`` while it runs; its
+storage writes are fenced by the lease's token. A PR whose lease another replica holds waits
+here until about when that lease would expire. A replica that cannot renew (the lease was taken
+over after it expired: a pause, a partition) cancels that work at once; had it written late, the
+fencing token would have refused the write.
 """
 
 from __future__ import annotations
@@ -19,7 +26,9 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
+
+from dsh_harness import Lease, LeaseLost, Leases
 
 from ..core.clock import utcnow
 from ..core.failures import log_failure
@@ -29,6 +38,9 @@ from .worker import PrWorker
 log = logging.getLogger(__name__)
 
 DEFAULT_PROCESS_CAP = 16
+# How long a PR's work lease lasts without renewal: the delay before another replica takes over
+# the work of one that died.
+LEASE_TTL_S = 60.0
 
 
 @dataclass
@@ -56,7 +68,11 @@ class AccountLane:
 
 class Scheduler:
     def __init__(self, process_cap: int = DEFAULT_PROCESS_CAP,
-                 clock: Callable[[], datetime] | None = None):
+                 clock: Callable[[], datetime] | None = None, leases: Leases | None = None,
+                 lease_ttl_s: float | None = None):
+        # Shared leases (replicas) or None: one process, no lease needed.
+        self.leases = leases
+        self.lease_ttl_s = lease_ttl_s or (leases.ttl_s if leases is not None else LEASE_TTL_S)
 
         self.clock = clock or utcnow
         self.process_cap = process_cap
@@ -212,21 +228,82 @@ class Scheduler:
 
     async def _run(self, lane: AccountLane, key: str) -> None:
         try:
-            await lane.worker.run(key)
+            if self.leases is None:
+                await lane.worker.run(key)
+            elif not await self._run_leased(lane, key):
+                return
             lane.held.pop(key, None)
         except asyncio.CancelledError:
             raise
+        except LeaseLost as exc:
+            log.warning("%s: another replica took this work over: %s", key, exc)
+            lane.held[key] = self.clock() + timedelta(seconds=self.lease_ttl_s)
         except Exception as exc:
             # Procedures record their own failures; reaching here means the store failed (a
             # local hiccup: no attempt is counted) or recording failed. Hold the PR for one
             # interval, in memory, instead of spinning on it.
             log_failure(log, exc, "%s: work not done, retrying in %.0f s", key,
                         lane.poll_interval_s)
-            from datetime import timedelta
-
             lane.held[key] = self.clock() + timedelta(seconds=lane.poll_interval_s)
         finally:
             lane.running.pop(key, None)
             lane.dirty.add(key)
             lane.wakeup.set()
             lane.changed.set()
+
+    # -- replicas -------------------------------------------------------------------------
+
+    async def _run_leased(self, lane: AccountLane, key: str) -> bool:
+        """Run the PR's work under its lease; False when another replica holds it (the PR is
+        held until about when that lease would expire) or the lease was lost mid-way."""
+        assert self.leases is not None
+        leases, ttl = self.leases, self.lease_ttl_s
+        lease = await leases.acquire(f"pr:{key}", ttl)
+        if lease is None:
+            lane.held[key] = self.clock() + timedelta(seconds=ttl)
+            return False
+        lost = asyncio.Event()
+        with leases.fenced(lease):  # the work's task copies the fence with the context
+            work = asyncio.create_task(lane.worker.run(key), name=f"pr-work:{key}")
+        keeper = asyncio.create_task(self._keep(lease, work, lost), name=f"pr-lease:{key}")
+        try:
+            await asyncio.shield(work)
+        except asyncio.CancelledError:
+            if not lost.is_set():  # stop(): cancel the work itself too
+                work.cancel()
+                await asyncio.gather(work, return_exceptions=True)
+                raise
+            log.warning("%s: the work lease was lost (taken over after it expired); this "
+                        "replica stopped the work", key)
+            lane.held[key] = self.clock() + timedelta(seconds=ttl)
+            return False
+        finally:
+            keeper.cancel()
+            await asyncio.gather(keeper, return_exceptions=True)
+            if not lost.is_set():
+                try:
+                    await leases.release(lease)
+                except Exception as exc:  # it expires by itself
+                    log.warning("%s: cannot release the work lease: %s", key, exc)
+        return True
+
+    async def _keep(self, lease: Lease, work: asyncio.Task[None], lost: asyncio.Event) -> None:
+        """Renew the lease while the work runs; cancel the work once it cannot be renewed."""
+        assert self.leases is not None
+        loop = asyncio.get_running_loop()
+        ttl = self.lease_ttl_s
+        expires = loop.time() + ttl
+        while not work.done():
+            await asyncio.sleep(ttl / 3)
+            try:
+                renewed = await self.leases.renew(lease, ttl)
+            except Exception as exc:  # database away: still ours until it would expire
+                log.warning("%s: cannot renew the work lease: %s", lease.name, exc)
+                if loop.time() < expires - ttl / 6:
+                    continue
+                renewed = None
+            if renewed is None:
+                lost.set()
+                work.cancel()
+                return
+            expires = loop.time() + ttl

@@ -55,6 +55,7 @@ def _generation() -> int:
 
 class PostgresSessionStore(SessionStore):
     name = "postgres"
+    shared = True
 
     def __init__(self, dsn: str):
         self._dsn = dsn

@@ -22,6 +22,9 @@ class SessionStore(ABC):
     """Persists one append-only event log per session id."""
 
     name: str
+    #: True when every process that uses the store's database sees the same logs (replicas
+    #: on several hosts may resume each other's sessions), False for files of one home.
+    shared: bool = False
 
     @abstractmethod
     async def create(self, header: SessionHeader) -> None:

@@ -67,6 +67,8 @@ class Leases(ABC):
 
     #: True when the leases exclude other processes (a shared database), not only this one.
     shared: bool = False
+    #: The deployment's lease duration (``storage.lease_ttl_s``) for holders that name none.
+    ttl_s: float = 60.0
 
     def __init__(self, owner: str):
         self.owner = owner

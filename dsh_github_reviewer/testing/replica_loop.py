@@ -1,0 +1,80 @@
+"""Replicas under a SIGKILL loop: several ``dsh run`` processes on one PostgreSQL database
+(storage and sessions), one of them killed at random moments and started again while pushes,
+``/bot`` and ``/review`` arrive; then the same durability invariants as the single-process loop
+(``kill_loop``): every trigger answered exactly once, every head reviewed once, nothing left
+queued. Used by ``tests/e2e/test_replicas.py`` (a short loop) and ``scripts/replica_loop.py``
+(the long one)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .deployment import Deployment
+from .kill_loop import PRS, LoopReport, _check, _event
+from .sandbox import SandboxGitHub
+from .scenario import build_shop
+
+POLL_INTERVAL_S = 1.0
+# Short leases so a killed replica's PR work is taken over within the loop.
+LEASE_TTL_S = 3.0
+
+
+def _dsh(config: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "dsh_harness.cli", "--config", str(config),
+                             "run", *args], cwd=config.parent, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def _once(config: Path, report: LoopReport) -> None:
+    done = subprocess.run([sys.executable, "-m", "dsh_harness.cli", "--config", str(config),
+                           "run", "--once"], cwd=config.parent, capture_output=True, text=True,
+                          timeout=600)
+    if done.returncode != 0:
+        report.problems.append(f"dsh run --once failed: {done.stderr[-500:]}")
+
+
+def run_replica_loop(tmp: Path, sb: SandboxGitHub, model, dsn: str, *, replicas: int = 3,
+                     kills: int = 10, seed: int = 7, max_pause_s: float = 2.0) -> LoopReport:
+    rng = random.Random(seed)
+    build_shop(sb, prs=PRS)
+    toml_kw = {"poll_interval_s": POLL_INTERVAL_S, "dsn": dsn, "lease_ttl_s": LEASE_TTL_S}
+    config = Deployment(tmp, sb, model, **toml_kw).write_config()
+    report = LoopReport()
+    _once(config, report)  # the bot runs before the first event (older comments are history)
+    procs = [_dsh(config) for _ in range(replicas)]
+    try:
+        for step in range(kills):
+            _event(rng, sb, report, step)
+            time.sleep(rng.uniform(0.2, max_pause_s))
+            if rng.random() < 0.5:
+                _event(rng, sb, report, step + 1000)
+                time.sleep(rng.uniform(0.0, 0.5))
+            victim = rng.randrange(replicas)
+            os.kill(procs[victim].pid, signal.SIGKILL)
+            procs[victim].wait()
+            report.kills += 1
+            procs[victim] = _dsh(config)
+        # The survivors finish the work: wait for leases of the last kill to expire and the
+        # replicas to take it over, then stop them and check with one last pass.
+        time.sleep(LEASE_TTL_S * 3 + POLL_INTERVAL_S * 3)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    time.sleep(LEASE_TTL_S)
+    _once(config, report)
+    asyncio.run(_check(tmp, sb, model, report, **toml_kw))
+    return report
