@@ -118,9 +118,18 @@ async def test_drafts_close_and_reopen(live):
     st.close_pull(REPO, 2)
     await settle(sb)
     assert (await dep.entry(2)).closed_seen_at is not None
+    assert not (await dep.entry(2)).merged, "closed, not merged"
     st.reopen_pull(REPO, 2)
     await settle(sb)
     assert (await dep.entry(2)).closed_seen_at is None
+    # A merge says so in the closed event: the web UI shows the PR as merged, not closed.
+    st.close_pull(REPO, 2, merged=True)
+    await settle(sb)
+    entry = await dep.entry(2)
+    assert entry.closed_seen_at is not None and entry.merged
+    st.reopen_pull(REPO, 2)
+    await settle(sb)
+    assert not (await dep.entry(2)).merged
     assert all(d.status == 200 for d in sb.webhooks.deliveries())
 
 
