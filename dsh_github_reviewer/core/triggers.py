@@ -36,6 +36,10 @@ REVIEW_MARKER = OWN_MARKER + "trigger:{trigger} -->"
 REVIEW_MARKER_PREFIX = OWN_MARKER + "trigger:"
 REPLY_MARKER = OWN_MARKER + "reply-to:{id} -->"
 NOTICE_MARKER = OWN_MARKER + "gave-up:{trigger} -->"
+# In a review's body: the bot's earlier threads the model said this push fixed.
+FIXED_MARKER = OWN_MARKER + "fixed:{ids} -->"
+# On the bot's reply in a thread it resolved: it is never resolved by the bot again.
+FIXED_IN_MARKER = OWN_MARKER + "fixed-in:{id} -->"
 
 
 @dataclass(frozen=True)

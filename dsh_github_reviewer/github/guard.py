@@ -81,6 +81,9 @@ class GuardTurn:
     # The turn's tool budget ran out: findings after it are listed, and a draft the model
     # never submitted is submitted by the bot (``submit_draft``).
     budget_spent: bool = False
+    # The bot's open threads on the PR (root comment id -> "path:line"), as the review message
+    # lists them: the ones submit_pending may name as fixed.
+    fixable: dict[int, str] = field(default_factory=dict)
     # github-mcp-server reported a GitHub rate limit (429, primary or secondary limit).
     rate_limited: bool = False
     # The team's coordinator turn: code, not the model, has the last word on the verdict line
@@ -245,6 +248,13 @@ class Guard:
         if turn.draft is None:
             raise Rejected("no pending review: call pull_request_review_write method=create "
                            "first")
+        fixed = out.get("fixedThreads", [])
+        unknown = [i for i in fixed if i not in turn.fixable]
+        if unknown:
+            known = ", ".join(f"{i} ({w})" for i, w in turn.fixable.items()) or "none"
+            raise Rejected(f"fixedThreads {unknown} are not your open threads on this PR; "
+                           f"open threads: {known}")
+        turn.draft.fixed = list(fixed)
         try:
             review = await turn.submit(out["body"])
         except GitHubError as exc:

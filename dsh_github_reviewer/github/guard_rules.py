@@ -187,8 +187,14 @@ def check_review_write(args: dict[str, Any], scope: Scope) -> tuple[str, dict[st
         if not body.strip():
             raise Rejected("body must summarize the review (a short summary is fine when "
                            "there are no findings)")
-        return "submit_pending", {**target, "method": "submit_pending", "event": "COMMENT",
-                                  "body": body}
+        fixed = args.get("fixedThreads", [])
+        if not isinstance(fixed, list) or any(isinstance(i, bool) or not isinstance(i, int)
+                                              for i in fixed):
+            raise Rejected("fixedThreads must be a list of thread ids (JSON integers)")
+        out = {**target, "method": "submit_pending", "event": "COMMENT", "body": body}
+        if fixed:
+            out["fixedThreads"] = list(dict.fromkeys(fixed))
+        return "submit_pending", out
     raise Rejected(f"pull_request_review_write method {method!r} is not allowed (allowed: "
                    "create, then add_comment_to_pending_review, then submit_pending with "
                    "event=COMMENT)")

@@ -11,12 +11,13 @@ the PR's reviews are checked for it, so a retried or resumed turn never posts tw
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import severity
 from ..core.sanitizer import redact_secrets
-from ..core.triggers import Trigger, review_marker
+from ..core.triggers import FIXED_MARKER, Trigger, review_marker
 from .client import GitHubClient
 from .errors import GitHubError
 from .models import Review
@@ -45,6 +46,9 @@ class DraftComment:
         return f"{self.path}:{self.line}"
 
 
+_FIXED = re.compile(re.escape(FIXED_MARKER.split("{")[0]) + r"([0-9,]*) -->")
+
+
 @dataclass(frozen=True)
 class FindingLimits:
     """What goes inline: at least ``min_severity``, at most ``max_findings`` (0 = no cap)."""
@@ -58,6 +62,14 @@ class Draft:
     commit_id: str
     comments: list[DraftComment] = field(default_factory=list)
     limits: FindingLimits = field(default_factory=FindingLimits)
+    # The bot's earlier threads the model says this push fixed (resolved after posting).
+    fixed: list[int] = field(default_factory=list)
+
+
+def fixed_threads(body: str | None) -> list[int]:
+    """The thread ids a posted review's hidden marker names as fixed."""
+    m = _FIXED.search(body or "")
+    return [int(x) for x in m.group(1).split(",") if x] if m else []
 
 
 LISTED_CHARS = 600
@@ -119,6 +131,8 @@ def review_payload(draft: Draft, body: str, trigger: Trigger | str
         parts.append(f"<details><summary>{heads['severity']}: {len(listed['severity'])}"
                      "</summary>\n\n" + "\n".join(_listed(c) for c in listed["severity"])
                      + "\n\n</details>")
+    if draft.fixed:
+        parts.append(FIXED_MARKER.format(ids=",".join(map(str, draft.fixed))))
     parts.append(review_marker(trigger))
     comments = []
     for c in inline:

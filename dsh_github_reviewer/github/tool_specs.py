@@ -48,7 +48,11 @@ PULL_REQUEST_REVIEW_WRITE: dict[str, Any] = {
         "owner": OWNER, "repo": REPO, "pullNumber": PULL,
         "commitID": {"type": "string", "description": "Head SHA (optional; injected)"},
         "event": {"type": "string", "enum": ["COMMENT"]},
-        "body": {"type": "string", "description": "Review summary (submit_pending)"}},
+        "body": {"type": "string", "description": "Review summary (submit_pending)"},
+        "fixedThreads": {"type": "array", "items": {"type": "integer"},
+                         "description": ("submit_pending on a re-review: ids of your earlier "
+                                         "threads this push fixed (the thread N listed in the "
+                                         "message); the bot resolves them after posting")}},
         "required": ["method", "owner", "repo", "pullNumber"]},
 }
 

@@ -106,6 +106,8 @@ async def review_turn_message(acct: AccountRuntime, pr: PullRequest, previous_he
         prepared, text, conv = await build(kept)
     if prepared.files is not None:
         turn.use_files(prepared.files)
+    if prepared.kind != "first":
+        turn.fixable = {i: where for i, (where, _) in prepared.open_threads.items()}
     return TurnMessage(text, told_meta(pr_facts, previous_head, prepared, conv))
 
 

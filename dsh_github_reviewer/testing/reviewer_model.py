@@ -117,6 +117,32 @@ def _rejected(user: str) -> set[tuple[str, str]]:
     return out
 
 
+_OPEN = re.compile(r"^- thread (\d+): ([^\s:]+)(?::\d+)?: (.*)$", re.M)
+
+
+def fixed_threads(user: str, diff: str) -> list[int]:
+    """Open threads (``<your_open_threads>``) whose finding this diff removes: a removed line of
+    the thread's file matched the thread's rule and no added line there matches it now."""
+    if "<your_open_threads>" not in user:
+        return []
+    block = user.split("<your_open_threads>", 1)[1].split("</your_open_threads>", 1)[0]
+    lines: dict[str, list[str]] = {}
+    path = ""
+    for raw in diff.split("\n"):
+        if raw.startswith("+++ "):
+            path = raw[6:] if raw.startswith("+++ b/") else ""
+        elif path and raw[:1] in ("+", "-") and not raw.startswith(("+++", "---")):
+            lines.setdefault(path, []).append(raw)
+    out = []
+    for ident, where, first in _OPEN.findall(block):
+        rule = next((p for p, message in RULES if first.startswith(message[:40])), None)
+        changed = lines.get(where, [])
+        if rule is not None and any(x[0] == "-" and rule.search(x[1:]) for x in changed) \
+                and not any(x[0] == "+" and rule.search(x[1:]) for x in changed):
+            out.append(int(ident))
+    return out
+
+
 def _patches(result: str, wanted: list[str]) -> str:
     """get_files output (JSON file entries) as diff text for the ``wanted`` files."""
     try:
@@ -226,8 +252,12 @@ def reviewer_policy(req: ModelRequest,
             summary += (f" Dropped {len(rejected)} finding(s) people explained as intended.")
         if earlier:
             summary += f" {len(earlier)} earlier finding(s) were reported in previous reviews."
-        return Reply(tool_calls=[("pull_request_review_write", {
-            **pr, "method": "submit_pending", "event": "COMMENT", "body": summary})])
+        submit = {**pr, "method": "submit_pending", "event": "COMMENT", "body": summary}
+        fixed = fixed_threads(user, diff)
+        if fixed:
+            submit["fixedThreads"] = fixed
+            submit["body"] += f" Fixed since the last review: threads {fixed}."
+        return Reply(tool_calls=[("pull_request_review_write", submit)])
     return Reply(content="Review submitted.")
 
 

@@ -25,6 +25,7 @@ OPERATIONS = {
     "blob_sizes": re.compile(r"f0: object\(expression: \$e0\)"),
     "review_threads": re.compile(r"pullRequest\(number: \$number\) \{ reviewThreads\("
                                  r"first: (\d+), after: \$after\)"),
+    "resolve_thread": re.compile(r"resolveReviewThread\(input: \$input\)"),
     "delete": re.compile(r"deletePullRequestReview\(input: \$input\)\{pullRequestReview\{id\}\}"),
 }
 
@@ -97,6 +98,8 @@ def _run(state: SandboxState, base_url: str, login: str, op: str,
     if op == "blob_sizes":
         return _blob_sizes(state, v)
     inp = v.get("input") or {}
+    if op == "resolve_thread":
+        return _resolve_thread(state, login, inp)
     if op == "add_review":
         full, number = _pr_from_node(state, inp.get("pullRequestId", ""))
         if any(r.user.lower() == login.lower() and r.state == "PENDING"
@@ -143,6 +146,19 @@ def _run(state: SandboxState, base_url: str, login: str, op: str,
     raise GraphQLError(f"unsupported operation {op}")
 
 
+def _resolve_thread(state: SandboxState, login: str, inp: dict[str, Any]) -> dict[str, Any]:
+    """``resolveReviewThread(input: {threadId})``: the thread's id is ``PRRT_<root id>``."""
+    m = re.match(r"^PRRT_(\d+)$", str(inp.get("threadId") or ""))
+    root = next((c for c in state.review_comments if m and c.id == int(m.group(1))
+                 and c.in_reply_to is None), None)
+    if root is None:
+        raise GraphQLError(f"Could not resolve to a node with the global id of "
+                           f"'{inp.get('threadId')}'")
+    if root.id not in state.resolved_threads:
+        state.resolve_thread(root.id, state.user(login).login)
+    return {"resolveReviewThread": {"thread": {"id": f"PRRT_{root.id}", "isResolved": True}}}
+
+
 def _review_threads(state: SandboxState, v: dict[str, Any]) -> dict[str, Any]:
     """Threads of a PR, oldest first, paged by an opaque cursor (here: an offset)."""
     full = f"{v['owner']}/{v['name']}"
@@ -159,7 +175,8 @@ def _review_threads(state: SandboxState, v: dict[str, Any]) -> dict[str, Any]:
         outdated = f is None or (c.line is not None and not f.lines.allows(c.side or "RIGHT",
                                                                            c.line))
         resolver = state.resolved_threads.get(c.id)
-        nodes.append({"isResolved": resolver is not None, "isOutdated": outdated,
+        nodes.append({"id": f"PRRT_{c.id}", "isResolved": resolver is not None,
+                      "isOutdated": outdated,
                       "resolvedBy": {"login": state.user(resolver).login} if resolver else None,
                       "comments": {"nodes": [{"databaseId": c.id}]}})
     end = start + len(chunk)

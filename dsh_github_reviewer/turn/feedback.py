@@ -18,29 +18,16 @@ from dataclasses import dataclass, field
 
 from ..core.sanitizer import sanitize, sanitize_line
 from ..core.triggers import is_own_post, is_review_post
-from ..github.client import GitHubClient
-from ..github.errors import GitHubError
 from ..github.models import Review, ReviewComment
+from ..github.threads import ThreadState
+from ..github.threads import thread_states as thread_states  # re-exported
 from .told import Conversation, digest
 
 log = logging.getLogger(__name__)
 
 REPLY_LIMIT = 1_000  # characters of one reply
 MAX_THREADS = 30  # threads with news per turn; the rest are named by count
-THREAD_PAGES = 10
 COMMAND_PREFIXES = ("/bot", "/review")  # answered in their own chat turns
-THREADS_QUERY = (
-    "query($owner: String!, $name: String!, $number: Int!, $after: String) { "
-    "repository(owner: $owner, name: $name) { pullRequest(number: $number) { reviewThreads("
-    "first: 100, after: $after) { pageInfo { hasNextPage endCursor } nodes { isResolved "
-    "isOutdated resolvedBy { login } comments(first: 1) { nodes { databaseId } } } } } } }")
-
-
-@dataclass
-class ThreadState:
-    resolved: bool
-    outdated: bool
-    resolved_by: str | None
 
 
 @dataclass
@@ -62,30 +49,6 @@ def told_facts(news: Sequence[ThreadNews]) -> tuple[list[str], dict[str, str]]:
 def bot_reviews(reviews: Iterable[Review]) -> list[Review]:
     """The bot's submitted reviews: they carry its trigger marker."""
     return [r for r in reviews if r.state != "PENDING" and is_review_post(r.body)]
-
-
-async def thread_states(client: GitHubClient, owner: str, repo: str, number: int
-                        ) -> dict[int, ThreadState]:
-    """Root comment id -> resolution; empty (and logged) when GraphQL is unavailable."""
-    out: dict[int, ThreadState] = {}
-    after = None
-    try:
-        for _ in range(THREAD_PAGES):
-            data = await client.graphql(THREADS_QUERY, {"owner": owner, "name": repo,
-                                                        "number": number, "after": after})
-            threads = data["repository"]["pullRequest"]["reviewThreads"]
-            for node in threads["nodes"]:
-                roots = node["comments"]["nodes"]
-                if roots and roots[0].get("databaseId") is not None:
-                    by = node.get("resolvedBy") or {}
-                    out[int(roots[0]["databaseId"])] = ThreadState(
-                        bool(node["isResolved"]), bool(node["isOutdated"]), by.get("login"))
-            if not threads["pageInfo"]["hasNextPage"]:
-                break
-            after = threads["pageInfo"]["endCursor"]
-    except (GitHubError, KeyError, TypeError) as exc:
-        log.warning("%s/%s#%d: thread resolution unavailable: %s", owner, repo, number, exc)
-    return out
 
 
 def _from_a_person(c: ReviewComment, bot_logins: set[str]) -> bool:

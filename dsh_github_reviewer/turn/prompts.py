@@ -275,6 +275,14 @@ def _prepared_message(pr: PrFacts, previous_head: str | None, requested_by: str 
                      + (f"\n- and {more} more" if more else "") + "\n</your_earlier_findings>")
     if prepared.feedback:
         parts.append(prepared.feedback)
+    if prepared.open_threads and prepared.kind != "first":
+        parts.append("<your_open_threads>\nYour findings still open on the pull request. Name "
+                     "the ones this revision fixes in submit_pending's fixedThreads (ids only); "
+                     "the bot resolves them and replies \"Fixed in <head>\". Never name one "
+                     "that is not fixed.\n"
+                     + "\n".join(f"- thread {i}: {where}: {first}"
+                                 for i, (where, first) in prepared.open_threads.items())
+                     + "\n</your_open_threads>")
     return "\n\n".join(parts)
 
 

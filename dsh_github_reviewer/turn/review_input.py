@@ -26,11 +26,21 @@ from dataclasses import dataclass, field
 
 from ..config import ReviewSettings
 from ..core.sanitizer import redact_secrets, sanitize, sanitize_line
+from ..core.severity import parse as parse_severity
+from ..core.triggers import FIXED_IN_MARKER
 from ..github.client import GitHubClient
 from ..github.errors import GitHubError, NotFound, RateLimited
 from ..github.models import Comparison, PullFile, PullRequest, Review, ReviewComment
 from .diff_prep import exclude_patterns, excluded, is_binary, prepare
-from .feedback import ThreadNews, bot_reviews, render, thread_news, thread_states, told_facts
+from .feedback import (
+    ThreadNews,
+    ThreadState,
+    bot_reviews,
+    render,
+    thread_news,
+    thread_states,
+    told_facts,
+)
 from .told import Conversation
 
 log = logging.getLogger(__name__)
@@ -56,6 +66,9 @@ class ReviewInput:
     findings: list[str] = field(default_factory=list)  # the bot's earlier findings (again)
     told_facts: list[str] = field(default_factory=list)  # feedback facts, for the turn meta
     told_threads: dict[str, str] = field(default_factory=dict)  # resolutions, likewise
+    # The bot's threads still open (root id -> (path:line, first line)): those a re-review
+    # may name as fixed (``fixedThreads``).
+    open_threads: dict[int, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def whole_diff(self) -> bool:
@@ -186,7 +199,8 @@ async def prepare_review(client: GitHubClient, pr: PullRequest, settings: Review
             "the changes with pull_request_read method=get_diff or get_files."))
     try:
         comments = await client.list_review_comments(owner, repo, number) if mine else []
-        news = await _feedback(client, owner, repo, number, mine, comments, conv)
+        news, states = await _feedback(client, owner, repo, number, mine, comments, conv)
+        result.open_threads = open_threads(comments, mine, states)
         result.feedback = render(news)
         result.told_facts, result.told_threads = told_facts(news)
         if result.kind == "again":
@@ -273,14 +287,41 @@ async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile
 
 async def _feedback(client: GitHubClient, owner: str, repo: str, number: int,
                     mine: list[Review], comments: list[ReviewComment],
-                    conv: Conversation) -> list[ThreadNews]:
+                    conv: Conversation) -> tuple[list[ThreadNews], dict[int, ThreadState]]:
     if not mine:
-        return []
+        return [], {}
     ids = {r.id for r in mine}
     has_threads = any(c.pull_request_review_id in ids and c.in_reply_to_id is None
                       for c in comments)
     states = await thread_states(client, owner, repo, number) if has_threads else {}
-    return thread_news(comments, mine, states, conv)
+    return thread_news(comments, mine, states, conv), states
+
+
+OPEN_THREADS_SHOWN = 50
+
+
+def open_threads(comments: Sequence[ReviewComment], mine: Sequence[Review],
+                 states: dict[int, ThreadState]) -> dict[int, tuple[str, str]]:
+    """The bot's inline threads that are unresolved (state known) and that the bot never
+    resolved before (a person who unresolved one keeps it open)."""
+    ids = {r.id for r in mine}
+    out: dict[int, tuple[str, str]] = {}
+    for c in comments:
+        state = states.get(c.id)
+        if c.pull_request_review_id not in ids or c.in_reply_to_id is not None \
+                or state is None or state.resolved or resolved_by_bot_before(c.id, comments):
+            continue
+        where = sanitize_line(c.path or "", 200) + (f":{c.line}" if c.line else "")
+        first = sanitize_line(parse_severity((c.body or "").strip())[1].split("\n", 1)[0], 160)
+        out[c.id] = (where, first)
+        if len(out) >= OPEN_THREADS_SHOWN:
+            break
+    return out
+
+
+def resolved_by_bot_before(root_id: int, comments: Sequence[ReviewComment]) -> bool:
+    marker = FIXED_IN_MARKER.format(id=root_id)
+    return any(c.in_reply_to_id == root_id and marker in (c.body or "") for c in comments)
 
 
 def earlier_findings(comments: Sequence[ReviewComment], mine: Sequence[Review]) -> list[str]:

@@ -20,8 +20,9 @@ from ..core.failures import local_failure
 from ..core.sanitizer import redact_secrets, sanitize_line
 from ..core.triggers import Trigger
 from ..github.errors import AuthError, BadCredentials, GitHubError, NotFound, RateLimited
-from ..github.models import PullRequest
-from ..github.review_submit import find_posted
+from ..github.models import PullRequest, Review
+from ..github.review_submit import find_posted, fixed_threads
+from ..pr_output.threads import resolve_fixed
 from ..turn.guidance import builtin_guidance
 from ..turn.prompts import TrustedInstructions, keep_told
 from . import pause as account_pause
@@ -126,6 +127,7 @@ class ReviewProcedure:
             posted = await find_posted(ctx.client, owner, name, number, trigger)
         if posted is not None:
             log.info("%s: review for %s was already posted (%s)", key, trigger, posted.id)
+            await self._after_post(key, posted)
             await self._succeeded(key, rec.trigger, trigger, pr, posted.id, started=None)
             return
         try:
@@ -167,11 +169,27 @@ class ReviewProcedure:
         if result.ok:
             await account_pause.resume(ctx.acct, "model")
             log.info("%s: review posted (review id %s)", key, result.review_id)
+            posted = await find_posted(ctx.client, owner, name, number, trigger)
+            if posted is not None:
+                await self._after_post(key, posted)
             await self._succeeded(key, rec.trigger, trigger, pr, result.review_id, started)
         else:
             log.warning("%s: review failed: %s", key, result.error)
             await self._failed(key, rec.trigger or trigger, head,
                                (result.error or "review failed")[:500])
+
+    async def _after_post(self, key: str, review: Review) -> None:
+        """What follows a posted review on the PR, from the review as GitHub has it (so a crash
+        before the record says ``reviewed`` runs it again, idempotently): the threads the model
+        said are fixed are resolved. A GitHub failure here never fails the posted review."""
+        owner, name, number = repo_of(key)
+        try:
+            await resolve_fixed(self.ctx.client, owner, name, number, review,
+                                fixed_threads(review.body))
+        except (RateLimited, AuthError):
+            raise
+        except GitHubError as exc:
+            log.warning("%s: fixed threads not resolved: %s", key, exc)
 
     # -- recording outcomes ---------------------------------------------------------------
 

@@ -88,8 +88,9 @@ async def test_thread_states_come_from_graphql_review_threads():
             client = GitHubClient(sb.api_url, PatAuth(token), http)
             states = await thread_states(client, "o", "r", 1)
             assert len(states) == 150  # two pages
-            assert states[roots[120].id] == ThreadState(True, False, "alice")
-            assert states[roots[0].id] == ThreadState(False, False, None)
+            assert states[roots[120].id] == ThreadState(True, False, "alice",
+                                                        f"PRRT_{roots[120].id}")
+            assert states[roots[0].id] == ThreadState(False, False, None, f"PRRT_{roots[0].id}")
             # Unavailable GraphQL leaves resolution unknown instead of failing the review.
             assert await thread_states(client, "o", "nope", 1) == {}
 

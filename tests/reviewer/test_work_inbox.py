@@ -311,10 +311,11 @@ async def test_commands_from_outsiders_are_marked_and_never_run(store, caplog):
     ib = inbox(store)
     touched = await record(ib, comments=[comment(51, "/bot hi", association="NONE",
                                                  login="drive-by")])
-    assert touched == []
+    assert touched == [key()], "owes only the 😕"
     rec = await store.pr(key())
     assert rec.queued == [] and rec.processed(51)
-    assert f"{key()}: ignoring /bot from drive-by (NONE)" in caplog.messages
+    assert [(r.comment_id, r.content) for r in rec.reactions] == [(51, "confused")]
+    assert f"{key()}: refusing /bot from drive-by (NONE)" in caplog.messages
     # Allowed by configuration ("*" = anyone):
     await record(inbox(store, review={"command_author_associations": ["*"]}),
                  comments=[comment(52, "/bot hi", association="NONE")])
@@ -372,8 +373,10 @@ async def test_a_full_listing_ignores_commands_on_prs_not_open(store):
     touched = await record(inbox(store), pulls=[pull(1)], complete=True,
                            comments=[comment(81, "/bot closed?", number=2),
                                      comment(82, "/bot open?", number=1)])
-    assert touched == [key(1)]
-    assert (await store.pr(key(2))).queued == []
+    assert sorted(touched) == [key(1), key(2)]
+    closed = await store.pr(key(2))
+    assert closed.queued == [] and [r.content for r in closed.reactions] == ["confused"]
+    assert [r.content for r in (await store.pr(key(1))).reactions] == ["eyes"]
     # Without a complete listing (a delivery), a known PR's command is taken.
     await record(inbox(store), comments=[comment(83, "/bot still?", number=2)])
     assert [c.comment_id for c in (await store.pr(key(2))).queued] == [83]
@@ -381,8 +384,9 @@ async def test_a_full_listing_ignores_commands_on_prs_not_open(store):
 
 async def test_a_command_on_a_pr_seen_closed_is_ignored(store):
     await put(store, reviewed(closed_seen_at=T0))
-    assert await record(inbox(store), comments=[comment(84, "/bot hi")]) == []
-    assert (await store.pr(key())).queued == []
+    assert await record(inbox(store), comments=[comment(84, "/bot hi")]) == [key()]
+    rec = await store.pr(key())
+    assert rec.queued == [] and [r.content for r in rec.reactions] == ["confused"]
 
 
 async def test_a_command_in_the_same_write_as_the_close_is_ignored(store):

@@ -1,0 +1,68 @@
+"""Fix tracking end to end: the re-review names the threads a push fixed, the bot resolves
+exactly those (GraphQL resolveReviewThread) with one "Fixed in <sha>" reply — never a person's
+thread, never one a person unresolved — and a re-run after a crash does nothing twice."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsh_github_reviewer.app import ReviewerApp
+from dsh_github_reviewer.github.review_submit import fixed_threads
+from dsh_github_reviewer.pr_output.threads import resolve_fixed
+from dsh_github_reviewer.testing.scenario import FEATURE, PUSH, REPO, push_fix
+
+pytestmark = pytest.mark.slow
+BOT = "shop-review-bot"
+
+
+def fixed_replies(st, root_id: int) -> list:
+    return [c for c in st.review_comments_of(REPO, 1)
+            if c.in_reply_to == root_id and c.user == BOT and c.body.startswith("Fixed in ")]
+
+
+async def test_fixed_threads_are_resolved_once_and_never_a_persons(shop):
+    st = shop.sb.state
+    await shop.tick()
+    (first,) = shop.reviews()
+    roots = {c.path + ":" + str(c.line): c for c in st.comments_of_review(first.id)}
+    sql = roots["shop/orders.py:10"]
+    person = st.add_review_comment(REPO, 1, "maintainer", "Please also add a docstring.",
+                                   path="shop/orders.py", line=15)
+    head = push_fix(shop.sb)                       # parameterizes the SQL query
+    await shop.tick()
+    second = shop.reviews()[1]
+    user = shop.model.served[-1].request["messages"]
+    told = next(m["content"] for m in reversed(user) if m["role"] == "user")
+    assert f"- thread {sql.id}: shop/orders.py:10:" in told, "the open threads are listed"
+    assert fixed_threads(second.body) == [sql.id]
+    assert st.resolved_threads == {sql.id: BOT}, "exactly the fixed one, never a person's"
+    (reply,) = fixed_replies(st, sql.id)
+    assert reply.body.startswith(f"Fixed in {head}.")
+    assert person.id not in st.resolved_threads
+
+    # A re-run after a crash between the post and the record changes nothing...
+    client = ReviewerApp.of(shop.harness).accounts["demo"].client
+    second = (await client.list_reviews("acme", "shop", 1))[1]
+    assert await resolve_fixed(client, "acme", "shop", 1, second, [sql.id]) == []
+    assert len(fixed_replies(st, sql.id)) == 1
+    # ...and one between the resolve and the reply posts the reply once.
+    st.review_comments.remove(reply)
+    await resolve_fixed(client, "acme", "shop", 1, second, [sql.id])
+    await resolve_fixed(client, "acme", "shop", 1, second, [sql.id])
+    assert len(fixed_replies(st, sql.id)) == 1
+    # The bot never resolves a person's thread, even when told to.
+    assert await resolve_fixed(client, "acme", "shop", 1, second, [person.id]) == []
+    assert person.id not in st.resolved_threads
+
+    # A person unresolves the fixed thread: the bot never resolves it again.
+    st.unresolve_thread(sql.id, "maintainer")
+    st.commit(REPO, "feature-1", {"shop/orders.py": PUSH["shop/orders.py"] + "\n# more\n"})
+    await shop.tick()
+    assert len(shop.reviews()) == 3
+    told = next(m["content"] for m in reversed(shop.model.served[-1].request["messages"])
+                if m["role"] == "user")
+    assert f"thread {sql.id}:" not in told.split("<your_open_threads>")[-1]
+    third = (await client.list_reviews("acme", "shop", 1))[2]
+    assert await resolve_fixed(client, "acme", "shop", 1, third, [sql.id]) == []
+    assert sql.id not in st.resolved_threads and len(fixed_replies(st, sql.id)) == 1
+    assert FEATURE   # the scenario's files are the ones the rules fire on
