@@ -27,9 +27,12 @@ LEASE_TTL_S = 3.0
 
 
 def _dsh(config: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "dsh_harness.cli", "--config", str(config),
-                             "run", *args], cwd=config.parent, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    # Each replica's log is kept beside the config (replica-<n>.log) for a failed run's reader.
+    logs = sorted(config.parent.glob("replica-*.log"))
+    with open(config.parent / f"replica-{len(logs):03d}.log", "wb") as log:
+        return subprocess.Popen([sys.executable, "-m", "dsh_harness.cli", "--config",
+                                 str(config), "-v", "run", *args], cwd=config.parent,
+                                stdout=log, stderr=subprocess.STDOUT)
 
 
 def _once(config: Path, report: LoopReport) -> None:
@@ -40,8 +43,31 @@ def _once(config: Path, report: LoopReport) -> None:
         report.problems.append(f"dsh run --once failed: {done.stderr[-500:]}")
 
 
+def _wait_running(config: Path, count: int, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if len(running_logs(config.parent)) >= count:
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"fewer than {count} replicas started within {timeout_s:.0f} s")
+
+
+def running_logs(directory: Path) -> list[Path]:
+    """The replica logs of processes that got as far as running (as replicas)."""
+    return [p for p in sorted(directory.glob("replica-*.log"))
+            if b"running as replica" in p.read_bytes()]
+
+
+def workers(directory: Path) -> int:
+    """How many replica processes posted a review or answered a /bot."""
+    return sum(1 for p in sorted(directory.glob("replica-*.log"))
+               if b"review posted" in p.read_bytes() or b" answered" in p.read_bytes())
+
+
 def run_replica_loop(tmp: Path, sb: SandboxGitHub, model, dsn: str, *, replicas: int = 3,
                      kills: int = 10, seed: int = 7, max_pause_s: float = 2.0) -> LoopReport:
+    """Run ``replicas`` replicas, SIGKILL one of them ``kills`` times (each restarted at
+    once), let the survivors finish, then check the invariants; returns what it checked."""
     rng = random.Random(seed)
     build_shop(sb, prs=PRS)
     toml_kw = {"poll_interval_s": POLL_INTERVAL_S, "dsn": dsn, "lease_ttl_s": LEASE_TTL_S}
@@ -50,6 +76,7 @@ def run_replica_loop(tmp: Path, sb: SandboxGitHub, model, dsn: str, *, replicas:
     _once(config, report)  # the bot runs before the first event (older comments are history)
     procs = [_dsh(config) for _ in range(replicas)]
     try:
+        _wait_running(config, replicas)  # side by side: no home lock turned one away
         for step in range(kills):
             _event(rng, sb, report, step)
             time.sleep(rng.uniform(0.2, max_pause_s))

@@ -12,6 +12,7 @@ after the mark; a log replaced since (a forced copy) has a new ``generation`` an
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -61,6 +62,7 @@ class PostgresSessionStore(SessionStore):
         self._dsn = dsn
         self.where = describe(dsn)
         self._pool: Any = None
+        self._opening = asyncio.Lock()
         # Per session opened for writing: the PgMark of what this process knows.
         self._known: dict[str, PgMark] = {}
 
@@ -68,6 +70,12 @@ class PostgresSessionStore(SessionStore):
         return f"session {session_id!r} on {self.where}"
 
     async def _get_pool(self) -> Any:
+        if self._pool is not None:
+            return self._pool
+        async with self._opening:  # concurrent first uses open ONE pool
+            return await self._open_pool()
+
+    async def _open_pool(self) -> Any:
         if self._pool is None:
             try:
                 pool = await open_pool(self._dsn, name="dsh-sessions")

@@ -13,6 +13,7 @@ To keep several deployments in one database, give each its own schema through th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -177,9 +178,16 @@ class PostgresBackend(StorageBackend):
         self._dsn = dsn
         self.where = describe(dsn)
         self._pool: Any = None
+        self._opening = asyncio.Lock()
 
     async def pool(self) -> Any:
         """The backend's connection pool, opened (and the schema checked) on first use."""
+        if self._pool is not None:
+            return self._pool
+        async with self._opening:  # concurrent first uses open ONE pool
+            return await self._open_pool()
+
+    async def _open_pool(self) -> Any:
         if self._pool is None:
             pool = await open_pool(self._dsn, name="dsh-storage")
             try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from dsh_github_reviewer.testing.replica_loop import run_replica_loop
+from dsh_github_reviewer.testing.replica_loop import run_replica_loop, running_logs
 from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
 from dsh_harness.testing import ScriptedModelServer
 
@@ -26,8 +26,10 @@ def test_three_replicas_under_a_sigkill_loop_answer_every_trigger_once(tmp_path,
         report = run_replica_loop(tmp_path, sandbox80, model, pg_dsn, replicas=3, kills=8)
     assert report.kills == 8 and report.reviews >= 3
     assert report.problems == [], "\n".join(report.problems)
+    # Three ran side by side (no home lock turned one away), restarted ones joined them.
+    assert len(running_logs(tmp_path)) >= 3
     with psycopg.connect(pg_dsn) as conn:
-        # Killed replicas leave their heartbeat rows (stopped ones retire): they ran as
-        # replicas side by side, not as one holder of the home lock and two that exited.
-        assert conn.execute("SELECT count(*) FROM dsh_replicas").fetchone()[0] >= 2
         assert conn.execute("SELECT count(*) FROM dsh_sessions").fetchone()[0] >= 3
+        # Stopped replicas retired; none is left holding a lease or listed as alive.
+        assert conn.execute("SELECT count(*) FROM dsh_replicas WHERE heartbeat_at > "
+                            "now() - interval '10 seconds'").fetchone()[0] == 0

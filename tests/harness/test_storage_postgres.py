@@ -216,3 +216,17 @@ def test_cli_copy_to_postgres_then_run_on_it(tmp_path, pg_dsn, capsys, monkeypat
         finally:
             await h.close()
     assert asyncio.run(read_on_postgres()) == Rec(n=5, text="five")
+
+
+async def test_concurrent_first_uses_open_one_pool(pg_dsn):
+    """Tasks that all start with a cold backend (a replica's first tick) share one pool; a
+    second pool would be dropped unclosed, its connections and worker tasks leaked."""
+    from dsh_harness.sessions.postgres_store import PostgresSessionStore
+
+    backend, store = PostgresBackend(pg_dsn), PostgresSessionStore(pg_dsn)
+    pools = await asyncio.gather(*(backend.pool() for _ in range(8)))
+    assert len({id(p) for p in pools}) == 1
+    got = await asyncio.gather(*(store._get_pool() for _ in range(8)))
+    assert len({id(p) for p in got}) == 1
+    await backend.close()
+    await store.close()

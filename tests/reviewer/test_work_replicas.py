@@ -172,3 +172,23 @@ async def test_a_late_write_after_a_takeover_is_refused_by_the_token(backend, pg
     assert "a:o/r#1" in lane.held
     await sched.stop(1)
     await domain.close()
+
+
+async def test_a_delivery_handled_by_one_replica_is_a_duplicate_on_another(backend):
+    from dsh_github_reviewer.sources.webhook import deliveries
+
+    spec = deliveries.domain_spec()
+    first = await Domain.open(spec, backend)
+    second = await Domain.open(spec, backend)
+    a = await deliveries.DeliveryLog(first, shared=True).load()
+    b = await deliveries.DeliveryLog(second, shared=True).load()
+    await a.remember("d-1", deliveries.Delivery(received_at=NOW, event="issue_comment",
+                                                outcome="recorded"))
+    assert await b.known("d-1"), "replica b never saw d-1 but the database did"
+    assert not await b.known("d-2")
+    alone = await deliveries.DeliveryLog(second).load()  # one process: memory is enough
+    await a.remember("d-3", deliveries.Delivery(received_at=NOW, event="push",
+                                                outcome="recorded"))
+    assert not await alone.known("d-3")
+    await first.close()
+    await second.close()

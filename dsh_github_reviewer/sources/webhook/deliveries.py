@@ -5,6 +5,9 @@ record per delivery id) so it survives restarts, and bounded: past ``cap`` ids t
 dropped. GitHub only lets people redeliver recent deliveries, and the PR records dedupe by head
 and comment id anyway, so forgetting an old id costs at most a no-op write, never a second post.
 An id is remembered only once its work is durable; a delivery that failed can be redelivered.
+
+With replicas (``shared``: the domain is in a database every replica writes), a delivery may
+land on any replica, so an id this replica has not seen is also looked up in the database.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ def domain_spec() -> DomainSpec:
 
 
 class DeliveryLog:
-    def __init__(self, domain: Domain, cap: int = DEFAULT_CAP):
+    def __init__(self, domain: Domain, cap: int = DEFAULT_CAP, shared: bool = False):
         self.domain = domain
+        self.shared = shared
         self.table = domain.table(TABLE)
         self.cap = cap
         self._seen: OrderedDict[str, datetime] = OrderedDict()
@@ -51,6 +55,18 @@ class DeliveryLog:
 
     def seen(self, delivery_id: str) -> bool:
         return delivery_id in self._seen
+
+    async def known(self, delivery_id: str) -> bool:
+        """Handled here, or (replicas) by any replica: the shared table is asked too."""
+        if delivery_id in self._seen:
+            return True
+        if not self.shared:
+            return False
+        record = await self.table.get(delivery_id)
+        if record is None:
+            return False
+        self._seen[delivery_id] = record.received_at
+        return True
 
     async def remember(self, delivery_id: str, record: Delivery) -> None:
         async with self._lock:

@@ -109,7 +109,7 @@ class Receiver:
         if not name or not delivery:
             self.counters.rejected += 1
             return 400, "missing X-GitHub-Event or X-GitHub-Delivery header"
-        if self.deliveries.seen(delivery):
+        if await self.deliveries.known(delivery):
             self.counters.duplicates += 1
             return 200, "duplicate delivery; already handled"
         try:

@@ -37,7 +37,7 @@ async def bind_receivers(app: ReviewerApp, sink: WorkSink) -> list[WebhookServer
     if not enabled:
         return []
     domain = await app.harness.storage.domain(deliveries.DOMAIN)
-    seen = await deliveries.DeliveryLog(domain).load()
+    seen = await deliveries.DeliveryLog(domain, shared=app.harness.leases.shared).load()
     servers: list[WebhookServer] = []
     try:
         for instance, config in enabled:
