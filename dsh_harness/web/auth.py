@@ -7,8 +7,8 @@ with the session cookie the login form sets: a signed, expiring value derived fr
 never the token itself, and known to this server process: logout forgets it at once (a copied
 cookie stops working), a restart forgets them all (everyone signs in again), and a new token
 voids them too. Wrong tokens are rate limited per client address (the socket's peer; a
-forwarded address only from ``web.trusted_proxies``). A non-loopback bind refuses a token that
-is short or guessable (few distinct characters, a repeated pattern).
+forwarded address only from ``web.trusted_proxies``). A token that is guessable (short, few
+distinct characters, a repeated pattern) is refused at start, on any bind.
 """
 
 from __future__ import annotations
@@ -69,20 +69,22 @@ def token_bits(token: str) -> float:
 
 
 def required_token(host: str, token: str | None) -> str | None:
-    """The token every request must carry, or None; raises for an unprotected public bind."""
-    if is_loopback(host):
-        return token or None
+    """The token every request must carry, or None; raises for an unprotected public bind
+    and for any token that is easy to guess (a token that can be guessed protects nothing,
+    on loopback either: there it guards the UI from the machine's other users)."""
+    if is_loopback(host) and not token:
+        return None
     if not token:
         raise ConfigError(f"web.host {host!r} is not a loopback address: set web.auth_token "
                           "(e.g. auth_token = \"${DSH_WEB_TOKEN}\"; `dsh web --generate-token` "
                           "prints one) so the UI is not open to the network")
-    if len(token) < MIN_PUBLIC_TOKEN:
+    if not is_loopback(host) and len(token) < MIN_PUBLIC_TOKEN:
         raise ConfigError(f"web.auth_token has {len(token)} characters; a non-loopback bind "
                           f"needs at least {MIN_PUBLIC_TOKEN} (`dsh web --generate-token` "
                           "prints one)")
     if token_bits(token) < MIN_TOKEN_BITS:
-        raise ConfigError("web.auth_token is too easy to guess for a non-loopback bind (too few "
-                          "distinct characters or a repeated pattern): use a random token "
+        raise ConfigError("web.auth_token is too easy to guess (too short, too few distinct "
+                          "characters or a repeated pattern): use a random token "
                           "(`dsh web --generate-token` prints one)")
     return token
 

@@ -22,7 +22,7 @@ from dsh_harness.testing import Reply, ScriptedModelServer
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("DSH_ARTIFACTS", ROOT / "artifacts")) / "screenshots"
-WEB_TOKEN = "dsh-web-token-" + "w" * 24
+WEB_TOKEN = "dsh-web-token-" + "Wq7xR2mK9pL4vN8zT3cJ6hB5"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",

@@ -379,7 +379,7 @@ async def test_logout_revokes_the_cookie_on_the_server(harness_env):
     await h.close()
 
 
-def test_weak_tokens_are_refused_for_a_public_bind(harness_env):
+def test_weak_tokens_are_refused(harness_env):
     from dsh_harness import ConfigError
     from dsh_harness.web.app import build_app
     from dsh_harness.web.auth import generate_token, token_bits
@@ -387,6 +387,10 @@ def test_weak_tokens_are_refused_for_a_public_bind(harness_env):
     tmp_path, server = harness_env
     for weak in ("a" * 40, "ab" * 20, "abc" * 14, "0123456789" * 4):
         h = make(tmp_path, server.base_url, f'[web]\nhost = "0.0.0.0"\nauth_token = "{weak}"\n')
+        with pytest.raises(ConfigError, match="too easy to guess"):
+            build_app(h)
+    for weak in ("letmein-123456", "a" * 40):  # on loopback too: the machine's other users
+        h = make(tmp_path, server.base_url, f'[web]\nauth_token = "{weak}"\n')
         with pytest.raises(ConfigError, match="too easy to guess"):
             build_app(h)
     for strong in (TOKEN, generate_token(), "3f9a1c07b2e84d6a9c5f0e1b7d2a4c8e"):

@@ -137,14 +137,15 @@ async def test_configured_secrets_are_redacted_everywhere(tmp_path, server, monk
 
 
 async def test_token_auth_header_cookie_and_login(tmp_path, server):
-    h = make(tmp_path, server.base_url, '[web]\nauth_token = "letmein-123456"\n')
+    h = make(tmp_path, server.base_url, '[web]\nauth_token = "letmein-7Kq2xW9rT4mZ8pV3nB6c"\n')
     async with await client(h) as c:
         assert (await c.get("/api/sessions")).status_code == 401
         assert (await c.get("/")).status_code == 401
         assert (await c.get("/static/style.css")).status_code == 200
-        ok = await c.get("/api/sessions", headers={"Authorization": "Bearer letmein-123456"})
+        ok = await c.get("/api/sessions",
+                         headers={"Authorization": "Bearer letmein-7Kq2xW9rT4mZ8pV3nB6c"})
         assert ok.status_code == 200
-        login = await c.post("/login", data={"token": "letmein-123456"})
+        login = await c.post("/login", data={"token": "letmein-7Kq2xW9rT4mZ8pV3nB6c"})
         assert login.status_code == 303 and "httponly" in login.headers["set-cookie"].lower()
         assert (await c.get("/api/sessions")).status_code == 200  # the cookie now
     await h.close()
