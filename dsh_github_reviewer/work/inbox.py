@@ -64,9 +64,10 @@ class Inbox:
     def account(self) -> str:
         return self.store.account
 
-    def _log_once(self, key: str, sha: str, what: str, msg: str, *args: object) -> None:
-        if (key, sha, what) not in self._logged:
-            self._logged.add((key, sha, what))
+    def _log_once(self, key: str, sha: str, msg: str, *args: object) -> None:
+        """Log ``msg`` once per PR and head: a poll sees the same draft every tick."""
+        if (key, sha, msg) not in self._logged:
+            self._logged.add((key, sha, msg))
             log.info(msg, *args)
 
     def is_own(self, c: IssueComment | ReviewComment) -> bool:
@@ -114,7 +115,7 @@ class Inbox:
                     continue
                 if pull is not None and not self._reviewable(key, pull):
                     continue
-                records[key] = self._observe_comment(key, rec, pull, c, now)
+                records[key] = self._observe_comment(key, rec, c, now)
             for key, rec in records.items():
                 if rec is not None and rec.model_dump_json() != before.get(key):
                     tx.put(PRS, key, rec)
@@ -130,10 +131,10 @@ class Inbox:
 
     def _reviewable(self, key: str, pr: PullSummary) -> bool:
         if pr.draft:
-            self._log_once(key, pr.head.sha, "draft", "%s is a draft; not reviewed", key)
+            self._log_once(key, pr.head.sha, "%s is a draft; not reviewed", key)
             return False
         if author_ignored(pr.user.login, self.config.ignore_authors):
-            self._log_once(key, pr.head.sha, "ignored", "%s: author %s is ignored", key,
+            self._log_once(key, pr.head.sha, "%s: author %s is ignored", key,
                            pr.user.login)
             return False
         return True
@@ -154,7 +155,7 @@ class Inbox:
             return self._retargeted(key, rec, pr, now)
         cap = self.config.review.max_reviews_per_pr
         if cap and rec.reviews_done >= cap:
-            self._log_once(key, head, "cap", "%s: %d automatic reviews done (cap); not "
+            self._log_once(key, head, "%s: %d automatic reviews done (cap); not "
                            "reviewing head %s", key, rec.reviews_done, head)
             return rec
         rec.seen_at(head_sha=head, title=sanitize_line(pr.title), base_sha=pr.base.sha,
@@ -186,7 +187,7 @@ class Inbox:
         if cap and rec.reviews_done >= cap:
             # A retarget's review is automatic like a new head's: the same cap applies. The
             # base stays recorded as reviewed, so the next poll logs nothing new.
-            self._log_once(key, f"{pr.head.sha}:{pr.base.ref}", "cap",
+            self._log_once(key, f"{pr.head.sha}:{pr.base.ref}",
                            "%s: %d automatic reviews done (cap); not reviewing the retarget "
                            "to %s", key, rec.reviews_done, pr.base.ref)
             return rec
@@ -212,8 +213,8 @@ class Inbox:
         rec.owe_reaction(c.id, _source(c), "confused")
         return rec
 
-    def _observe_comment(self, key: str, rec: PrRecord | None, pr: PullSummary | None,
-                         c: IssueComment | ReviewComment, now: datetime) -> PrRecord | None:
+    def _observe_comment(self, key: str, rec: PrRecord | None, c: IssueComment | ReviewComment,
+                         now: datetime) -> PrRecord | None:
         if self.is_own(c):
             return rec
         parsed = parse_command(c.body)
@@ -225,16 +226,14 @@ class Inbox:
                                    self.config.review.command_author_associations):
             log.info("%s: refusing /%s from %s (%s)", key, parsed.kind, c.user.login,
                      c.author_association)
-            if rec is None and pr is not None:
-                rec = self._new_record(pr, now)
             if rec is not None:
                 rec.mark_processed(c.id)
                 rec.owe_reaction(c.id, _source(c), "confused")
             return rec
         if rec is None:
-            if pr is None:
-                return None  # a PR this account does not know and did not list: ignore
-            rec = self._new_record(pr, now)
+            # A PR this account does not know and did not list (one it listed has a record
+            # by now: the pulls are observed first): ignore.
+            return None
         rec.mark_processed(c.id)
         rec.owe_reaction(c.id, _source(c), "eyes")
         if parsed.kind == "review":

@@ -18,7 +18,14 @@ from dsh_github_reviewer.core.triggers import Trigger
 from dsh_github_reviewer.github.feeds import FeedMarks
 from dsh_github_reviewer.github.models import IssueComment, PullSummary, ReviewComment
 from dsh_github_reviewer.work.inbox import Inbox, Observations
-from dsh_github_reviewer.work.records import AccountRecord, Command, PrRecord, RepoState, pr_key
+from dsh_github_reviewer.work.records import (
+    AccountRecord,
+    Command,
+    PrRecord,
+    Reaction,
+    RepoState,
+    pr_key,
+)
 from dsh_github_reviewer.work.store import WorkStore, domain_spec
 from dsh_harness import Domain
 from dsh_harness.storage.json_backend import JsonBackend
@@ -311,10 +318,10 @@ async def test_commands_from_outsiders_are_marked_and_never_run(store, caplog):
     ib = inbox(store)
     touched = await record(ib, comments=[comment(51, "/bot hi", association="NONE",
                                                  login="drive-by")])
-    assert touched == [key()], "owes only the 😕"
+    assert touched == [key()], "only for the 😕"
     rec = await store.pr(key())
-    assert rec.queued == [] and rec.processed(51)
-    assert [(r.comment_id, r.content) for r in rec.reactions] == [(51, "confused")]
+    assert rec.queued == [] and rec.processed(51) and rec.status == "reviewed"
+    assert rec.reactions == [Reaction(comment_id=51, source="issue", content="confused")]
     assert f"{key()}: refusing /bot from drive-by (NONE)" in caplog.messages
     # Allowed by configuration ("*" = anyone):
     await record(inbox(store, review={"command_author_associations": ["*"]}),
@@ -376,17 +383,20 @@ async def test_a_full_listing_ignores_commands_on_prs_not_open(store):
     assert sorted(touched) == [key(1), key(2)]
     closed = await store.pr(key(2))
     assert closed.queued == [] and [r.content for r in closed.reactions] == ["confused"]
-    assert [r.content for r in (await store.pr(key(1))).reactions] == ["eyes"]
+    assert [c.comment_id for c in (await store.pr(key(1))).queued] == [82]
     # Without a complete listing (a delivery), a known PR's command is taken.
     await record(inbox(store), comments=[comment(83, "/bot still?", number=2)])
     assert [c.comment_id for c in (await store.pr(key(2))).queued] == [83]
 
 
 async def test_a_command_on_a_pr_seen_closed_is_ignored(store):
-    await put(store, reviewed(closed_seen_at=T0))
-    assert await record(inbox(store), comments=[comment(84, "/bot hi")]) == [key()]
-    rec = await store.pr(key())
+    await put(store, reviewed(closed_seen_at=T0), 1)
+    await put(store, reviewed(), 2)
+    await record(inbox(store), comments=[comment(84, "/bot hi", number=1),
+                                         comment(86, "/bot open?", number=2)])
+    rec = await store.pr(key(1))
     assert rec.queued == [] and [r.content for r in rec.reactions] == ["confused"]
+    assert [c.comment_id for c in (await store.pr(key(2))).queued] == [86]
 
 
 async def test_a_command_in_the_same_write_as_the_close_is_ignored(store):
@@ -452,3 +462,160 @@ async def test_only_prs_that_owe_work_are_woken(store):
     await put(store, reviewed(), 2)
     touched = await record(inbox(store), pulls=[pull(1, title="renamed"), pull(2, head=HEAD2)])
     assert touched == [key(2)], "a reviewed PR seen again owes nothing"
+
+
+# -- what one recording must not do (mutation-tested: scripts/mutation work/inbox.py) -------
+
+async def test_a_refused_command_does_not_stop_the_ones_after_it(store):
+    await put(store, reviewed(), 1)
+    await put(store, reviewed(), 2)
+    later = T0 + timedelta(seconds=1)
+    await record(inbox(store), pulls=[pull(1, draft=True), pull(2)],
+                 comments=[comment(101, "/bot on a draft", number=1),
+                           comment(102, "/bot after it", number=2, at=later)])
+    assert [c.comment_id for c in (await store.pr(key(2))).queued] == [102]
+    draft = await store.pr(key(1))
+    assert draft.queued == [] and [r.content for r in draft.reactions] == ["confused"]
+
+
+async def test_an_ignored_authors_command_does_not_stop_the_ones_after_it(store, caplog):
+    caplog.set_level(logging.INFO, logger="dsh_github_reviewer.work.inbox")
+    await put(store, reviewed(), 1)
+    await put(store, reviewed(), 2)
+    later = T0 + timedelta(seconds=1)
+    await record(inbox(store, ignore_authors=["bot-*"]),
+                 pulls=[pull(1, author="bot-1"), pull(2)],
+                 comments=[comment(103, "/bot a", number=1),
+                           comment(104, "/bot b", number=2, at=later)])
+    assert [c.comment_id for c in (await store.pr(key(2))).queued] == [104]
+    assert caplog.messages == [f"{key(1)}: author bot-1 is ignored"], "once, with its key"
+
+
+async def test_the_draft_and_cap_lines_are_logged_once_per_pr_and_head(store, caplog):
+    caplog.set_level(logging.INFO, logger="dsh_github_reviewer.work.inbox")
+    ib = inbox(store)
+    await record(ib, pulls=[pull(1, draft=True), pull(2, draft=True)])
+    await record(ib, pulls=[pull(1, HEAD2, draft=True)])
+    await record(ib, pulls=[pull(1, HEAD2, draft=True)])
+    assert caplog.messages == [f"{key(1)} is a draft; not reviewed",
+                               f"{key(2)} is a draft; not reviewed",
+                               f"{key(1)} is a draft; not reviewed"]
+
+
+async def test_the_cap_line_names_the_pr_and_the_head(store, caplog):
+    caplog.set_level(logging.INFO, logger="dsh_github_reviewer.work.inbox")
+    await put(store, reviewed(reviews_done=1))
+    ib = inbox(store, review={"max_reviews_per_pr": 1})
+    await record(ib, pulls=[pull(head=HEAD2)])
+    await record(ib, pulls=[pull(head="e" * 40)])
+    assert caplog.messages == [
+        f"{key()}: 1 automatic reviews done (cap); not reviewing head {HEAD2}",
+        f"{key()}: 1 automatic reviews done (cap); not reviewing head {'e' * 40}"]
+
+
+async def test_the_retarget_lines_name_the_pr_and_the_branches(store, caplog):
+    caplog.set_level(logging.INFO, logger="dsh_github_reviewer.work.inbox")
+    await put(store, reviewed(reviews_done=1), 1)
+    await put(store, reviewed(reviews_done=1), 2)
+    await record(inbox(store), pulls=[pull(1, base_ref="release", base=BASE2)])
+    capped = inbox(store, review={"max_reviews_per_pr": 1})
+    for base_ref in ("release", "release", "next"):
+        await record(capped, pulls=[pull(2, base_ref=base_ref, base=BASE2)])
+    assert caplog.messages == [
+        f"{key(1)}: base branch main -> release; reviewing head {HEAD} again",
+        f"{key(2)}: 1 automatic reviews done (cap); not reviewing the retarget to release",
+        f"{key(2)}: 1 automatic reviews done (cap); not reviewing the retarget to next"]
+
+
+async def test_a_covered_review_command_says_so(store, caplog):
+    caplog.set_level(logging.INFO, logger="dsh_github_reviewer.work.inbox")
+    started = T0 + timedelta(minutes=1)
+    await put(store, reviewed(last_review_started_at=started))
+    await record(inbox(store), comments=[comment(105, "/review")])
+    assert caplog.messages == [
+        f"{key()}: /review 105 is older than the last review; already covered"]
+
+
+async def test_a_pr_in_backoff_is_woken_for_a_new_command(store):
+    await put(store, reviewed(status="reviewing", trigger=auto(), fail_count=2,
+                              last_failed_sha=HEAD, last_failed_at=T0))
+    touched = await record(inbox(store), comments=[comment(106, "/bot meanwhile?")])
+    assert touched == [key()]
+    rec = await store.pr(key())
+    assert rec.fail_count == 2 and [c.comment_id for c in rec.queued] == [106]
+
+
+async def test_marks_keep_the_rest_of_the_account_record(store):
+    other = marks(T0 - timedelta(days=1))
+
+    def seed(a: AccountRecord) -> None:
+        a.feeds["acme/other"], a.bot_login = other, "shop-review-bot"
+    await store.update_account(seed)
+    await record(inbox(store), marks=marks())
+    account = await store.load_account()
+    assert account.feeds == {"acme/other": other, REPO: marks()}
+    assert account.bot_login == "shop-review-bot"
+
+
+async def test_a_command_on_a_closed_pr_gets_a_confused_reaction_once(store, caplog):
+    caplog.set_level(logging.INFO, logger="dsh_github_reviewer.work.inbox")
+    await put(store, reviewed(closed_seen_at=T0))
+    ib = inbox(store)
+    ib.bot_login = "shop-review-bot"
+    cs = [review_comment(111, "/bot closed?"), comment(112, "no command"),
+          comment(113, "/bot mine", login="shop-review-bot")]
+    await record(ib, comments=cs)
+    await record(ib, comments=cs)                       # seen again: nothing more
+    rec = await store.pr(key())
+    assert rec.reactions == [Reaction(comment_id=111, source="review", content="confused")]
+    assert rec.processed(111) and not rec.processed(112) and not rec.processed(113)
+    assert caplog.messages == ["refusing command comment 111 on a closed pull request (#1)"]
+
+
+async def test_a_command_on_an_unrecorded_draft_records_the_draft(store, caplog):
+    caplog.set_level(logging.INFO, logger="dsh_github_reviewer.work.inbox")
+    touched = await record(inbox(store), pulls=[pull(draft=True)],
+                           comments=[comment(114, "/review please")])
+    assert touched == [key()], "for the 😕 only"
+    rec = await store.pr(key())
+    assert rec.draft and rec.head_sha == HEAD and rec.updated_at == T0
+    assert rec.reactions == [Reaction(comment_id=114, source="issue", content="confused")]
+    assert rec.due_at(60, T0) == T0 and rec.review_due_at(60, T0) is None, "only the 😕 runs"
+    assert "refusing command comment 114 on a draft pull request (#1)" in caplog.messages
+
+
+async def test_a_recorded_command_gets_eyes_from_its_own_source(store):
+    await put(store, reviewed())
+    await record(inbox(store), comments=[review_comment(115, "/bot here?"),
+                                         comment(116, "/bot there?", at=T0 + timedelta(1))])
+    rec = await store.pr(key())
+    assert rec.reactions == [Reaction(comment_id=115, source="review", content="eyes"),
+                             Reaction(comment_id=116, source="issue", content="eyes")]
+
+
+async def test_an_outsiders_review_comment_gets_confused_from_its_source(store):
+    await put(store, reviewed())
+    await record(inbox(store), comments=[review_comment(117, "/bot hi", association="NONE")])
+    assert (await store.pr(key())).reactions == [
+        Reaction(comment_id=117, source="review", content="confused")]
+
+
+async def test_ignored_and_capped_lines_are_per_pr(store, caplog):
+    caplog.set_level(logging.INFO, logger="dsh_github_reviewer.work.inbox")
+    ib = inbox(store, ignore_authors=["bot-*"], review={"max_reviews_per_pr": 1})
+    await record(ib, pulls=[pull(1, author="bot-1"), pull(2, author="bot-1")])
+    await record(ib, pulls=[pull(1, HEAD2, author="bot-1")])
+    await put(store, reviewed(reviews_done=1), 3)
+    await put(store, reviewed(reviews_done=1), 4)
+    await record(ib, pulls=[pull(3, HEAD2), pull(4, HEAD2)])
+    await record(ib, pulls=[pull(3, HEAD2, base_ref="rel"), pull(4, HEAD2, base_ref="rel")])
+    await put(store, reviewed(reviews_done=1), 5)
+    await put(store, reviewed(reviews_done=1), 6)
+    await record(ib, pulls=[pull(5, base_ref="rel"), pull(6, base_ref="rel")])
+    assert caplog.messages == [
+        f"{key(1)}: author bot-1 is ignored", f"{key(2)}: author bot-1 is ignored",
+        f"{key(1)}: author bot-1 is ignored",
+        f"{key(3)}: 1 automatic reviews done (cap); not reviewing head {HEAD2}",
+        f"{key(4)}: 1 automatic reviews done (cap); not reviewing head {HEAD2}",
+        f"{key(5)}: 1 automatic reviews done (cap); not reviewing the retarget to rel",
+        f"{key(6)}: 1 automatic reviews done (cap); not reviewing the retarget to rel"]
