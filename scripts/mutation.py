@@ -35,6 +35,14 @@ COVERING_TESTS: dict[str, list[str]] = {
         "tests/reviewer/test_work_attempts.py"],
     "dsh_github_reviewer/work/inbox.py": [
         "tests/reviewer/test_work_inbox.py"],
+    "dsh_github_reviewer/work/scheduler.py": [
+        "tests/reviewer/test_work_scheduler.py"],
+    "dsh_github_reviewer/reviewers/team/verdict.py": [
+        "tests/reviewer/test_team.py"],
+    "dsh_github_reviewer/turn/diff_prep.py": [
+        "tests/reviewer/test_diff_prep.py"],
+    "dsh_github_reviewer/sources/webhook/signature.py": [
+        "tests/reviewer/test_webhook_receiver.py"],
     "dsh_harness/storage/json_backend.py": [
         "tests/harness/test_storage_contract.py", "tests/harness/test_storage_backends.py"],
     "dsh_harness/storage/sqlite_backend.py": [

@@ -1,50 +1,84 @@
-"""The scheduler's dispatch loop, with a fake store and worker: counted passes, not time."""
+"""The scheduler's dispatch loop with a fake store and worker: counted passes and runs, never
+time (issue 21 item 1: ``drain`` and the dispatcher woke each other without sleeping)."""
 
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from dsh_github_reviewer.work.scheduler import Scheduler
+from dsh_harness import StorageError
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
+A, B = "a:o/r#1", "a:o/r#2"
+
+
+@dataclass
+class Rec:
+    due: datetime | None
+    reactions: list = field(default_factory=list)
+
+
+class Clock:
+    def __init__(self):
+        self.now = NOW
+
+    def __call__(self) -> datetime:
+        return self.now
 
 
 class Store:
-    def __init__(self, keys):
-        self.owed = set(keys)
+    def __init__(self, owed: dict[str, datetime]):
+        self.owed = dict(owed)
 
     async def prs(self):
-        return {k: k for k in self.owed}
+        return {k: Rec(at) for k, at in self.owed.items()}
 
     async def pr(self, key):
-        return key if key in self.owed else None
+        return Rec(self.owed[key]) if key in self.owed else None
 
 
 class Worker:
-    """A PR's work blocks until released, like a review waiting for the model."""
+    """A PR's work: blocks until released (a review waiting for the model), then is done."""
 
-    def __init__(self, store):
-        self.store, self.release, self.started = store, asyncio.Event(), asyncio.Event()
+    def __init__(self, store, review_slot, chat_slot):
+        self.store, self.review_slot = store, review_slot
+        self.release, self.started = asyncio.Event(), asyncio.Event()
+        self.runs: list[str] = []
+        self.failures = 0          # the next N runs raise a storage error
+        self.active = self.most_active = 0
 
     def due_at(self, rec):
-        return None if rec is None else NOW
+        return None if rec is None else rec.due
 
     async def run(self, key):
-        self.started.set()
-        await self.release.wait()
-        self.store.owed.discard(key)
+        self.runs.append(key)
+        async with self.review_slot():
+            self.active += 1
+            self.most_active = max(self.most_active, self.active)
+            self.started.set()
+            try:
+                await self.release.wait()
+            finally:
+                self.active -= 1
+        if self.failures:
+            self.failures -= 1
+            raise StorageError("dsh.sqlite3: the disk is full")
+        self.store.owed.pop(key, None)
 
 
-def scheduler(keys=("a:o/r#1",)):
-    store = Store(keys)
-    sched = Scheduler(clock=lambda: NOW)
-    worker = sched.add_account("a", store, lambda review, chat: Worker(store), 60, 2)
-    return sched, sched.lanes["a"], worker
+def scheduler(owed, *, reviews=2, cap=16):
+    clock = Clock()
+    store = Store(owed)
+    sched = Scheduler(process_cap=cap, clock=clock)
+    worker = sched.add_account("a", store, lambda r, c: Worker(store, r, c), 60, reviews)
+    return sched, sched.lanes["a"], worker, clock
 
 
 async def test_drain_does_not_spin_while_a_pr_task_runs():
-    sched, lane, worker = scheduler()
+    sched, lane, worker, _ = scheduler({A: NOW})
     sched.start()
     drained = asyncio.create_task(sched.drain("a"))
     await worker.started.wait()
@@ -56,17 +90,87 @@ async def test_drain_does_not_spin_while_a_pr_task_runs():
     await asyncio.wait_for(drained, 5)
     await sched.stop(1)
     assert spun <= 2, f"{spun} scheduler passes while one PR task was running"
-    assert not worker.store.owed
+    assert worker.runs == [A] and not worker.store.owed
 
 
-async def test_drain_returns_once_work_is_done_and_reruns_finished_keys():
-    sched, lane, worker = scheduler(("a:o/r#1", "a:o/r#2"))
+async def test_drain_returns_once_work_is_done():
+    sched, lane, worker, _ = scheduler({A: NOW, B: NOW})
     worker.release.set()
     sched.start()
     await asyncio.wait_for(sched.drain("a"), 5)
-    assert not worker.store.owed and not lane.running
-    # A pass per change, not thousands: two tasks, a rescan and their finishing.
-    assert lane.passes < 20
+    assert sorted(worker.runs) == [A, B] and not worker.store.owed and not lane.running
+    assert lane.passes < 20, "a pass per change, not thousands"
     await sched.stop(1)
 
 
+async def test_work_due_later_waits_for_its_time():
+    sched, _, worker, clock = scheduler({A: NOW + timedelta(minutes=5)})
+    worker.release.set()
+    sched.start()
+    await asyncio.wait_for(sched.drain("a"), 5)
+    assert worker.runs == [], "not due yet"
+    clock.now += timedelta(minutes=5)
+    sched.wake("a")
+    await asyncio.wait_for(sched.drain("a"), 5)
+    assert worker.runs == [A]
+    await sched.stop(1)
+
+
+async def test_a_woken_key_is_read_again_and_run():
+    sched, _, worker, _ = scheduler({})
+    worker.release.set()
+    sched.start()
+    await asyncio.wait_for(sched.drain("a"), 5)
+    worker.store.owed[B] = NOW                 # recorded by a delivery
+    sched.wake("a", [B])
+    sched.wake("nobody", [B])                  # an unknown account: ignored
+    await asyncio.wait_for(sched.drain("a"), 5)
+    assert worker.runs == [B]
+    await sched.stop(1)
+
+
+async def test_a_run_the_store_failed_is_held_for_an_interval_then_retried(caplog):
+    caplog.set_level(logging.ERROR, logger="dsh_github_reviewer.work.scheduler")
+    sched, lane, worker, clock = scheduler({A: NOW})
+    worker.release.set()
+    worker.failures = 1
+    sched.start()
+    await asyncio.wait_for(sched.drain("a"), 5)
+    assert worker.runs == [A] and lane.held[A] == NOW + timedelta(seconds=60)
+    assert [r.getMessage() for r in caplog.records] == [
+        "a:o/r#1: work not done, retrying in 60 s: dsh.sqlite3: the disk is full"]
+    assert not any(r.exc_info for r in caplog.records)
+    await asyncio.wait_for(sched.drain("a"), 5)
+    assert worker.runs == [A], "held, not retried at once"
+    clock.now += timedelta(seconds=60)
+    sched.wake("a")
+    await asyncio.wait_for(sched.drain("a"), 5)
+    assert worker.runs == [A, A] and A not in lane.held and not worker.store.owed
+    await sched.stop(1)
+
+
+async def test_reviews_are_bounded_per_account_and_per_process():
+    for reviews, cap, most in ((1, 16, 1), (3, 2, 2)):
+        sched, _, worker, _ = scheduler({f"a:o/r#{n}": NOW for n in range(5)},
+                                        reviews=reviews, cap=cap)
+        sched.start()
+        drained = asyncio.create_task(sched.drain("a"))
+        await worker.started.wait()
+        for _ in range(50):
+            await asyncio.sleep(0)
+        worker.release.set()
+        await asyncio.wait_for(drained, 5)
+        assert worker.most_active == most and len(worker.runs) == 5
+        await sched.stop(1)
+
+
+async def test_stop_interrupts_work_after_the_grace_and_says_so(caplog):
+    caplog.set_level(logging.WARNING, logger="dsh_github_reviewer.work.scheduler")
+    sched, lane, worker, _ = scheduler({A: NOW})
+    sched.start()
+    await worker.started.wait()
+    task = lane.running[A]
+    await sched.stop(0.01)
+    assert task.cancelled() and lane.task is None
+    assert worker.store.owed == {A: NOW}, "its work stays recorded"
+    assert "1 PR work item(s) still running after 0 s were interrupted" in caplog.text
