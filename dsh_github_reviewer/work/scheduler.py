@@ -6,7 +6,8 @@ PR key -> when its work is next due (built by one scan at start, refreshed for e
 is woken or finishes). A due PR gets one task, so the work of one PR runs in order and a slow
 or stuck PR delays only itself. Model turns are bounded per account (``max_concurrent_reviews``
 reviews, and as many ``/bot`` chats in a pool of their own, so a ``/bot`` on an idle PR is
-answered while long reviews run) and process-wide (``max_concurrent_turns`` reviews).
+answered while long reviews run) and process-wide (``max_concurrent_turns`` reviews). With
+replicas both caps hold across all of them, through slot leases in the database.
 
 ``stop(grace_s)`` waits for running PR tasks up to the bound, then cancels them: their work
 stays recorded and resumes at the next start.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -41,6 +43,8 @@ DEFAULT_PROCESS_CAP = 16
 # How long a PR's work lease lasts without renewal: the delay before another replica takes over
 # the work of one that died.
 LEASE_TTL_S = 60.0
+# How often a replica asks again for a concurrency slot while every slot is held elsewhere.
+SLOT_RETRY_S = 0.5
 
 
 @dataclass
@@ -85,14 +89,18 @@ class Scheduler:
         reviews = asyncio.Semaphore(max_concurrent_reviews)
         chats = asyncio.Semaphore(max_concurrent_reviews)
 
+        cap = max_concurrent_reviews
+
         @asynccontextmanager
         async def review_slot() -> AsyncIterator[None]:
-            async with reviews, self._turns:
+            async with reviews, self._turns, \
+                    self._shared_slot(f"slot:reviews:{key}", cap), \
+                    self._shared_slot("slot:turns", self.process_cap):
                 yield
 
         @asynccontextmanager
         async def chat_slot() -> AsyncIterator[None]:
-            async with chats:
+            async with chats, self._shared_slot(f"slot:chats:{key}", cap):
                 yield
         worker = make_worker(review_slot, chat_slot)
         self.lanes[key] = AccountLane(key, store, worker, poll_interval_s, reviews, chats)
@@ -252,6 +260,48 @@ class Scheduler:
             lane.changed.set()
 
     # -- replicas -------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _shared_slot(self, prefix: str, cap: int) -> AsyncIterator[None]:
+        """With replicas, one of ``cap`` slot leases ``<prefix>:<i>`` in the database, so a
+        cap holds across every replica, not per process; waits (polling) while all are held.
+        Without shared leases the in-process semaphores already are the cap."""
+        if self.leases is None:
+            yield
+            return
+        leases, ttl = self.leases, self.lease_ttl_s
+        lease = None
+        start = random.randrange(cap)  # replicas probe from different slots
+        while lease is None:
+            for i in range(cap):
+                lease = await leases.acquire(f"{prefix}:{(start + i) % cap}", ttl)
+                if lease is not None:
+                    break
+            else:
+                await asyncio.sleep(SLOT_RETRY_S)
+        keeper = asyncio.create_task(self._renew_slot(lease), name=f"{prefix}-lease")
+        try:
+            yield
+        finally:
+            keeper.cancel()
+            await asyncio.gather(keeper, return_exceptions=True)
+            try:
+                await leases.release(lease)
+            except Exception as exc:  # it expires by itself
+                log.warning("cannot release the slot lease %s: %s", lease.name, exc)
+
+    async def _renew_slot(self, lease: Lease) -> None:
+        assert self.leases is not None
+        while True:
+            await asyncio.sleep(self.lease_ttl_s / 3)
+            try:
+                if await self.leases.renew(lease, self.lease_ttl_s) is None:
+                    # Taken over after it expired: the cap may be passed by one until this
+                    # turn ends; the PR's own lease decides whether the work goes on.
+                    log.warning("slot lease %s was taken over", lease.name)
+                    return
+            except Exception as exc:
+                log.warning("cannot renew the slot lease %s: %s", lease.name, exc)
 
     async def _run_leased(self, lane: AccountLane, key: str) -> bool:
         """Run the PR's work under its lease; False when another replica holds it (the PR is

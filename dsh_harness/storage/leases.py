@@ -75,8 +75,8 @@ class Leases(ABC):
 
     @abstractmethod
     async def acquire(self, name: str, ttl_s: float) -> Lease | None:
-        """The lease, with a new token, if it is free or expired (or already ours); None when
-        another holder has it."""
+        """The lease, with a new token, if it is free or expired; None while it is held (by
+        another replica, or by another task of this one: a lease is not reentrant)."""
 
     @abstractmethod
     async def renew(self, lease: Lease, ttl_s: float) -> Lease | None:
@@ -134,7 +134,7 @@ class LocalLeases(Leases):
     async def acquire(self, name: str, ttl_s: float) -> Lease | None:
         now = self._now()
         current = self._leases.get(name)
-        if current is not None and current.expires_at > now and current.owner != self.owner:
+        if current is not None and current.expires_at > now:
             return None
         self.table.tokens += 1
         lease = Lease(name, self.owner, self.table.tokens, now + timedelta(seconds=ttl_s))

@@ -284,7 +284,7 @@ class PostgresLeases(Leases):
                 "(%s, %s, nextval('dsh_lease_tokens'), now() + %s * interval '1 second') "
                 "ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, "
                 "token = EXCLUDED.token, expires_at = EXCLUDED.expires_at "
-                "WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner "
+                "WHERE l.expires_at <= now() "
                 "RETURNING token, expires_at", (name, self.owner, ttl_s))
             row = await cur.fetchone()
         return None if row is None else Lease(name, self.owner, int(row[0]), row[1])

@@ -114,3 +114,12 @@ async def test_harness_uses_shared_leases_only_on_a_shared_backend(tmp_path, pg_
     assert await other.leases("x").replicas() == [], "a clean shutdown retires the replica"
     await other.close()
     await shared.close()
+
+
+async def test_a_lease_is_not_reentrant(pair):
+    """Two tasks of one replica compete for it like two replicas (concurrency slots)."""
+    a, _, _ = pair
+    first = await a.acquire("slot:0", 60)
+    assert first is not None and await a.acquire("slot:0", 60) is None
+    await a.release(first)
+    assert await a.acquire("slot:0", 60) is not None

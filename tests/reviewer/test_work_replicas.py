@@ -192,3 +192,62 @@ async def test_a_delivery_handled_by_one_replica_is_a_duplicate_on_another(backe
     assert not await alone.known("d-3")
     await first.close()
     await second.close()
+
+
+class Slice(Store):
+    """One replica's view: the shared records, of which it sees only ``keys``."""
+
+    def __init__(self, store: Store, keys):
+        self.shared, self.keys = store, set(keys)
+
+    @property
+    def owed(self):
+        return self.shared.owed
+
+    async def prs(self):
+        return {k: k for k in self.shared.owed & self.keys}
+
+    async def pr(self, key):
+        return key if key in self.shared.owed and key in self.keys else None
+
+
+class SlotWorker:
+    """Holds a review slot (a model turn) for a while; counts how many run at once."""
+
+    def __init__(self, store: Store, review_slot, state: dict):
+        self.store, self.review_slot, self.state = store, review_slot, state
+
+    def due_at(self, rec):
+        return None if rec is None else NOW
+
+    async def run(self, key):
+        if key not in self.store.owed:
+            return
+        async with self.review_slot():
+            self.state["now"] += 1
+            self.state["max"] = max(self.state["max"], self.state["now"])
+            await asyncio.sleep(0.05)
+            self.state["now"] -= 1
+        self.store.owed.discard(key)
+
+
+async def test_the_review_cap_holds_across_replicas(backend):
+    keys = [f"a:o/r#{i}" for i in range(9)]
+    store, state = Store(keys), {"now": 0, "max": 0}
+    replicas = []
+    for n, name in enumerate(("r1", "r2", "r3")):
+        # Each replica happens to see three of the PRs first (as when each took its share of
+        # a burst of webhooks), so all three run reviews of the same account at once.
+        view = Slice(store, keys[n::3])
+        sched = Scheduler(clock=lambda: NOW, leases=backend.leases(name))
+        # max_concurrent_reviews = 2 per account: each replica alone would allow 2.
+        sched.add_account("a", view, lambda review, chat, view=view: SlotWorker(view, review,
+                                                                                state), 60, 2)
+        replicas.append(sched)
+    for sched in replicas:
+        sched.start()
+    await asyncio.wait_for(asyncio.gather(*(s.drain("a") for s in replicas)), 60)
+    for sched in replicas:
+        await sched.stop(1)
+    assert not store.owed
+    assert state["max"] == 2, f"{state['max']} reviews ran at once across 3 replicas (cap 2)"
