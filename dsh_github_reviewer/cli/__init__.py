@@ -65,6 +65,7 @@ async def status_data(harness: Harness) -> list[dict[str, Any]]:
     started = await run_record.load(await harness.storage.domain(run_record.DOMAIN))
     now = utcnow()
     hooks = {h["instance"]: h for h in await webhook_status(app)}
+    replicas, held = await _replica_state(harness)
     accounts = []
     for acct in app.accounts.values():
         store = WorkStore(domain, acct.key)
@@ -80,6 +81,8 @@ async def status_data(harness: Harness) -> list[dict[str, Any]]:
                 "backoff_until": _iso(backoff) if backoff and backoff > now else None,
                 "last_error": e.last_error, "updated_at": _iso(e.updated_at),
                 "closed": e.closed_seen_at is not None,
+                # Replicas: who runs this PR's work now (its lease), else None.
+                "lease": held.get(f"pr:{key}"),
                 "queued": [{"comment_id": c.comment_id, "attempts": c.attempts,
                             "next_attempt_at": _iso(c.next_attempt_at),
                             "last_error": c.last_error} for c in e.queued],
@@ -104,8 +107,27 @@ async def status_data(harness: Harness) -> list[dict[str, Any]]:
             "pause_reason": account.pause_reason if account.paused_until else None,
             "last_error": account.last_error,
             "webhook": hooks.get(acct.instance),  # None: polling only
+            # Replicas on shared storage ([] for one process): who is alive, who polls.
+            "replicas": replicas,
+            "poll_lease": held.get(f"poll:{acct.key}"),
             "prs": prs})
     return accounts
+
+
+async def _replica_state(harness: Harness) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The replicas' heartbeats and the leases held now (shared storage only)."""
+    leases = harness.leases
+    if not leases.shared:
+        return [], {}
+    now = utcnow()
+    replicas = [{"id": r.id, "host": r.host, "pid": r.pid, "started_at": _iso(r.started_at),
+                 "heartbeat_at": _iso(r.heartbeat_at),
+                 "heartbeat_age_s": round((now - r.heartbeat_at).total_seconds(), 1)}
+                for r in await leases.replicas()]
+    held = {lease.name: {"owner": lease.owner, "token": lease.token,
+                         "expires_at": _iso(lease.expires_at)}
+            for lease in await leases.held()}
+    return replicas, held
 
 
 def _config_lines(a: dict[str, Any]) -> list[str]:
@@ -144,6 +166,13 @@ async def cmd_status(harness: Harness, args: argparse.Namespace) -> int:
               + (f", PAUSED until {a['paused_until']}: {a['pause_reason']}"
                  if a["paused_until"] else "")
               + (f", last error: {a['last_error']}" if a["last_error"] else ""))
+        if a["replicas"]:
+            poll = a["poll_lease"]
+            print(f"  replicas: {len(a['replicas'])}"
+                  + (f"; this slot polled by {poll['owner']}" if poll else ""))
+            for r in a["replicas"]:
+                print(f"    {r['id']} (host {r['host']}, pid {r['pid']}), started "
+                      f"{r['started_at']}, heartbeat {r['heartbeat_age_s']:g} s ago")
         if a["webhook"]:
             h = a["webhook"]
             print(f"  webhook on {h['listen']}, reconciling every {h['reconcile_interval_s']:g} "
@@ -164,6 +193,8 @@ async def cmd_status(harness: Harness, args: argparse.Namespace) -> int:
                 line += f", {len(p['queued'])} /bot queued"
             if p["last_error"]:
                 line += f", last error: {p['last_error']}"
+            if p["lease"]:
+                line += f", running on {p['lease']['owner']} until {p['lease']['expires_at']}"
             print(line)
             for g in p["gave_up"]:
                 print(f"    gave up on {g['what']} at {g['at']}: {g['error']}"

@@ -33,3 +33,36 @@ def test_three_replicas_under_a_sigkill_loop_answer_every_trigger_once(tmp_path,
         # Stopped replicas retired; none is left holding a lease or listed as alive.
         assert conn.execute("SELECT count(*) FROM dsh_replicas WHERE heartbeat_at > "
                             "now() - interval '10 seconds'").fetchone()[0] == 0
+
+
+async def test_status_shows_replicas_their_heartbeats_and_who_runs_a_pr(tmp_path, sandbox80,
+                                                                        model, pg_dsn, capsys):
+    import argparse
+
+    from dsh_github_reviewer.cli import cmd_status, status_data
+    from dsh_github_reviewer.testing.deployment import Deployment
+    from dsh_github_reviewer.testing.scenario import build_shop
+
+    build_shop(sandbox80)
+    dep = await Deployment(tmp_path, sandbox80, model, dsn=pg_dsn).start()
+    h = dep.harness
+    await h.leases.heartbeat({"version": "test"})
+    other = await Deployment(tmp_path, sandbox80, model, dsn=pg_dsn).start()
+    await other.harness.leases.heartbeat()
+    lease = await other.harness.leases.acquire("pr:demo:acme/shop#1", 60)
+    (account,) = await status_data(h)
+    assert {r["id"] for r in account["replicas"]} == {h.replica_id, other.harness.replica_id}
+    assert all(r["heartbeat_age_s"] >= 0 for r in account["replicas"])
+    assert await dep.pollers["demo"]._poll_lease(60), "this replica polls the slot"
+    assert not await other.pollers["demo"]._poll_lease(60), "the other one does not"
+    await dep.tick()  # records the PRs, runs what it may: PR 1's lease is the other's
+    (account,) = await status_data(h)
+    assert account["poll_lease"]["owner"] == h.replica_id
+    pr1 = next(p for p in account["prs"] if p["pr"] == "acme/shop#1")
+    assert pr1["lease"]["owner"] == other.harness.replica_id, "PR 1's work is the other's"
+    assert await cmd_status(h, argparse.Namespace(json=False)) == 0
+    text = capsys.readouterr().out
+    assert "  replicas: 2" in text and f"running on {other.harness.replica_id}" in text
+    await other.harness.leases.release(lease)
+    await other.stop()
+    await dep.stop()

@@ -43,3 +43,34 @@ async def test_status_page_shows_the_running_bots_config_and_what_differs(tmp_pa
     differs = page.split('class="error differs">', 1)[1].split("</p>", 1)[0]
     assert differs.startswith("This server reads the config differently:")
     assert "credentials (shell: unset)" in differs and "repositories (shell: none)" in differs
+
+
+async def test_status_page_shows_replicas_and_who_runs_a_pr(tmp_path, server, pg_dsn):  # noqa: F811
+    from dsh_github_reviewer.work.records import PrRecord
+    from dsh_github_reviewer.work.store import WorkStore
+
+    env = {"GITHUB_TOKEN": TOKEN, "GITHUB_REPOSITORIES": "acme/shop"}
+    text = config_text(server.base_url) + (
+        f'[storage]\nbackend = "postgres"\ndsn = "{pg_dsn}"\n'
+        '[plugins.github-reviewer]\nplugin = "dsh-github-reviewer"\n'
+        '[[plugins.github-reviewer.accounts]]\nname = "demo"\n'
+        'personal_access_token = "${GITHUB_TOKEN:-}"\napi_url = "http://127.0.0.1:9"\n'
+        'repositories = "${GITHUB_REPOSITORIES:-}"\n')
+    h = Harness(parse_config(text, "t.toml", tmp_path, env), load_entry_points=False, env=env,
+                plugins=[("dsh-github-reviewer", reviewer_plugin)])
+    try:
+        from dsh_github_reviewer.work.records import DOMAIN
+
+        store = WorkStore(await h.storage.domain(DOMAIN), "demo")
+        from dsh_github_reviewer.core.clock import utcnow
+
+        await store.update_pr("demo:acme/shop#3", lambda _: PrRecord(
+            head_sha="a" * 40, status="reviewing", title="t", updated_at=utcnow()))
+        await h.leases.heartbeat()
+        await h.leases.acquire("pr:demo:acme/shop#3", 60)
+        async with client(h) as c:
+            page = (await c.get("/github-reviewer")).text
+    finally:
+        await h.close()
+    assert "1 replica(s)" in page and h.replica_id in page
+    assert f"running on {h.replica_id}" in page
