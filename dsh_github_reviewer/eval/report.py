@@ -64,7 +64,8 @@ def _num(x: float | None, digits: int = 2) -> str:
 def _rr(s: dict[str, Any]) -> str:
     r = s["re_review"]
     return (f"{r['new_found']}/{r['new_defects']} new, {r['fixes_recognised']}/{r['fixes']} "
-            f"fixes, {r['repeats']} repeats")
+            f"fixes, {r['repeats']} repeats"
+            + (f", {r['resolved_unfixed']} wrongly resolved" if r["resolved_unfixed"] else ""))
 
 
 def markdown(report: dict[str, Any]) -> str:

@@ -13,7 +13,8 @@ comment on a defect this review found), ``decoy`` (on safe code planted to look 
 ``other``. A decoy counts only for a comment on its own lines (no tolerance) and is checked
 first. Precision = hits / all findings; recall = defects found / defects; F1 their harmonic
 mean. On a second push, a defect the first review found and the push fixed is **recognised** when
-the bot resolved the thread of the comment that found it.
+the bot resolved the thread of the comment that found it; resolving the thread of a defect no
+push fixed is counted against it (``resolved_unfixed``).
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ class DefectScore(BaseModel):
     fixed_in: int | None
     found_in: int | None = None
     fix_recognised: bool | None = None  # None: not applicable
+    # The bot resolved the thread that found it although no push fixed it (a false "fixed").
+    resolved_unfixed: bool = False
 
 
 class CaseScore(BaseModel):
@@ -165,6 +168,8 @@ def score_case(case: Case, run: CaseRun, tolerance: int = TOLERANCE) -> CaseScor
     resolved = set(run.resolved)
     for d in defects.values():
         f = found_by.get(d.id)
+        if d.fixed_in is None and f is not None and f.comment_id in resolved:
+            d.resolved_unfixed = True
         if d.fixed_in and d.fixed_in in run.reviewed and f is not None and d.found_in is not None \
                 and d.found_in < d.fixed_in:
             d.fix_recognised = f.comment_id is not None and f.comment_id in resolved
@@ -240,7 +245,8 @@ def summarize(scores: Iterable[CaseScore], runs: Iterable[CaseRun] = ()) -> dict
                       "new_found": sum(d.found_in is not None and d.found_in > 1 for d in new),
                       "fixes": len(fixes), "fixes_recognised": sum(bool(d.fix_recognised)
                                                                    for d in fixes),
-                      "repeats": sum(f.kind == "repeat" for f in findings)},
+                      "repeats": sum(f.kind == "repeat" for f in findings),
+                      "resolved_unfixed": sum(d.resolved_unfixed for d in defects)},
         "by_category": {c: _slice(scores, lambda d, c=c: d.category == c) for c in CATEGORIES
                         if any(d.category == c for d in defects)},
         "by_severity": {v: _slice(scores, lambda d, v=v: d.severity == v) for v in SEVERITIES

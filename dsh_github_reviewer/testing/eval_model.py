@@ -2,10 +2,12 @@
 the scripted reviewer model, but report from a case's ground truth, so the score each must get
 can be computed by hand.
 
-* ``perfect``: every defect the push introduced, on its first line, and nothing else;
+* ``perfect``: every defect the push introduced, on its first line, and nothing else; on a
+  second push it names the open threads on the defects the push fixed (``fixedThreads``);
 * ``silent``: no finding;
 * ``every_line``: one finding per added line of the PR's diff;
 * ``repeater``: like ``perfect``, and on a second push every defect still present again;
+* ``claims_all``: like ``perfect``, but names every open thread as fixed;
 * ``decoys``: like ``perfect``, plus one finding on every decoy;
 * ``fail``: every request of the case fails (HTTP 500), so its review is never posted.
 
@@ -16,15 +18,19 @@ turns the PR's conversation has had.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 
 from dsh_harness.testing import ModelRequest, Reply, ScriptedModelServer
 
 from ..eval.cases import Case
+from ..eval.score import TOLERANCE
 from ..eval.validate import hunks
 from .reviewer_model import _TARGET, Finding, reviewer_policy
 
-BEHAVIOURS = ("perfect", "silent", "every_line", "repeater", "decoys", "fail")
+BEHAVIOURS = ("perfect", "silent", "every_line", "repeater", "claims_all", "decoys", "fail")
+# A line of the <your_open_threads> block: "- thread <id>: <path>[:<line>]: <first line>".
+_THREAD = re.compile(r"^- thread (\d+): ([^\s:]+)(?::(\d+))?: ", re.M)
 
 
 def _push(req: ModelRequest) -> int:
@@ -55,6 +61,28 @@ def _report(case: Case, push: int, behaviour: str) -> list[Finding]:
     return out
 
 
+def _fixed(cases: dict[str, Case], behaviour: Callable[[str], str], user: str,
+           req: ModelRequest) -> list[int]:
+    """The open threads on the defects this push fixed (``claims_all``: every open thread)."""
+    m = _TARGET.search(user)
+    case = cases.get(m.group(2).lower()) if m else None
+    if case is None or "<your_open_threads>" not in user:
+        return []
+    block = user.split("<your_open_threads>", 1)[1].split("</your_open_threads>", 1)[0]
+    threads = [(int(i), path, int(line) if line else None)
+               for i, path, line in _THREAD.findall(block)]
+    kind = behaviour(case.id)
+    if kind == "claims_all":
+        return [i for i, _, _ in threads]
+    if kind not in ("perfect", "repeater", "decoys"):
+        return []
+    push = _push(req)
+    gone = [d for d in case.live(push - 1).values() if d.id in case.push[push - 1].fixes]
+    return [i for i, path, line in threads
+            if any(path == d.path and line is not None
+                   and d.lines[0] - TOLERANCE <= line <= d.lines[1] + TOLERANCE for d in gone)]
+
+
 def _find(cases: dict[str, Case], behaviour: Callable[[str], str], diff: str,
           req: ModelRequest) -> list[Finding]:
     m = _TARGET.search(req.last_user_text())
@@ -69,11 +97,12 @@ def eval_model(cases: list[Case], behaviour: str | Callable[[str], str]) -> Scri
     pick = (lambda _id: behaviour) if isinstance(behaviour, str) else behaviour
     by_repo = {c.id.lower(): c for c in cases}
     find = functools.partial(_find, by_repo, pick)
+    fixed = functools.partial(_fixed, by_repo, pick)
 
     def policy(req: ModelRequest) -> Reply:
         m = _TARGET.search(req.last_user_text())
         if m and m.group(2).lower() in by_repo and pick(by_repo[m.group(2).lower()].id) == "fail":
             raise LookupError("scripted failure")  # the server answers HTTP 500
-        return reviewer_policy(req, find=find)
+        return reviewer_policy(req, find=find, fixed=fixed)
 
     return ScriptedModelServer(policy=policy)

@@ -187,9 +187,11 @@ def _comment_body(f: Finding) -> str:
 
 
 def reviewer_policy(req: ModelRequest,
-                    find: Callable[[str, ModelRequest], list[Finding]] | None = None) -> Reply:
-    """``find`` (optional) replaces the rules: what to report, from the diff and the request
-    (the eval's scripted models report from a case's ground truth)."""
+                    find: Callable[[str, ModelRequest], list[Finding]] | None = None,
+                    fixed: Callable[[str, ModelRequest], list[int]] | None = None) -> Reply:
+    """``find`` and ``fixed`` (optional) replace the rules: what to report, and which open
+    threads the push fixed, from the diff / the user text and the request (the eval's
+    scripted models answer from a case's ground truth)."""
     user = req.last_user_text()
     turn = req.since_last_user()
     if user.startswith("Flow: chat"):
@@ -253,10 +255,10 @@ def reviewer_policy(req: ModelRequest,
         if earlier:
             summary += f" {len(earlier)} earlier finding(s) were reported in previous reviews."
         submit = {**pr, "method": "submit_pending", "event": "COMMENT", "body": summary}
-        fixed = fixed_threads(user, diff)
-        if fixed:
-            submit["fixedThreads"] = fixed
-            submit["body"] += f" Fixed since the last review: threads {fixed}."
+        fixed_ids = fixed(user, req) if fixed is not None else fixed_threads(user, diff)
+        if fixed_ids:
+            submit["fixedThreads"] = fixed_ids
+            submit["body"] += f" Fixed since the last review: threads {fixed_ids}."
         return Reply(tool_calls=[("pull_request_review_write", submit)])
     return Reply(content="Review submitted.")
 

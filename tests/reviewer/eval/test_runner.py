@@ -38,10 +38,11 @@ async def test_scripted_reviewers_get_their_exact_scores(tmp_path):
     """One run, five copies of the two-push calculator case, each reviewed by a model of known
     behaviour (chosen by the repository name)."""
     behaviours = {"perfect": "perfect", "silent": "silent", "every": "every_line",
-                  "repeat": "repeater", "decoy": "decoys", "fail": "fail"}
+                  "repeat": "repeater", "decoy": "decoys", "fail": "fail",
+                  "claims": "claims_all"}
     cases = [case(id=f"calc-{k}") for k in behaviours]
     res, _ = await _run(tmp_path, cases, lambda cid: behaviours[cid.split("-")[1]],
-                        concurrency=6)
+                        concurrency=7)
     runs = {r.case_id: r for r in res.runs}
     failed = runs.pop("calc-fail")
     assert all(r.error is None and r.reviewed == [1, 2] for r in runs.values()), runs
@@ -57,7 +58,11 @@ async def test_scripted_reviewers_get_their_exact_scores(tmp_path):
 
     perfect = s("perfect")
     assert (perfect["recall"], perfect["precision"], perfect["f1"]) == (1.0, 1.0, 1.0)
-    assert perfect["re_review"]["new_found"] == 1 and perfect["re_review"]["repeats"] == 0
+    assert perfect["re_review"] == {"cases": 1, "new_defects": 1, "new_found": 1, "fixes": 1,
+                                    "fixes_recognised": 1, "repeats": 0, "resolved_unfixed": 0}
+    # Naming every open thread as fixed: the fix is recognised, the still-open one is counted.
+    claims = s("claims")["re_review"]
+    assert (claims["fixes_recognised"], claims["resolved_unfixed"]) == (1, 1)
     silent = s("silent")
     assert (silent["recall"], silent["findings"], silent["f1"]) == (0.0, 0, 0.0)
     # Every added line: 11 comments on push 1, 12 on push 2 (see test_score for the kinds).

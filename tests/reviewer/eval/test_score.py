@@ -33,10 +33,14 @@ def test_perfect_reviewer_scores_one_and_recognises_the_fix():
     assert (s["recall"], s["precision"], s["f1"]) == (1.0, 1.0, 1.0)
     assert s["false_positives"] == 0 and s["false_positives_per_pr"] == 0
     assert s["re_review"] == {"cases": 1, "new_defects": 1, "new_found": 1, "fixes": 1,
-                              "fixes_recognised": 1, "repeats": 0}
+                              "fixes_recognised": 1, "repeats": 0, "resolved_unfixed": 0}
     # The fixed defect's thread left open: the fix is not recognised.
     run = _run([(1, 6), (1, 11), (2, 15)], reviewed=[1, 2])
     assert _one(c, run)["re_review"]["fixes_recognised"] == 0
+    # Resolving the thread of "loop" (still there) is a false claim of a fix.
+    run = _run([(1, 6), (1, 11), (2, 15)], reviewed=[1, 2], resolved=[106, 111])
+    r = _one(c, run)["re_review"]
+    assert (r["fixes_recognised"], r["resolved_unfixed"]) == (1, 1)
 
 
 def test_silent_reviewer_scores_zero():
