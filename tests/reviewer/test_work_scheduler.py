@@ -8,6 +8,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from dsh_github_reviewer.core import failures
 from dsh_github_reviewer.work.scheduler import Scheduler
 from dsh_harness import StorageError
 
@@ -129,7 +130,8 @@ async def test_a_woken_key_is_read_again_and_run():
     await sched.stop(1)
 
 
-async def test_a_run_the_store_failed_is_held_for_an_interval_then_retried(caplog):
+async def test_a_run_the_store_failed_is_held_for_an_interval_then_retried(caplog, monkeypatch):
+    monkeypatch.setattr(failures, "_last_logged", {})   # said once per process: start afresh
     caplog.set_level(logging.ERROR, logger="dsh_github_reviewer.work.scheduler")
     sched, lane, worker, clock = scheduler({A: NOW})
     worker.release.set()
