@@ -75,7 +75,8 @@ async def main(n: int | None) -> None:
     own = wall - in_tick[0]
     print(f"{k} cases (concurrency 4), scripted model answering from the ground truth: "
           f"recall {summary['recall']}, precision {summary['precision']}, "
-          f"{summary['failures']} failures, {summary['model_calls']} model calls")
+          f"{summary['failures']} failures, {summary['model_calls']} model calls, fixes recognised "
+          f"{summary['re_review']['fixes_recognised']}/{summary['re_review']['fixes']}")
     print(f"{'per case':<44} {'seconds':>8}")
     for label, value in [
             ("wall, everything", wall / k),
