@@ -33,9 +33,8 @@ from pathlib import Path
 import httpx2
 
 from dsh_github_reviewer.app import ReviewerApp
-from dsh_github_reviewer.sources.webhook.runtime import start_receivers, stop_receivers
+from dsh_github_reviewer.app.webhooks import start_receivers, stop_receivers
 from dsh_github_reviewer.sources.webhook.signature import sign
-from dsh_github_reviewer.sources.webhook.sink import RecordWork
 from dsh_github_reviewer.testing import SandboxGitHub
 from dsh_github_reviewer.testing.deployment import Deployment
 from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
@@ -169,7 +168,7 @@ async def throughput(prs: int = 1000) -> tuple[float, int, list[int]]:
             head = first[n]
             await store.update_pr(pr_key("demo", REPO, n), lambda _, h=head: PrRecord(
                 head_sha=h, status="reviewed", updated_at=now, reviewed_head_sha=h))
-        servers = await start_receivers(app, RecordWork(app))
+        servers = await start_receivers(app, app.work.record_work())
         work = [bodies[i % len(bodies)] for i in range(DELIVERIES)]
         chunks = [work[i::CLIENTS] for i in range(CLIENTS)]
         results: list[int] = []

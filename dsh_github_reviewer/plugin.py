@@ -10,15 +10,13 @@ from dsh_harness import hookimpl
 from . import cli as cli_commands
 from .app import PLUGIN_NAME, ReviewerApp, SetupError, run_record
 from .app.service import WorkService
+from .app.webhooks import bind_receivers, start_receivers, stop_receivers
 from .cli import once
 from .config import ReviewerConfig
 from .core.clock import utcnow
 from .core.session_key import PrKey, parse_session_id
 from .eval import web_page as eval_page
-from .reviewers.single import Runner
 from .sources.webhook import deliveries as webhook_deliveries
-from .sources.webhook.runtime import bind_receivers, start_receivers, stop_receivers
-from .sources.webhook.sink import RecordWork
 from .web import facts as web_facts
 from .web import pages as web_pages
 from .web import view as web_view
@@ -38,10 +36,11 @@ def dsh_plugin_config_models():
 
 
 @hookimpl
-async def dsh_agent_world(harness, session_id):
+async def dsh_agent_world(harness, session_id, inputs):
     if parse_session_id(session_id) is None:
         return None
-    return await ReviewerApp.of(harness).world(session_id)
+    # inputs: the reviewers' WorldInputs for the turn opening the agent; None otherwise.
+    return await ReviewerApp.of(harness).world(session_id, inputs)
 
 
 @hookimpl
@@ -87,18 +86,18 @@ def dsh_validate(harness):
 async def dsh_startup(harness):
     # harness.startup() ran dsh_validate (credentials, keys, models) before this hook.
     app = ReviewerApp.of(harness)
-    if not app.accounts:
+    if not app.configured:
         return
     await app.connect()
     await app.record_start()
-    for acct in app.accounts.values():
+    for acct in app.connected.values():
         if not acct.config.repositories and acct.config.app_mode:
             log.info("account %s reviews every repository its App installation %s can access",
                      acct.key, acct.config.installation_id)
         elif not acct.config.repositories:
             log.warning("account %s has no repositories: it stays idle (set repositories in "
                         "dsh.toml or GITHUB_REPOSITORIES=owner/repo,...)", acct.key)
-    app.work = WorkService(app, Runner(harness, app))
+    app.work = WorkService(app)
     if harness.run_once:
         started = utcnow()
         app.pass_results = await app.work.run_once()
@@ -106,7 +105,7 @@ async def dsh_startup(harness):
         return await once.failures(app, app.pass_results, started)
     else:
         # A taken webhook port stops the start before the first poll (one line, exit 1)...
-        sink = RecordWork(app)
+        sink = app.work.record_work()
         app.webhooks = await bind_receivers(app, sink)
         app.work.start()
         # ...but deliveries record work and wake the scheduler, so they are served after it.

@@ -1,111 +1,78 @@
-"""The reviewer inside one harness: its accounts, their GitHub clients, guards and pollers.
+"""The composition root: the reviewer inside one harness, wired once.
 
 One ``ReviewerApp`` per harness (kept in ``harness.plugin_state``), built lazily so the world
-hook works in any process — ``dsh run``, the CLI or the web UI — while network clients and
-pollers exist only after ``start()``.
+hook works in any process — ``dsh run``, the CLI or the web UI — from the configured accounts
+alone; ``connect()`` builds every connected account whole, and the work service (``service``),
+the webhook receivers (``webhooks``) and the reviewer strategy of each account (chosen here,
+once) are wired on top.
+
+May import every layer below it: ``sources``, ``work``, ``reviewers``, ``turn``, ``pr_output``,
+``github``, ``config``, ``core``. The front ends (``cli``, ``web``, ``ci``) and ``plugin`` sit
+above it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import Any
-
-import httpx2
+from typing import TYPE_CHECKING
 
 from dsh_harness import AgentWorld, DshError, Harness
 
-from ..config import AccountConfig, McpSettings, ReviewerConfig
+from ..config import AccountConfig, McpSettings, ReviewerConfig, SetupError
 from ..core.session_key import PrKey, parse_session_id
-from ..github.auth import AppAuth, PatAuth, load_private_key
-from ..github.client import GitHubClient
+from ..github.account import ConfiguredAccount, ConnectedAccount, connect
+from ..github.auth import load_private_key
 from ..github.errors import AuthError
-from ..github.guard import Guard
-from ..github.mcp_host import McpRuntime
-from ..reviewers.team.personas import (
-    COORDINATOR,
-    coordinator_system_prompt,
-    persona_system_prompt,
-    resolve,
-)
-from ..sources.repositories import WatchedRepositories
-from ..turn.prompts import TrustedInstructions, system_prompt
+from ..reviewers.base import Reviewer
+from ..reviewers.inputs import WorldInputs
+from ..reviewers.models import ModelChoice
+from ..reviewers.single import SingleReviewer
+from ..reviewers.team.review import TeamReviewer
+from ..reviewers.world import build_world
+from ..turn.prompts import TrustedInstructions
 from ..work.records import DOMAIN, InstructionsRecord, pr_key
 from ..work.store import WorkStore
 from . import run_record
 
+if TYPE_CHECKING:
+    from ..sources.poll import PassResult
+    from ..sources.webhook.server import WebhookServer
+    from .service import WorkService
+
 log = logging.getLogger(__name__)
 
 PLUGIN_NAME = "dsh-github-reviewer"
-HTTP_TIMEOUT_S = 30.0
 
-
-class SetupError(DshError):
-    pass
-
-
-@dataclass
-class AccountRuntime:
-    instance: str
-    config: AccountConfig
-    guard: Guard = field(default_factory=Guard)
-    http: httpx2.AsyncClient | None = None
-    auth: PatAuth | AppAuth | None = None
-    client: GitHubClient | None = None
-    mcp: McpRuntime | None = None
-    store: WorkStore | None = None
-    inbox: Any = None     # work.inbox.Inbox, set when the work service is built
-    model: str | None = None
-    model_resolved: bool = False
-    poller: Any = None
-    watched: WatchedRepositories | None = None  # the repositories it reviews (set by connect)
-    # Seconds between polls: poll_interval_s, or webhook.reconcile_interval_s when deliveries
-    # trigger the work and polling only reconciles.
-    tick_interval_s: float = 0.0
-    # A pause of the whole account (rejected credentials, the MCP server rate limited): see
-    # work/pause.py; mirrored from the account record.
-    paused_until: datetime | None = None
-    pause: str | None = None
-
-    def __post_init__(self) -> None:
-        self.tick_interval_s = self.tick_interval_s or self.config.poll_interval_s
-
-    @property
-    def key(self) -> str:
-        return self.config.key
+__all__ = ["PLUGIN_NAME", "ReviewerApp", "SetupError"]
 
 
 class ReviewerApp:
     def __init__(self, harness: Harness):
         self.harness = harness
-        self.accounts: dict[str, AccountRuntime] = {}
         self.instances: dict[str, ReviewerConfig] = {}
-        self.webhooks: list[Any] = []  # running webhook receivers (webhook.runtime)
-        for instance, cfg in harness.plugin_instances(PLUGIN_NAME):
-            config = cfg if isinstance(cfg, ReviewerConfig) else ReviewerConfig.model_validate(cfg)
+        # Every process: the configured accounts, their model choice and reviewer strategy.
+        self.configured: dict[str, ConfiguredAccount] = {}
+        self.models: dict[str, ModelChoice] = {}
+        self.reviewers: dict[str, Reviewer] = {}
+        # After connect(): the connected accounts and their work records.
+        self.connected: dict[str, ConnectedAccount] = {}
+        self.stores: dict[str, WorkStore] = {}
+        # Owned by the plugin's start-up: the work service, the webhook receivers, a --once pass.
+        self.work: WorkService | None = None
+        self.webhooks: list[WebhookServer] = []
+        self.pass_results: dict[str, PassResult] = {}
+        for instance, config in self._configs():
             self.instances[instance] = config
             for account in config.accounts:
-                if account.key in self.accounts:
+                if account.key in self.configured:
                     raise SetupError(f"plugins.{instance}: account {account.name!r} is also "
                                      "configured by another instance; account names must be "
                                      "unique across instances")
-                interval = (config.webhook.reconcile_interval_s if config.webhook.enabled
-                            else account.poll_interval_s)
-                self.accounts[account.key] = AccountRuntime(instance, account,
-                                                            tick_interval_s=interval)
-        self._model_lock = asyncio.Lock()
-        # Set by whoever runs a turn, read by the world hook: the trusted instructions of a PR
-        # (by cursor key) when they do not live in the cursor (CI mode), and the model of a
-        # session's current attempt (a team persona falling back to its next candidate).
-        self.pinned_instructions: dict[str, TrustedInstructions | None] = {}
-        self.session_models: dict[str, str] = {}
-        self.work: Any = None   # work.service.WorkService once started
-        self.pass_results: dict[str, Any] = {}   # account -> poller.PassResult (--once)
+                self.configure(ConfiguredAccount(instance, account))
         # One cap for the whole process: the largest any instance asks for.
-        self.process_cap = max([c.max_concurrent_turns for _, c in self._configs()] or [16])
+        self.process_cap = max([c.max_concurrent_turns for c in self.instances.values()]
+                               or [16])
 
     def _configs(self) -> list[tuple[str, ReviewerConfig]]:
         out = []
@@ -113,6 +80,19 @@ class ReviewerApp:
             out.append((instance, cfg if isinstance(cfg, ReviewerConfig)
                         else ReviewerConfig.model_validate(cfg)))
         return out
+
+    def configure(self, acct: ConfiguredAccount) -> None:
+        """Take (or replace, before ``connect``: CI mode) a configured account, with its model
+        choice and its reviewer strategy — the single reviewer or the team, chosen here once."""
+        self.configured[acct.key] = acct
+        models = self.models[acct.key] = ModelChoice(self.harness, acct.config)
+        self.reviewers[acct.key] = (TeamReviewer(self.harness, models)
+                                    if acct.config.review.team.enabled
+                                    else SingleReviewer(self.harness, models))
+
+    def tick_interval_s(self, key: str) -> float:
+        acct = self.configured[key]
+        return self.instances[acct.instance].tick_interval_s(acct.config)
 
     @classmethod
     def of(cls, harness: Harness) -> ReviewerApp:
@@ -124,7 +104,7 @@ class ReviewerApp:
     # -- start / stop -------------------------------------------------------------------------
 
     def check_credentials(self) -> None:
-        missing = [a for a in self.accounts.values() if not a.config.has_credentials]
+        missing = [a for a in self.configured.values() if not a.config.has_credentials]
         if missing:
             names = ", ".join(f"{a.instance}.accounts[{a.config.name}]" for a in missing)
             # A PAT account without repositories idles: name the variable the example reads
@@ -150,12 +130,12 @@ class ReviewerApp:
         return "" if not provider.api_key_required else (
             f"The model key is providers.{config.default_model.split('/', 1)[0]}.api_key.")
 
-    def key_path(self, acct: AccountRuntime) -> Path:
+    def key_path(self, acct: ConfiguredAccount) -> Path | None:
         """The App key file, relative paths taken from the config file's directory."""
-        assert acct.config.private_key_path is not None
-        return self.harness.loaded.resolve(acct.config.private_key_path)
+        path = acct.config.private_key_path
+        return None if path is None else self.harness.loaded.resolve(path)
 
-    def mcp_settings(self, acct: AccountRuntime) -> McpSettings:
+    def mcp_settings(self, acct: ConfiguredAccount) -> McpSettings:
         cwd = acct.config.mcp.cwd
         if cwd is None:
             return acct.config.mcp
@@ -168,8 +148,8 @@ class ReviewerApp:
             self.check_credentials()
         except SetupError as exc:
             out.append(str(exc))
-        for acct in self.accounts.values():
-            where = f"plugins.{acct.instance}.accounts[{acct.config.name}]"
+        for acct in self.configured.values():
+            where = acct.where
             if acct.config.app_mode:
                 try:
                     load_private_key(self.key_path(acct))
@@ -189,74 +169,29 @@ class ReviewerApp:
         return out
 
     async def connect(self) -> None:
-        """Open clients for every account (App keys are read and parsed here)."""
+        """Connect every account (App keys are read and parsed here) and open its records."""
         self.check_credentials()
         domain = await self.harness.storage.domain(DOMAIN)
-        for acct in self.accounts.values():
-            acct.http = httpx2.AsyncClient(timeout=HTTP_TIMEOUT_S)
-            cfg = acct.config
-            if cfg.app_mode:
-                try:
-                    key = load_private_key(self.key_path(acct))
-                except AuthError as exc:
-                    raise SetupError(f"plugins.{acct.instance}.accounts[{cfg.name}]"
-                                     f".private_key_path: {exc}") from None
-                acct.auth = AppAuth(cfg.app_id, cfg.installation_id, key,  # type: ignore[arg-type]
-                                    cfg.api_url, acct.http)
-            else:
-                acct.auth = PatAuth(cfg.personal_access_token.get_secret_value())  # type: ignore[union-attr]
-            acct.client = GitHubClient(cfg.api_url, acct.auth, acct.http)
-            acct.watched = WatchedRepositories(acct.key, cfg, acct.client)
-            acct.mcp = McpRuntime(self.mcp_settings(acct), cfg.web_url, cfg.review.tool_timeout_s)
-            acct.store = WorkStore(domain, acct.key)
+        for key, acct in self.configured.items():
+            try:
+                self.connected[key] = connect(acct, self.key_path(acct), self.mcp_settings(acct))
+            except AuthError as exc:
+                raise SetupError(f"{acct.where}.private_key_path: {exc}") from None
+            self.stores[key] = WorkStore(domain, key)
 
     async def record_start(self) -> None:
         """Store what this run was started with, for ``status`` in another shell."""
         domain = await self.harness.storage.domain(run_record.DOMAIN)
         await run_record.record_start(
-            domain, {k: (a.instance, a.config) for k, a in self.accounts.items()},
+            domain, {k: (a.instance, a.config) for k, a in self.configured.items()},
             self.harness.loaded.source)
 
     async def close(self) -> None:
-        for acct in self.accounts.values():
-            for session_id in list(acct.guard.turns):
-                await acct.guard.end(session_id)
-            if acct.http is not None:
-                await acct.http.aclose()
-                acct.http = None
-
-    # -- models -----------------------------------------------------------------------------
-
-    async def resolve_model(self, acct: AccountRuntime) -> str | None:
-        """The first ``review.models`` candidate its provider lists (cached), else the default."""
-        async with self._model_lock:
-            if acct.model_resolved:
-                return acct.model
-            candidates = acct.config.review.models
-            if candidates:
-                offered: dict[str, list[str]] = {}
-                for c in candidates:
-                    if c.provider not in offered:
-                        try:
-                            offered[c.provider] = await self.harness.llm.provider(
-                                c.provider).list_models()
-                        except Exception as exc:
-                            log.warning("cannot list models of provider %s: %s", c.provider, exc)
-                            offered[c.provider] = []
-                    if c.model in offered[c.provider]:
-                        acct.model = c.ref
-                        break
-                else:
-                    refs = ", ".join(c.ref for c in candidates)
-                    raise SetupError(f"none of review.models ({refs}) is offered by its "
-                                     "provider")
-            acct.model_resolved = True
-            return acct.model
+        accounts, self.connected = self.connected, {}
+        for acct in accounts.values():
+            await acct.close()
 
     # -- worlds -----------------------------------------------------------------------------
-
-    def account_for(self, key: PrKey) -> AccountRuntime | None:
-        return self.accounts.get(key.account)
 
     async def stored_instructions(self, key: PrKey) -> InstructionsRecord | None:
         try:
@@ -267,42 +202,19 @@ class ReviewerApp:
         rec = await store.pr(pr_key(key.account, f"{key.owner}/{key.repo}", key.number))
         return await store.instructions(rec.instructions_key) if rec else None
 
-    async def instructions_for(self, key: PrKey) -> TrustedInstructions | None:
-        if key.record_key in self.pinned_instructions:
-            return self.pinned_instructions[key.record_key]
+    async def stored_inputs(self, key: PrKey) -> WorldInputs:
+        """A session opened without a turn (the web UI, the CLI): its world from what the work
+        records say the PR was last told, and the model resolved in this process if any."""
         stored = await self.stored_instructions(key)
-        return TrustedInstructions(stored.source, stored.text) if stored else None
+        models = self.models.get(key.account)
+        return WorldInputs(TrustedInstructions(stored.source, stored.text) if stored else None,
+                           models.known if models else None)
 
-    async def world(self, session_id: str) -> AgentWorld | None:
+    async def world(self, session_id: str, inputs: WorldInputs | None = None
+                    ) -> AgentWorld | None:
         key = parse_session_id(session_id)
         if key is None:
             return None
-        acct = self.account_for(key)
-        trusted = await self.instructions_for(key)
-        review = acct.config.review if acct else AccountConfig().review
-        guard = acct.guard if acct else Guard()
-        tools = guard.tools()
-        if key.persona is None:
-            prompt = system_prompt(trusted)
-        elif key.persona == COORDINATOR:
-            prompt = coordinator_system_prompt(trusted)
-        else:
-            persona = resolve(key.persona, trusted)
-            if persona is None:
-                raise SetupError(f"persona {key.persona!r} is not defined: it is not built in "
-                                 "(quality, security, performance) and the trusted "
-                                 f"instructions have no '## Persona: {key.persona}' section")
-            prompt = persona_system_prompt(persona, trusted)
-            # Personas only read; the coordinator is the team's single writer.
-            tools = guard.read_tools()
-        return AgentWorld(
-            system_prompt=prompt,
-            tools=tools,
-            hide_global_tools=True,
-            model=self.session_models.get(session_id) or (acct.model if acct else None),
-            max_tool_calls=review.max_tool_calls,
-            # The MCP host enforces tool_timeout_s on the handshake and on each call; the
-            # harness bound is a backstop above both.
-            tool_timeout_s=2 * review.tool_timeout_s + 5,
-            tool_result_limit=review.tool_result_limit,
-            turn_timeout_s=review.turn_timeout_s)
+        acct = self.configured.get(key.account) or ConfiguredAccount("", AccountConfig())
+        return build_world(key, acct, inputs if inputs is not None
+                           else await self.stored_inputs(key))

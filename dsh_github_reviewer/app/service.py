@@ -1,4 +1,4 @@
-"""Wires every account's store, inbox, PR worker and poll loop to one scheduler."""
+"""Wires every connected account's inbox, PR worker and poll loop to one scheduler."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..core.clock import utcnow
+from ..sources.poll import AccountPoller, PassResult
+from ..sources.webhook.sink import RecordWork
 from ..work.context import WorkContext
 from ..work.inbox import Inbox
+from ..work.pause import AccountPause
 from ..work.scheduler import Scheduler
 from ..work.worker import PrWorker
 
 if TYPE_CHECKING:
-    from ..reviewers.single import Runner
-    from ..sources.poll import AccountPoller, PassResult
     from . import ReviewerApp
 
 log = logging.getLogger(__name__)
@@ -26,28 +27,30 @@ STOP_GRACE_S = 60.0
 
 
 class WorkService:
-    def __init__(self, app: ReviewerApp, runner: Runner,
-                 clock: Callable[[], datetime] = utcnow):
-        from ..sources.poll import AccountPoller
-
+    def __init__(self, app: ReviewerApp, clock: Callable[[], datetime] = utcnow):
         self.app = app
         # Replicas on a shared database take a lease per PR's work and per account's poll.
         leases = app.harness.leases
         self.leases = leases if leases.shared else None
         self.scheduler = Scheduler(app.process_cap, clock, leases=self.leases)
         self.pollers: dict[str, AccountPoller] = {}
-        for acct in app.accounts.values():
-            assert acct.store is not None
-            ctx = WorkContext(acct, acct.store, runner, clock)
+        for key, acct in app.connected.items():
+            store = app.stores[key]
+            # The account's reviewer strategy (single or team) was chosen when it was
+            # configured; the PR work only calls its interface.
+            pause = AccountPause(key, store)
+            ctx = WorkContext(acct, store, app.reviewers[key], clock, pause)
             self.scheduler.add_account(
-                acct.key, acct.store,
-                lambda review, chat, ctx=ctx: PrWorker(ctx, review, chat),
+                key, store, lambda review, chat, ctx=ctx: PrWorker(ctx, review, chat),
                 acct.config.poll_interval_s, acct.config.max_concurrent_reviews)
-            acct.inbox = Inbox(acct.store, acct.config)
-            poller = AccountPoller(acct, acct.store, acct.inbox, self.scheduler, clock,
-                                   leases=self.leases)
-            acct.poller = poller
-            self.pollers[acct.key] = poller
+            self.pollers[key] = AccountPoller(acct, store, Inbox(store, acct.config),
+                                              self.scheduler, app.tick_interval_s(key), clock,
+                                              pause, leases=self.leases)
+
+    def record_work(self) -> RecordWork:
+        """The webhook receivers' sink: records into the pollers' inboxes, wakes the
+        scheduler."""
+        return RecordWork(self.pollers, self.scheduler)
 
     def start(self) -> None:
         """``dsh run``: the scheduler, then every account's poll loop."""

@@ -15,18 +15,20 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 
 from pydantic import SecretStr, ValidationError
 
 from dsh_harness import DshError, Harness, error_lines
 
-from ..app import AccountRuntime, ReviewerApp
+from ..app import ReviewerApp
 from ..config import TeamSettings
 from ..core.sanitizer import redact_secrets
 from ..core.triggers import Trigger, is_review_post, reply_marker, review_trigger
+from ..github.account import ConfiguredAccount, ConnectedAccount
 from ..github.errors import GitHubError, NotFound
 from ..github.models import PullRequest, Review
-from ..reviewers.single import facts
+from ..reviewers.inputs import facts
 from ..reviewers.team import verdict
 from ..reviewers.team.personas import BUILT_IN, DEFAULT_TEAM, resolve
 from ..reviewers.team.review import TeamReview
@@ -46,20 +48,21 @@ def say(text: str) -> None:
     print(f"dsh-review: {text}", flush=True)
 
 
-def pick_account(app: ReviewerApp, name: str | None) -> AccountRuntime:
+def pick_account(app: ReviewerApp, name: str | None) -> ConfiguredAccount:
     if name is not None:
-        for acct in app.accounts.values():
+        for acct in app.configured.values():
             if acct.config.name == name or acct.key == name:
                 return acct
         raise CiError(f"--account {name!r}: no such account in the config "
-                      f"(configured: {', '.join(a.config.name for a in app.accounts.values())})")
-    if len(app.accounts) != 1:
-        raise CiError(f"the config has {len(app.accounts)} github-reviewer accounts; choose one "
+                      f"(configured: {', '.join(a.config.name for a in app.configured.values())})")
+    if len(app.configured) != 1:
+        raise CiError(f"the config has {len(app.configured)} github-reviewer accounts; choose one "
                       "with --account")
-    return next(iter(app.accounts.values()))
+    return next(iter(app.configured.values()))
 
 
-def ci_account(acct: AccountRuntime, env: CiEnv, personas: list[str] | None) -> None:
+def ci_account(acct: ConfiguredAccount, env: CiEnv, personas: list[str] | None
+               ) -> ConfiguredAccount:
     """The account as this job runs it: the job's token, API and repository; a team always."""
     review = acct.config.review
     team = review.team
@@ -68,18 +71,18 @@ def ci_account(acct: AccountRuntime, env: CiEnv, personas: list[str] | None) -> 
         team = TeamSettings.model_validate({**team.model_dump(), "personas": names})
     except ValidationError as exc:
         raise CiError("--personas: " + "; ".join(error_lines(exc))) from None
-    acct.config = acct.config.model_copy(update={
+    return replace(acct, config=acct.config.model_copy(update={
         "personal_access_token": SecretStr(env.token or ""), "app_id": None,
         "installation_id": None, "private_key_path": None, "api_url": env.api_url,
         "web_url": env.server_url, "repositories": [env.repository],
-        "review": review.model_copy(update={"team": team})})
+        "review": review.model_copy(update={"team": team})}))
 
 
-async def read_instructions(acct: AccountRuntime, pr: PullRequest) -> TrustedInstructions | None:
+async def read_instructions(acct: ConnectedAccount, pr: PullRequest) -> TrustedInstructions | None:
     """From the BASE repository (branch, then SHA), else ``default_instructions``, else the
     built-in guidance (None only with ``review.require_instructions``)."""
     base = pr.base.repo
-    assert acct.client is not None and base is not None
+    assert base is not None
     for ref in (pr.base.ref, pr.base.sha):
         try:
             text = await acct.client.get_file_text(base.owner.login, base.name,
@@ -96,16 +99,16 @@ async def read_instructions(acct: AccountRuntime, pr: PullRequest) -> TrustedIns
     return builtin_guidance()
 
 
-async def previous_head(acct: AccountRuntime, pr: PullRequest) -> str | None:
+async def previous_head(acct: ConnectedAccount, pr: PullRequest) -> str | None:
     """The head of the last review this bot posted (found by its marker): CI has no work record."""
     base = pr.base.repo
-    assert acct.client is not None and base is not None
+    assert base is not None
     ours = [r for r in await acct.client.list_reviews(base.owner.login, base.name, pr.number)
             if r.state != "PENDING" and is_review_post(r.body)]
     return ours[-1].commit_id if ours else None
 
 
-async def reviewed_head(acct: AccountRuntime, pr: PullRequest) -> Review | None:
+async def reviewed_head(acct: ConnectedAccount, pr: PullRequest) -> Review | None:
     """A complete team review of this head already on GitHub (checked there, as the daemon
     does: our marker and the review's commit), or None.
 
@@ -114,7 +117,7 @@ async def reviewed_head(acct: AccountRuntime, pr: PullRequest) -> Review | None:
     closed (a persona or the coordinator did not complete) is not complete, so a re-run is
     still the way to retry it; an explicit ``/review`` always runs."""
     base = pr.base.repo
-    assert acct.client is not None and base is not None
+    assert base is not None
     found = None
     for r in await acct.client.list_reviews(base.owner.login, base.name, pr.number):
         answered = review_trigger(r.body)
@@ -173,12 +176,12 @@ async def run_ci(harness: Harness, environ: Mapping[str, str] | None = None,
                       "(env: GITHUB_TOKEN: ${{ github.token }})")
     if model_problem:
         raise CiError(model_problem)
-    ci_account(acct, env, personas)
+    app.configure(ci_account(acct, env, personas))
     summary.add("Session memory", restored(environ.get("DSH_RESTORED_KEY")))
     before = await spent(harness)
     await app.connect()
     try:
-        code = await _run(harness, app, acct, env, task, fail_on, summary)
+        code = await _run(harness, app, app.connected[acct.key], env, task, fail_on, summary)
     finally:
         await app.close()
         summary.usage(since(before, await spent(harness))).write(env.step_summary)
@@ -199,10 +202,9 @@ async def bound_sessions(harness: Harness) -> None:
             say(f"session {s.id}: {dropped} events of compacted turns left out of the cache")
 
 
-async def _run(harness: Harness, app: ReviewerApp, acct: AccountRuntime, env: CiEnv,
+async def _run(harness: Harness, app: ReviewerApp, acct: ConnectedAccount, env: CiEnv,
                task: CiTask, fail_on: str, summary: StepSummary) -> int:
     owner, name = env.repository.split("/", 1)
-    assert acct.client is not None
     try:
         pr = await acct.client.get_pull(owner, name, task.number)
     except GitHubError as exc:
@@ -228,7 +230,7 @@ async def _run(harness: Harness, app: ReviewerApp, acct: AccountRuntime, env: Ci
                       f"{'are' if len(undefined) > 1 else 'is'} not defined: built in are "
                       f"{', '.join(BUILT_IN)}; define others as '## Persona: <name>' sections "
                       f"of {instructions.source}")
-    team = TeamReview(harness, app)
+    team = TeamReview(harness, app.models[acct.key])
     if task.kind == "chat":
         return await _chat(team, acct, pr, task, instructions)
     if task.comment_id is None:
@@ -265,11 +267,11 @@ async def _run(harness: Harness, app: ReviewerApp, acct: AccountRuntime, env: Ci
     return _check(result.verdict, fail_on, summary)
 
 
-async def _findings(acct: AccountRuntime, pr: PullRequest, review_id: int, line: str | None,
+async def _findings(acct: ConnectedAccount, pr: PullRequest, review_id: int, line: str | None,
                     summary: StepSummary) -> None:
     """The verdict and the number of inline findings of the review, for the summary."""
     base = pr.base.repo
-    assert acct.client is not None and base is not None
+    assert base is not None
     summary.add("Verdict", (line or "none").removeprefix("Verdict:").strip())
     try:
         comments = await acct.client.list_review_comments(base.owner.login, base.name,
@@ -290,10 +292,10 @@ def _check(line: str | None, fail_on: str, summary: StepSummary) -> int:
     return code
 
 
-async def _chat(team: TeamReview, acct: AccountRuntime, pr: PullRequest, task: CiTask,
+async def _chat(team: TeamReview, acct: ConnectedAccount, pr: PullRequest, task: CiTask,
                 instructions: TrustedInstructions) -> int:
     """A /bot question, answered by the coordinator, who holds the team's reports."""
-    assert task.comment_id is not None and acct.client is not None and pr.base.repo
+    assert task.comment_id is not None and pr.base.repo
     result = await team.chat(acct, pr, str(Trigger.chat(acct.key, task.comment_id)), instructions,
                              chat_message(facts(pr), task.author, task.message, None, None))
     text = (result.text or "").strip()

@@ -22,10 +22,9 @@ from typing import Any
 from dsh_harness import Harness
 
 from ..app import ReviewerApp, SetupError
+from ..app.webhooks import start_receivers, stop_receivers
 from ..core.session_key import PrKey
 from ..github.mcp_host import McpError, bundled_binary
-from ..sources.webhook.runtime import start_receivers, stop_receivers
-from ..sources.webhook.sink import RecordWork
 from ..testing import LoopbackPortDenied, SandboxGitHub
 from ..testing.deployment import Deployment
 from ..testing.scenario import REPO, build_shop, model_server, push_fix
@@ -94,7 +93,7 @@ async def run_demo(as_json: bool = False) -> int:
             await dep.tick()
             steps.append("first review")
             triggers.append("poll")
-            servers = await start_receivers(app, RecordWork(app))
+            servers = await start_receivers(app, app.work.record_work())
             sb.add_hook(servers[0].url, secret, repo=REPO)
             push_fix(sb)
             await _until("re-review", lambda: len(sb.state.reviews_of(REPO, 1)) == 2)

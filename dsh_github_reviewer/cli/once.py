@@ -26,7 +26,7 @@ async def failures(app: ReviewerApp, results: dict[str, PassResult],
             out.append(f"account {key}: pass skipped: {result.skipped}")
         out += [f"account {key}: {where}: {error}"
                 for where, error in sorted(result.errors.items())]
-        store = app.accounts[key].store
+        store = app.stores.get(key)
         if store is None:
             continue
         for pr_key, rec in sorted((await store.prs()).items()):

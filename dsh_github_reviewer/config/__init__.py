@@ -4,6 +4,8 @@ Every key, default and rule is documented in ``docs/config.en.md`` (``docs/confi
 
 Errors name the exact field path (the harness prefixes ``plugins.<instance>``) and never echo a
 value, because values may be tokens.
+
+May import ``core`` only.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from dsh_harness import ConfigBool
+from dsh_harness import ConfigBool, DshError
 
 from ..core.session_key import PERSONA_RE, sanitize_account_name
 from ..core.severity import Severity
@@ -34,6 +36,11 @@ LOGIN_GLOB_RE = re.compile(r"^[A-Za-z0-9*?\[\]_.-]+$")
 PAT_PREFIXES = ("ghp_", "github_pat_", "gho_")
 DEFAULT_ASSOCIATIONS = ["OWNER", "MEMBER", "COLLABORATOR"]
 DEFAULT_MCP_ARGS = ["stdio", "--toolsets=pull_requests,repos"]
+
+
+class SetupError(DshError):
+    """What stops the reviewer's work that the operator fixes (dsh.toml, the environment, the
+    trusted instructions); the message names the field."""
 
 
 class Strict(BaseModel):
@@ -287,6 +294,13 @@ class AccountConfig(Strict):
 class ReviewerConfig(Strict):
     accounts: list[AccountConfig] = Field(default_factory=lambda: [AccountConfig()])
     webhook: WebhookSettings = WebhookSettings()
+
+    def tick_interval_s(self, account: AccountConfig) -> float:
+        """Seconds between the account's polls: ``poll_interval_s``, or
+        ``webhook.reconcile_interval_s`` when deliveries trigger the work and polling only
+        reconciles."""
+        return (self.webhook.reconcile_interval_s if self.webhook.enabled
+                else account.poll_interval_s)
 
     def webhook_secret(self, account: AccountConfig) -> SecretStr | None:
         return account.webhook_secret or self.webhook.secret

@@ -4,6 +4,8 @@ A corpus of small pull requests with known, injected defects (``cases/``, one TO
 format in :mod:`.cases`) is built in the sandbox GitHub and reviewed by the real loop; what the
 bot posted is scored against the ground truth (:mod:`.score`). Scores compare configurations on
 the same corpus; they are not an absolute measure of quality.
+
+A front end: may import ``app``, ``testing`` and every layer below.
 """
 
 from .cases import CASES_DIR, Case, CaseError, Decoy, Defect, Push, load_case, load_cases

@@ -18,9 +18,9 @@ from datetime import datetime, timedelta
 
 from dsh_harness import Leases
 
-from ..app import AccountRuntime
 from ..core.clock import utcnow
 from ..core.failures import log_failure
+from ..github.account import ConnectedAccount
 from ..github.errors import BadCredentials, RateLimited
 from ..github.feeds import FeedMarks, poll_repository
 from ..work import pause as account_pause
@@ -29,6 +29,7 @@ from ..work.inbox import Inbox, Observations
 from ..work.records import PRS, AccountRecord, RepoState, split_pr_key
 from ..work.scheduler import Scheduler
 from ..work.store import WorkStore
+from .repositories import WatchedRepositories
 
 log = logging.getLogger(__name__)
 
@@ -53,16 +54,21 @@ class PassResult:
 
 
 class AccountPoller:
-    def __init__(self, acct: AccountRuntime, store: WorkStore, inbox: Inbox,
-                 scheduler: Scheduler, clock: Callable[[], datetime] = utcnow,
+    def __init__(self, acct: ConnectedAccount, store: WorkStore, inbox: Inbox,
+                 scheduler: Scheduler, interval_s: float, clock: Callable[[], datetime] = utcnow,
+                 pause: account_pause.AccountPause | None = None,
                  leases: Leases | None = None):
+        """``interval_s``: seconds between ticks — ``poll_interval_s``, or
+        ``webhook.reconcile_interval_s`` when deliveries trigger the work. ``pause``: the
+        account's pause, shared with its PR workers."""
         self.acct, self.store, self.inbox, self.scheduler = acct, store, inbox, scheduler
+        self.pause = pause or account_pause.AccountPause(acct.key, store)
+        self.interval_s, self.clock = interval_s, clock
         # Replicas: each slot's poll runs on the one replica that takes the account's lease.
         self.leases = leases
-        self.clock = clock
-        assert acct.client is not None
         self.client = acct.client
         self.cfg = acct.config
+        self.watched = WatchedRepositories(acct.key, acct.config, acct.client)
         self._stop = asyncio.Event()
         self._soon = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -95,7 +101,7 @@ class AccountPoller:
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
-        interval = self.acct.tick_interval_s
+        interval = self.interval_s
         due = loop.time()
         while not self._stop.is_set():
             started = loop.time()
@@ -163,8 +169,8 @@ class AccountPoller:
         now = self.clock()
         result = PassResult(self.acct.key)
         account = await self.store.load_account()
-        account_pause.load(self.acct, account)
-        if account.pause in POLL_PAUSES and account_pause.paused_until(self.acct, now):
+        account_pause.load(self.pause, account)
+        if account.pause in POLL_PAUSES and account_pause.paused_until(self.pause, now):
             # Logged once when it paused (work/pause.py), not at every tick.
             log.debug("account %s: paused until %s", self.acct.key, account.paused_until)
             result.skipped = f"paused: {account.pause_reason}"
@@ -174,12 +180,11 @@ class AccountPoller:
                      account.rate_limited_until.isoformat())
             result.skipped = "rate limited"
             return result
-        assert self.acct.watched is not None
-        if not self.cfg.repositories and not self.acct.watched.from_installation:
+        if not self.cfg.repositories and not self.watched.from_installation:
             return result  # an idle account makes no GitHub calls
         try:
             await self._own_login(account)
-            for full in await self.acct.watched.current():
+            for full in await self.watched.current():
                 try:
                     result.new_work += await self._poll_repo(full, account, now)
                 except (RateLimited, BadCredentials):
@@ -195,7 +200,7 @@ class AccountPoller:
                     await self._repo_failed(full, message)
         except BadCredentials as exc:
             message = short_error(exc)
-            await account_pause.pause(self.acct, "github", message, self.clock())
+            await account_pause.pause(self.pause, "github", message, self.clock())
             result.ok, result.errors["credentials"] = False, message
             return result
         except RateLimited as exc:
@@ -213,13 +218,13 @@ class AccountPoller:
         def done(a: AccountRecord) -> None:
             a.last_tick_at, a.last_error, a.rate_limited_until = now, error, None
         await self.store.update_account(done)
-        if await account_pause.resume(self.acct, "github"):
+        if await account_pause.resume(self.pause, "github"):
             self.scheduler.wake(self.acct.key)   # PR work held by the pause runs again
         return result
 
     async def _own_login(self, account: AccountRecord) -> None:
         """PAT mode: the token's own login, looked up once, so its comments never command."""
-        if self.inbox.bot_login or self.acct.auth is None or self.acct.auth.mode != "pat":
+        if self.inbox.bot_login or self.acct.auth.mode != "pat":
             return
         if account.bot_login:
             self.inbox.bot_login = account.bot_login

@@ -11,7 +11,7 @@ from dsh_harness import Harness, LoadedConfig, parse_config
 
 from ..app import ReviewerApp
 from ..app.service import WorkService
-from ..reviewers.single import Runner
+from ..reviewers.base import Reviewer
 from ..sources.poll import AccountPoller
 from ..work.records import DOMAIN, pr_key
 from ..work.store import WorkStore
@@ -55,14 +55,19 @@ class Deployment:
         try:
             app = ReviewerApp.of(self.harness)
             await app.connect()
-            self.runner = Runner(self.harness, app)
-            self.work = app.work = (WorkService(app, self.runner, self.clock) if self.clock
-                                    else WorkService(app, self.runner))
+            self.work = app.work = (WorkService(app, self.clock) if self.clock
+                                    else WorkService(app))
             self.pollers = self.work.pollers
         except BaseException:
             await self.stop()   # half started: what did start is closed again
             raise
         return self
+
+    @property
+    def runner(self) -> Reviewer:
+        """The first account's reviewer (the one its PR work calls; tests wrap its methods)."""
+        assert self.harness is not None
+        return next(iter(ReviewerApp.of(self.harness).reviewers.values()))
 
     async def stop(self, grace_s: float = 60.0) -> None:
         if self in Deployment._running:

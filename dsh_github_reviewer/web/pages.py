@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from .. import cli as cli_commands
 from ..app import ReviewerApp
+from ..app.status import status_data
 from ..work.records import DOMAIN, PrRecord, pr_key, split_pr_key
 from ..work.store import WorkStore
 
@@ -200,7 +200,7 @@ class RecordCache:
         app = ReviewerApp.of(harness)
         domain = await harness.storage.domain(DOMAIN)
         out: dict[tuple, tuple[PrRecord, str]] = {}
-        for acct in app.accounts.values():
+        for acct in app.configured.values():
             for key, rec in (await WorkStore(domain, acct.key).prs()).items():
                 _, repo, number = split_pr_key(key)
                 owner, _, name = repo.partition("/")
@@ -224,7 +224,7 @@ async def states_of(harness: Any, rows: list[PrRow],
     stores: dict[str, tuple[WorkStore, bool, dict[str, Any] | None]] = {}
     out: dict[tuple, tuple[str | None, str]] = {}
     for r in rows:
-        acct = app.accounts.get(r.key[0])
+        acct = app.configured.get(r.key[0])
         if acct is None or r.state not in (None, "open"):
             out[r.key] = (r.state, LAST_TURN)
             continue
@@ -317,7 +317,7 @@ def register(router: Any) -> None:
                          for k, v in index.accounts.items()}})
 
     async def status_page(request):
-        data = await cli_commands.status_data(router.harness)
+        data = await status_data(router.harness)
         # Link a PR to its session when it has one (a team review's is the coordinator's),
         # else to its row in the PR list: never to a page that does not exist.
         await current()
@@ -331,7 +331,7 @@ def register(router: Any) -> None:
         return await router.render(request, "reviewer_status.html", accounts=data)
 
     async def status_api(request):
-        return router.json(await cli_commands.status_data(router.harness))
+        return router.json(await status_data(router.harness))
 
     router.add_page("/prs", prs_page, "Pull requests", home=True)
     router.add_route("/api/github-reviewer/prs", prs_api)

@@ -5,12 +5,15 @@
 * ``inbox`` — ``Inbox.record(Observations)``: observed work and feed marks in one write.
 * ``scheduler`` — ``Scheduler.wake(account, keys)`` runs due PR work with bounded turns.
 * ``worker``, ``review``, ``chat``, ``notices`` — the work of one PR.
-* ``service`` — wires accounts, poll loops and the scheduler for ``dsh run``.
+* ``context`` — what a PR procedure is given: the connected account, its store, its
+  ``Reviewer`` (single or team, chosen by the app) and a clock.
 
-Webhook deliveries (or any other source) record work exactly as a poll does::
+Webhook deliveries (or any other source) record work exactly as a poll does, through the
+account's ``Inbox``, then wake the scheduler (``app.service`` wires both)::
 
-    acct = ReviewerApp.of(harness).accounts[account_key]
-    keys = await acct.inbox.record(Observations(repo="owner/repo", pulls=[...],
-                                                comments=[...]))
-    app.work.scheduler.wake(account_key, keys)
+    keys = await inbox.record(Observations(repo="owner/repo", pulls=[...], comments=[...]))
+    scheduler.wake(account_key, keys)
+
+May import ``reviewers`` (their interface), ``turn``, ``pr_output``, ``github``, ``config`` and
+``core``; never ``sources``, ``app`` or above.
 """

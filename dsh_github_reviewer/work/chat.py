@@ -37,7 +37,7 @@ class CommandProcedure:
         try:
             await self._run(key, rec, cmd)
         except BadCredentials as exc:
-            await account_pause.pause(self.ctx.acct, "github", short_error(exc), self.ctx.clock())
+            await account_pause.pause(self.ctx.pause, "github", short_error(exc), self.ctx.clock())
         except RateLimited as exc:
             until = self.ctx.clock() + timedelta(seconds=exc.wait_s)
             error = short_error(exc)
@@ -69,13 +69,13 @@ class CommandProcedure:
         result = await ctx.runner.chat(ctx.acct, pr, str(chat), instructions,
                                        cmd.author, cmd.message, cmd.path, cmd.line)
         if not result.ok and result.failure == "auth":
-            await account_pause.pause(ctx.acct, "model", "the model provider rejected the API "
+            await account_pause.pause(ctx.pause, "model", "the model provider rejected the API "
                                       f"key: {redact_secrets(result.error or '')}"[:300],
                                       ctx.clock())
             return
         if not result.ok:
             raise ChatFailed(result.error or "chat failed")
-        await account_pause.resume(ctx.acct, "model")
+        await account_pause.resume(ctx.pause, "model")
         if result.text:
             posted = await post_reply(ctx.client, owner, name, number, cmd, result.text)
             log.info("%s: /bot %d answered%s", key, cmd.comment_id,

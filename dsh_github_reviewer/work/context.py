@@ -1,5 +1,5 @@
-"""What a PR procedure needs, passed in (composition): the account, its store and client, the
-runner that drives model turns, and a clock."""
+"""What a PR procedure needs, passed in (composition): the connected account, its store, the
+account's reviewer (the single reviewer or the team, behind one interface), and a clock."""
 
 from __future__ import annotations
 
@@ -9,22 +9,29 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..core.clock import utcnow
+from .pause import AccountPause
 from .records import split_pr_key
 from .store import WorkStore
 
 if TYPE_CHECKING:
-    from ..app import AccountRuntime
     from ..config import AccountConfig
+    from ..github.account import ConnectedAccount
     from ..github.client import GitHubClient
-    from ..reviewers.single import Runner
+    from ..reviewers.base import Reviewer
 
 
 @dataclass
 class WorkContext:
-    acct: AccountRuntime
+    acct: ConnectedAccount
     store: WorkStore
-    runner: Runner
+    runner: Reviewer
     clock: Callable[[], datetime] = utcnow
+    # The account's pause, shared with its poll loop (app.service passes the one object).
+    pause: AccountPause = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.pause is None:
+            self.pause = AccountPause(self.acct.key, self.store)
 
     @property
     def cfg(self) -> AccountConfig:
@@ -32,7 +39,6 @@ class WorkContext:
 
     @property
     def client(self) -> GitHubClient:
-        assert self.acct.client is not None
         return self.acct.client
 
 

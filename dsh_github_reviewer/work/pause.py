@@ -8,20 +8,18 @@ with a long backoff (``PAUSE_FIRST`` doubling up to ``PAUSE_MAX``); what lifts i
 kind of call succeeding again: a tick's GitHub reads for ``github``, a model turn for
 ``model``, a review for ``rate_limit``.
 
-The pause is kept in memory on the account (``AccountRuntime.paused_until``) for the PR
-workers, and in the account record for other processes and restarts.
+The pause is kept in memory (``AccountPause``, one per connected account, shared by its PR
+workers and its poll loop) and in the account record for other processes and restarts.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from .records import AccountRecord
-
-if TYPE_CHECKING:
-    from ..app import AccountRuntime
+from .store import WorkStore
 
 log = logging.getLogger(__name__)
 
@@ -29,26 +27,35 @@ PAUSE_FIRST = timedelta(minutes=15)
 PAUSE_MAX = timedelta(hours=6)
 
 
+@dataclass
+class AccountPause:
+    """One account's pause as this process knows it, with the store that records it."""
+
+    key: str
+    store: WorkStore
+    paused_until: datetime | None = None
+    pause: str | None = None
+
+
 def pause_length(pauses: int) -> timedelta:
     """The wait after the n-th consecutive pause: 15 min, 30 min, 1 h, ... at most 6 h."""
     return min(PAUSE_FIRST * 2 ** max(pauses - 1, 0), PAUSE_MAX)
 
 
-def load(acct: AccountRuntime, record: AccountRecord) -> None:
+def load(acct: AccountPause, record: AccountRecord) -> None:
     """Take the stored pause into memory (a tick reads the account record anyway)."""
     acct.paused_until, acct.pause = record.paused_until, record.pause
 
 
-def paused_until(acct: AccountRuntime, now: datetime) -> datetime | None:
-    until = getattr(acct, "paused_until", None)
+def paused_until(acct: AccountPause, now: datetime) -> datetime | None:
+    until = acct.paused_until
     return until if until is not None and until > now else None
 
 
-async def pause(acct: AccountRuntime, kind: str, reason: str, now: datetime,
+async def pause(acct: AccountPause, kind: str, reason: str, now: datetime,
                 wait: timedelta | None = None) -> datetime:
     """Pause the account for ``kind`` (``github``, ``model``, ``rate_limit``); ``wait``
     (a rate limit's own) replaces the backoff. Returns the end of the pause."""
-    assert acct.store is not None
     state: dict[str, object] = {}
 
     def apply(a: AccountRecord) -> None:
@@ -71,12 +78,11 @@ async def pause(acct: AccountRuntime, kind: str, reason: str, now: datetime,
     return until
 
 
-async def resume(acct: AccountRuntime, kind: str) -> bool:
+async def resume(acct: AccountPause, kind: str) -> bool:
     """The kind of call that paused the account worked again: lift the pause. True if one
     was lifted (the caller wakes the account's work)."""
-    if getattr(acct, "pause", None) != kind:
+    if acct.pause != kind:
         return False
-    assert acct.store is not None
 
     def apply(a: AccountRecord) -> None:
         if a.pause == kind:

@@ -88,7 +88,7 @@ class ReviewProcedure:
             await self._paused(key, exc, exc.wait_s)
         except BadCredentials as exc:
             # The token, not this PR: the account pauses, no attempt is counted.
-            await account_pause.pause(self.ctx.acct, "github", short_error(exc), self.ctx.clock())
+            await account_pause.pause(self.ctx.pause, "github", short_error(exc), self.ctx.clock())
         except Exception as exc:
             if local_failure(exc):
                 # The store failed (locked, disk full): not the review's fault, and recording
@@ -164,10 +164,10 @@ class ReviewProcedure:
             # work, so the account pauses and this review stays owed, no attempt counted.
             kind, reason = ACCOUNT_FAILURES[result.failure]
             why = f"{reason}: {redact_secrets(result.error or '')}"[:300]
-            await account_pause.pause(ctx.acct, kind, why, ctx.clock())
+            await account_pause.pause(ctx.pause, kind, why, ctx.clock())
             return
         if result.ok:
-            await account_pause.resume(ctx.acct, "model")
+            await account_pause.resume(ctx.pause, "model")
             log.info("%s: review posted (review id %s)", key, result.review_id)
             posted = await find_posted(ctx.client, owner, name, number, trigger)
             if posted is not None:

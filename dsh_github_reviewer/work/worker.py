@@ -40,7 +40,7 @@ class PrWorker:
         if rec is None:
             return None
         now = self.ctx.clock()
-        paused = account_pause.paused_until(self.ctx.acct, now)
+        paused = account_pause.paused_until(self.ctx.pause, now)
         if rec.closed_seen_at is not None and rec.status == "reviewing":
             # A closed PR owes no review, but its commands and notices still run.
             rec = rec.model_copy(update={"status": "reviewed"})
@@ -58,7 +58,7 @@ class PrWorker:
         """Run the next due item of the PR; False when nothing is due now."""
         rec = await self.ctx.store.pr(key)
         now = self.ctx.clock()
-        if account_pause.paused_until(self.ctx.acct, now):
+        if account_pause.paused_until(self.ctx.pause, now):
             return False
         if reactions.due(rec, now):
             # Acknowledge first: 👀/😕 never wait behind a review (also for drafts).
@@ -104,7 +104,7 @@ class PrWorker:
         except RateLimited as exc:
             error, wait = short_error(exc), exc.wait_s
         except BadCredentials as exc:
-            await account_pause.pause(self.ctx.acct, "github", short_error(exc), self.ctx.clock())
+            await account_pause.pause(self.ctx.pause, "github", short_error(exc), self.ctx.clock())
             return
         except Exception as exc:
             if local_failure(exc):

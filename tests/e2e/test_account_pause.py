@@ -9,7 +9,7 @@ import logging
 import httpx2
 import pytest
 
-from dsh_github_reviewer.cli import status_data
+from dsh_github_reviewer.app.status import status_data
 from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
 from dsh_github_reviewer.testing.scenario import BOT_TOKEN, build_shop, push_fix
 from dsh_harness.testing import Fault, Reply, ScriptedModelServer

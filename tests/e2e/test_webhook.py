@@ -14,7 +14,7 @@ import httpx2
 import pytest
 
 from dsh_github_reviewer.app import ReviewerApp
-from dsh_github_reviewer.cli import status_data
+from dsh_github_reviewer.app.status import status_data
 from dsh_github_reviewer.sources import poll as poller
 from dsh_github_reviewer.sources.webhook import deliveries
 from dsh_github_reviewer.testing.scenario import REPO, build_shop, push_fix

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from dsh_github_reviewer.config import ReviewSettings
 from dsh_github_reviewer.core.triggers import review_marker as marker
-from dsh_github_reviewer.reviewers.single import facts, review_turn_message
+from dsh_github_reviewer.reviewers.inputs import facts, review_turn_message
 from dsh_github_reviewer.turn.prompts import review_message, told_meta
 from dsh_github_reviewer.turn.review_input import prepare_review
 from dsh_github_reviewer.turn.told import Conversation

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from dsh_github_reviewer.app import ReviewerApp, SetupError
 from dsh_github_reviewer.config import AccountConfig, TeamSettings
 from dsh_github_reviewer.core.session_key import PrKey, parse_session_id
+from dsh_github_reviewer.reviewers.inputs import WorldInputs
 from dsh_github_reviewer.reviewers.team import verdict
 from dsh_github_reviewer.reviewers.team.attempts import AttemptResult, is_persistent, run_attempts
 from dsh_github_reviewer.reviewers.team.messages import Report, coordinator_message
@@ -164,20 +165,23 @@ name = "ci"
     try:
         app = ReviewerApp.of(harness)
         key = PrKey("ci", "acme", "shop", 1)
-        app.pinned_instructions[key.record_key] = CUSTOM
-        sec = await app.world(key.with_persona("security").session_id)
+        given = WorldInputs(CUSTOM, None)
+        sec = await app.world(key.with_persona("security").session_id, given)
         assert sorted(t.name for t in sec.tools) == ["get_file_contents", "pull_request_read"]
         assert sec.system_prompt == persona_system_prompt(resolve("security", CUSTOM), CUSTOM)
-        api = await app.world(key.with_persona("api").session_id)
+        api = await app.world(key.with_persona("api").session_id, given)
         assert "public API compatibility" in api.system_prompt
-        coord = await app.world(key.with_persona("coordinator").session_id)
+        coord = await app.world(key.with_persona("coordinator").session_id, given)
         assert len(coord.tools) == 4 and coord.system_prompt == coordinator_system_prompt(CUSTOM)
-        single = await app.world(key.session_id)
+        single = await app.world(key.session_id, given)
         assert single.system_prompt == system_prompt(CUSTOM)
-        app.session_models[key.with_persona("security").session_id] = "deepseek/deepseek-v4-pro"
-        assert (await app.world(key.with_persona("security").session_id)).model == \
+        # The attempt's model comes with the turn's inputs, not from shared state.
+        attempt = WorldInputs(CUSTOM, "deepseek/deepseek-v4-pro")
+        assert (await app.world(key.with_persona("security").session_id, attempt)).model == \
             "deepseek/deepseek-v4-pro"
+        # Opened without a turn (the web UI): the world from the stored facts (none here).
+        assert (await app.world(key.session_id)).system_prompt == system_prompt(None)
         with pytest.raises(SetupError, match="persona 'ghost' is not defined"):
-            await app.world(key.with_persona("ghost").session_id)
+            await app.world(key.with_persona("ghost").session_id, given)
     finally:
         await harness.close()

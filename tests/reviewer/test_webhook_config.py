@@ -52,8 +52,9 @@ def test_the_poll_period_becomes_the_reconciliation_interval(tmp_path):
         toml = (f'home = "{tmp_path}"\n[plugins.github-reviewer]\n'
                 '[[plugins.github-reviewer.accounts]]\nname = "a"\npoll_interval_s = 60\n'
                 f"{webhook}")
-        return ReviewerApp(Harness(parse_config(toml, "dsh.toml", tmp_path))).accounts["a"]
-    assert accounts("").tick_interval_s == 60
+        return ReviewerApp(Harness(parse_config(toml, "dsh.toml", tmp_path)))
+    assert accounts("").tick_interval_s("a") == 60
     on = accounts('[plugins.github-reviewer.webhook]\nenabled = true\nsecret = "s"\n'
                   "reconcile_interval_s = 1800\n")
-    assert on.tick_interval_s == 1800 and on.config.poll_interval_s == 60  # backoff unit
+    assert on.tick_interval_s("a") == 1800
+    assert on.configured["a"].config.poll_interval_s == 60  # backoff unit

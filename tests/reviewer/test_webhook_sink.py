@@ -11,8 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from dsh_github_reviewer.app import ReviewerApp
-from dsh_github_reviewer.sources.webhook.runtime import start_receivers, stop_receivers
-from dsh_github_reviewer.sources.webhook.sink import RecordWork
+from dsh_github_reviewer.app.webhooks import start_receivers, stop_receivers
 from dsh_github_reviewer.testing import SandboxGitHub
 from dsh_github_reviewer.testing.deployment import Deployment
 from dsh_github_reviewer.testing.scenario import FEATURE, REPO, build_shop, model_server
@@ -30,7 +29,7 @@ async def live(tmp_path):
         dep = await Deployment(tmp_path, sb, model, webhook=HOOK).start()
         app = ReviewerApp.of(dep.harness)
         try:
-            servers = await start_receivers(app, RecordWork(app))
+            servers = await start_receivers(app, app.work.record_work())
             try:
                 sb.add_hook(servers[0].url, SECRET, repo=REPO, ping=False)
                 yield dep, sb

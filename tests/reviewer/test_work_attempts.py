@@ -13,10 +13,11 @@ from datetime import UTC, datetime, timedelta
 import httpx2
 import pytest
 
-from dsh_github_reviewer.app import AccountRuntime
-from dsh_github_reviewer.config import AccountConfig
+from dsh_github_reviewer.config import AccountConfig, McpSettings
+from dsh_github_reviewer.github.account import ConfiguredAccount, ConnectedAccount
 from dsh_github_reviewer.github.auth import PatAuth
 from dsh_github_reviewer.github.client import GitHubClient
+from dsh_github_reviewer.github.mcp_host import McpRuntime
 from dsh_github_reviewer.work.chat import CommandProcedure
 from dsh_github_reviewer.work.context import WorkContext
 from dsh_github_reviewer.work.records import Command, Notice, PrRecord, pr_key
@@ -61,8 +62,10 @@ async def world(tmp_path):
     cfg = AccountConfig(name="acct", personal_access_token=PAT, poll_interval_s=INTERVAL,
                         review={"max_attempts": 3})
     async with httpx2.AsyncClient(timeout=5) as http:
-        client = GitHubClient(f"http://127.0.0.1:{closed_port()}", PatAuth(PAT), http)
-        acct = AccountRuntime(instance="github-reviewer", config=cfg, client=client)
+        auth = PatAuth(PAT)
+        client = GitHubClient(f"http://127.0.0.1:{closed_port()}", auth, http)
+        acct = ConnectedAccount(ConfiguredAccount("github-reviewer", cfg), http, auth, client,
+                                McpRuntime(McpSettings(), cfg.web_url, 5.0))
         clock = Clock()
         # No runner: every attempt fails at GitHub before a model turn would start.
         ctx = WorkContext(acct=acct, store=store, runner=None, clock=clock)  # type: ignore[arg-type]

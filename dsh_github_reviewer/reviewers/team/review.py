@@ -17,15 +17,24 @@ from dataclasses import dataclass, field
 
 from dsh_harness import Agent, Harness
 
-from ...app import AccountRuntime, ReviewerApp
 from ...core.sanitizer import redact_secrets, sanitize
 from ...core.session_key import PrKey
+from ...github.account import ConnectedAccount
 from ...github.guard import GuardTurn
 from ...github.models import PullRequest
 from ...github.review_submit import Draft, find_posted, post_review
 from ...turn.answered import committed_answer
-from ...turn.prompts import TrustedInstructions, TurnMessage
-from ..single import facts, finding_limits, pr_key, review_turn_message, scope_for
+from ...turn.prompts import TrustedInstructions, TurnMessage, chat_message
+from ..base import TurnResult
+from ..inputs import (
+    WorldInputs,
+    facts,
+    finding_limits,
+    review_turn_message,
+    scope_for,
+    session_key,
+)
+from ..models import ModelChoice
 from . import verdict
 from .attempts import AttemptResult, Outcome, reported_before, run_attempts
 from .messages import Report, coordinator_message
@@ -57,18 +66,10 @@ class TeamResult:
 
 
 class TeamReview:
-    def __init__(self, harness: Harness, app: ReviewerApp):
-        self.harness, self.app = harness, app
+    def __init__(self, harness: Harness, models: ModelChoice):
+        self.harness, self.models = harness, models
 
-    def candidates(self, acct: AccountRuntime) -> list[str | None]:
-        """``review.models`` in order, the resolved one first; else the default model."""
-        refs: list[str | None] = [c.ref for c in acct.config.review.models]
-        if acct.model in refs:
-            refs.remove(acct.model)
-            refs.insert(0, acct.model)
-        return refs or [None]
-
-    async def review(self, acct: AccountRuntime, pr: PullRequest, trigger: str,
+    async def review(self, acct: ConnectedAccount, pr: PullRequest, trigger: str,
                      instructions: TrustedInstructions | None, previous_head: str | None,
                      requested_by: str | None = None,
                      personas: list[str] | None = None,
@@ -78,7 +79,7 @@ class TeamReview:
         team = acct.config.review.team
         names = list(personas if personas is not None else team.personas)
         base = pr.base.repo
-        assert acct.client is not None and base is not None
+        assert base is not None
         already = await find_posted(acct.client, base.owner.login, base.name, pr.number,
                                     trigger)
         if already is not None:
@@ -86,39 +87,34 @@ class TeamReview:
             found = verdict.verdict_of(already.body)
             failed = ["(an earlier attempt)"] if found and "did not complete" in found else []
             return TeamResult(True, already.id, found, failed)
-        await self.app.resolve_model(acct)
-        key = pr_key(acct, pr)
+        await self.models.resolve()
+        key = session_key(acct, pr)
         # Every session of this run builds its world from exactly these instructions.
-        self.app.pinned_instructions[key.record_key] = instructions
-        try:
-            limit = asyncio.Semaphore(team.max_parallel)
+        limit = asyncio.Semaphore(team.max_parallel)
 
-            async def one(name: str) -> tuple[str, Outcome]:
-                async with limit:
-                    return name, await self._persona(acct, key.with_persona(name), pr, trigger,
-                                                     previous_head, requested_by,
-                                                     (trigger, *same_review))
-            outcomes = dict(await asyncio.gather(*(one(n) for n in names)))
-            if outcomes and all(o.failure == "auth" for o in outcomes.values()):
-                # The key is rejected: a fallback review would tell every PR so, publicly.
-                first = next(iter(outcomes.values()))
-                return TeamResult(False, error=first.error, failure="auth",
-                                  outcomes=outcomes)
-            reports = [Report(n, outcomes[n].text if outcomes[n].ok else None,
-                              outcomes[n].error) for n in names]
-            failed = [r.persona for r in reports if r.text is None]
-            result = await self._coordinate(acct, key, pr, trigger, previous_head,
-                                            requested_by, reports, failed)
-            result.outcomes.update(outcomes)
-            return result
-        finally:
-            self.app.pinned_instructions.pop(key.record_key, None)
+        async def one(name: str) -> tuple[str, Outcome]:
+            async with limit:
+                return name, await self._persona(acct, key.with_persona(name), pr, trigger,
+                                                 instructions, previous_head, requested_by,
+                                                 (trigger, *same_review))
+        outcomes = dict(await asyncio.gather(*(one(n) for n in names)))
+        if outcomes and all(o.failure == "auth" for o in outcomes.values()):
+            # The key is rejected: a fallback review would tell every PR so, publicly.
+            first = next(iter(outcomes.values()))
+            return TeamResult(False, error=first.error, failure="auth", outcomes=outcomes)
+        reports = [Report(n, outcomes[n].text if outcomes[n].ok else None,
+                          outcomes[n].error) for n in names]
+        failed = [r.persona for r in reports if r.text is None]
+        result = await self._coordinate(acct, key, pr, trigger, instructions, previous_head,
+                                        requested_by, reports, failed)
+        result.outcomes.update(outcomes)
+        return result
 
-    async def chat(self, acct: AccountRuntime, pr: PullRequest, trigger: str,
+    async def chat(self, acct: ConnectedAccount, pr: PullRequest, trigger: str,
                    instructions: TrustedInstructions | None, message: str) -> AttemptResult:
         """A /bot question, answered by the coordinator, who holds the team's reports (both
         modes, so the conversation is the same session wherever it continues)."""
-        key = pr_key(acct, pr)
+        key = session_key(acct, pr)
         # Answered in the log but never posted (the process died in between): that answer,
         # not the same question asked twice in the coordinator's history.
         answer = await committed_answer(
@@ -126,32 +122,22 @@ class TeamReview:
             lambda meta: meta.get("flow") == "chat" and meta.get("trigger") == trigger)
         if answer is not None:
             return AttemptResult(True, answer)
-        # A review of this PR in progress has pinned them already: leave its pin alone.
-        pinned = key.record_key in self.app.pinned_instructions
-        if not pinned:
-            self.app.pinned_instructions[key.record_key] = instructions
-        try:
-            await self.app.resolve_model(acct)
-            result, _ = await self.run_turn(acct, key.with_persona(COORDINATOR), pr,
-                                            self.candidates(acct)[0], "chat", trigger, message,
-                                            acct.config.review.turn_timeout_s)
-        finally:
-            if not pinned:
-                self.app.pinned_instructions.pop(key.record_key, None)
+        await self.models.resolve()
+        result, _ = await self.run_turn(acct, key.with_persona(COORDINATOR), pr, instructions,
+                                        self.models.candidates()[0], "chat", trigger, message,
+                                        acct.config.review.turn_timeout_s)
         return result
 
     # -- one session's attempt ------------------------------------------------------------------
 
-    async def run_turn(self, acct: AccountRuntime, key: PrKey, pr: PullRequest, model: str | None,
+    async def run_turn(self, acct: ConnectedAccount, key: PrKey, pr: PullRequest,
+                       instructions: TrustedInstructions | None, model: str | None,
                        flow: str, trigger: str, message: str | MessageFor, timeout_s: float,
                        finalize=None) -> tuple[AttemptResult, GuardTurn | None]:
-        """One attempt of one session's turn, on a fresh agent; ``message`` may be built from
-        the opened agent and the guard turn (the prepared diff needs the conversation)."""
+        """One attempt of one session's turn, on a fresh agent whose world is built from
+        ``instructions`` and this attempt's ``model``; ``message`` may be built from the opened
+        agent and the guard turn (the prepared diff needs the conversation)."""
         sid = key.session_id
-        if model:
-            self.app.session_models[sid] = model
-        else:
-            self.app.session_models.pop(sid, None)
         deadline = asyncio.get_running_loop().time() + timeout_s
         turn: GuardTurn | None = None
         # A fresh agent per attempt: the world (and its model) is rebuilt and the transcript
@@ -162,8 +148,8 @@ class TeamReview:
                 meta = {"plugin": "dsh-github-reviewer", "account": acct.key,
                         "owner": key.owner, "repo": key.repo, "number": key.number,
                         "persona": key.persona, "url": pr.html_url}
-                agent = await self.harness.agents.get_or_open(sid, meta=meta)
-                assert acct.auth is not None and acct.client is not None and acct.mcp
+                agent = await self.harness.agents.get_or_open(
+                    sid, meta=meta, inputs=WorldInputs(instructions, model))
                 turn = GuardTurn(scope=scope_for(pr, flow, trigger), client=acct.client,
                                  runtime=acct.mcp, token=await acct.auth.token(),
                                  finalize_body=finalize, limits=finding_limits(acct))
@@ -185,15 +171,15 @@ class TeamReview:
             return AttemptResult(False, error="the persona deadline passed"), turn
         finally:
             await self.harness.agents.evict(sid)
-            self.app.session_models.pop(sid, None)
         if not outcome.ok:
             return AttemptResult(False, outcome.text,
                                  f"turn ended: {outcome.reason}: {outcome.error}",
                                  failure=outcome.failure), turn
         return AttemptResult(True, outcome.text), turn
 
-    async def _persona(self, acct: AccountRuntime, key: PrKey, pr: PullRequest, trigger: str,
-                       previous_head: str | None, requested_by: str | None,
+    async def _persona(self, acct: ConnectedAccount, key: PrKey, pr: PullRequest, trigger: str,
+                       instructions: TrustedInstructions | None, previous_head: str | None,
+                       requested_by: str | None,
                        triggers: tuple[str, ...]) -> Outcome:
         team = acct.config.review.team
         # A restart after a crash (or a CI re-run) runs the same review again: a persona that
@@ -209,17 +195,18 @@ class TeamReview:
             return await review_turn_message(acct, pr, previous_head, requested_by, agent, turn)
 
         async def attempt(model: str | None) -> AttemptResult:
-            result, _ = await self.run_turn(acct, key, pr, model, "persona", trigger, message,
-                                            team.persona_timeout_s)
+            result, _ = await self.run_turn(acct, key, pr, instructions, model, "persona",
+                                            trigger, message, team.persona_timeout_s)
             if result.ok and not (result.text or "").strip():
                 result = AttemptResult(False, error="empty answer")
             return result
-        return await run_attempts(key.session_id, self.candidates(acct),
+        return await run_attempts(key.session_id, self.models.candidates(),
                                   team.attempts_per_model, attempt)
 
     # -- the coordinator ------------------------------------------------------------------------
 
-    async def _coordinate(self, acct: AccountRuntime, key: PrKey, pr: PullRequest, trigger: str,
+    async def _coordinate(self, acct: ConnectedAccount, key: PrKey, pr: PullRequest,
+                          trigger: str, instructions: TrustedInstructions | None,
                           previous_head: str | None, requested_by: str | None,
                           reports: list[Report], failed: list[str]) -> TeamResult:
         review = acct.config.review
@@ -233,8 +220,9 @@ class TeamReview:
             return final_bodies[-1]
 
         async def attempt(model: str | None) -> AttemptResult:
-            result, turn = await self.run_turn(acct, ckey, pr, model, "review", trigger,
-                                               message, review.turn_timeout_s, finalize)
+            result, turn = await self.run_turn(acct, ckey, pr, instructions, model, "review",
+                                               trigger, message, review.turn_timeout_s,
+                                               finalize)
             if turn is not None and turn.submitted is not None:
                 posted.append(turn)
                 return AttemptResult(True, result.text or "")
@@ -242,7 +230,7 @@ class TeamReview:
                 return AttemptResult(False, error="the coordinator finished without "
                                                   "submitting a review")
             return result
-        outcome = await run_attempts(ckey.session_id, self.candidates(acct),
+        outcome = await run_attempts(ckey.session_id, self.models.candidates(),
                                      review.team.attempts_per_model, attempt,
                                      accept=lambda r: r.ok)
         if posted:
@@ -258,11 +246,11 @@ class TeamReview:
         return await self._fallback(acct, pr, trigger, reports, [*failed, COORDINATOR],
                                     outcome)
 
-    async def _fallback(self, acct: AccountRuntime, pr: PullRequest, trigger: str,
+    async def _fallback(self, acct: ConnectedAccount, pr: PullRequest, trigger: str,
                         reports: list[Report], failed: list[str], outcome: Outcome) -> TeamResult:
         """The coordinator posted nothing: post the reports ourselves, failing closed."""
         base = pr.base.repo
-        assert acct.client is not None and base is not None
+        assert base is not None
         parts = ["The review team's coordinator did not complete, so the reviewers' reports "
                  "are posted as they are, without inline comments."]
         for r in reports:
@@ -280,3 +268,39 @@ class TeamReview:
                               error=f"{type(exc).__name__}: {redact_secrets(str(exc))}")
         return TeamResult(True, review.id, verdict.verdict_of(body), failed, reports,
                           {COORDINATOR: outcome}, posted_now=now)
+
+
+class TeamReviewer:
+    """``review.team``: the team as the account's ``Reviewer`` (``reviewers.base``)."""
+
+    def __init__(self, harness: Harness, models: ModelChoice):
+        self.team = TeamReview(harness, models)
+
+    async def review(self, acct: ConnectedAccount, pr: PullRequest, trigger: str,
+                     instructions: TrustedInstructions | None, previous_head: str | None,
+                     requested_by: str | None = None) -> TurnResult:
+        """Personas read, the coordinator posts. A review that failed closed is still the
+        trigger's one review: the verdict in it blocks the merge, and running the same trigger
+        again would only find it posted."""
+        result = await self.team.review(acct, pr, trigger, instructions, previous_head,
+                                        requested_by)
+        if not result.posted:
+            return TurnResult(False, result.error or "the review team posted no review",
+                              failure=result.failure)
+        if result.failed:
+            log.warning("%s#%d: review posted but failed closed: %s did not complete",
+                        pr.base.repo.full_name if pr.base.repo else "?", pr.number,
+                        ", ".join(result.failed))
+        return TurnResult(True, review_id=result.review_id, posted_now=result.posted_now,
+                          text=result.verdict)
+
+    async def chat(self, acct: ConnectedAccount, pr: PullRequest, trigger: str,
+                   instructions: TrustedInstructions | None, author: str, message: str,
+                   path: str | None, line: int | None) -> TurnResult:
+        """The coordinator answers: it holds the reports (as in CI mode)."""
+        answer = await self.team.chat(acct, pr, trigger, instructions,
+                                      chat_message(facts(pr), author, message, path, line))
+        result = TurnResult(answer.ok, answer.error, answer.text, failure=answer.failure)
+        if result.ok:
+            result.text = redact_secrets(result.text or "").strip()
+        return result

@@ -12,6 +12,7 @@ work (a comment that is no command, the bot's own comment, a title edit) write n
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ...core.clock import utcnow
@@ -22,35 +23,38 @@ from ...work.records import PrRecord, pr_key
 from . import events
 
 if TYPE_CHECKING:
-    from ...app import AccountRuntime, ReviewerApp
+    from ...work.scheduler import Scheduler
+    from ..poll import AccountPoller
 
 # GitHub gives up on a delivery after 10 s: the PR read must leave time to record and answer.
 READ_PR_TIMEOUT_S = 7.0
 
 
 class RecordWork:
-    def __init__(self, app: ReviewerApp):
-        self.app = app
+    """Records into each account's inbox — the one its poll loop (``pollers``) records into —
+    and wakes ``scheduler`` for the PRs that now owe work."""
+
+    def __init__(self, pollers: Mapping[str, AccountPoller], scheduler: Scheduler):
+        self.pollers, self.scheduler = pollers, scheduler
 
     async def record(self, account: str, event: events.Envelope, delivery_id: str) -> str:
-        acct = self.app.accounts[account]
+        lane = self.pollers[account]
         try:
-            result = await self.observe(acct, event)
+            result = await self.observe(lane, event)
             if isinstance(result, str):
                 return f"account {account}: {result}"
-            keys = result if isinstance(result, list) else await acct.inbox.record(result)
+            keys = result if isinstance(result, list) else await lane.inbox.record(result)
         except Exception:
             # The receiver answers 500 and GitHub does not retry: have the reconciliation poll
             # catch this delivery's work soon instead of at its next slot.
-            if acct.poller is not None:
-                acct.poller.reconcile_soon()
+            lane.reconcile_soon()
             raise
-        if keys and self.app.work is not None:
-            self.app.work.scheduler.wake(account, keys)
+        if keys:
+            self.scheduler.wake(account, keys)
         return f"account {account}: recorded" + (f", work due on {', '.join(keys)}"
                                                  if keys else ", nothing new")
 
-    async def observe(self, acct: AccountRuntime, event: events.Envelope
+    async def observe(self, lane: AccountPoller, event: events.Envelope
                       ) -> Observations | list[str] | str:
         """What to record through the inbox, the keys already recorded, or why nothing."""
         assert event.repository is not None
@@ -59,19 +63,19 @@ class RecordWork:
             if event.action == "edited" and not event.base_changed:
                 return "title/body edit; nothing to record"
             if event.action == "closed":
-                return await self.closed(acct, repo, event.number,
+                return await self.closed(lane, repo, event.number,
                                          event.pull_request.merged_at is not None)
-            pr = await self.current(acct, repo, event.number)
+            pr = await self.current(lane, repo, event.number)
             if pr.state != "open":
                 return f"{repo}#{event.number} is {pr.state}; nothing to record"
             # A retarget is seen by the inbox (the record keeps the base branch), as by a poll.
             return Observations(repo=repo, pulls=[pr])
         if isinstance(event, events.IssueCommentEvent | events.ReviewCommentEvent):
             comment = event.comment
-            if acct.inbox.is_own(comment) or parse_command(comment.body) is None:
+            if lane.inbox.is_own(comment) or parse_command(comment.body) is None:
                 return "not a command"
             number = comment.number
-            pr = await self.current(acct, repo, number)
+            pr = await self.current(lane, repo, number)
             if pr.state != "open":
                 return f"{repo}#{number} is {pr.state}; command ignored"
             return Observations(repo=repo, pulls=[pr], comments=[comment])
@@ -80,22 +84,20 @@ class RecordWork:
             return f"thread {event.action}; read by the next turn"
         return "not an event the reviewer uses"
 
-    async def current(self, acct: AccountRuntime, repo: str, number: int) -> PullSummary:
-        assert acct.client is not None
+    async def current(self, lane: AccountPoller, repo: str, number: int) -> PullSummary:
         owner, name = repo.split("/")
         async with asyncio.timeout(READ_PR_TIMEOUT_S):
-            return await acct.client.get_pull(owner, name, number)
+            return await lane.client.get_pull(owner, name, number)
 
-    async def closed(self, acct: AccountRuntime, repo: str, number: int,
+    async def closed(self, lane: AccountPoller, repo: str, number: int,
                      merged: bool = False) -> str:
         """Queued work of a closed PR waits: the worker skips a closed record, and a reopen
         (or the poll that still lists it) clears the mark."""
-        assert acct.store is not None
         now = utcnow()
 
         def mark(rec: PrRecord | None) -> PrRecord | None:
             if rec is not None:
                 rec.closed(now, merged)
             return rec
-        await acct.store.update_pr(pr_key(acct.key, repo.lower(), number), mark)
+        await lane.store.update_pr(pr_key(lane.acct.key, repo.lower(), number), mark)
         return f"{repo}#{number} closed"

@@ -7,27 +7,31 @@ it too; a running receiver in this process adds its counters (rejections are nev
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from datetime import UTC
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from dsh_harness import Harness
+
+from ...config import ReviewerConfig
 from . import deliveries
-
-if TYPE_CHECKING:
-    from ...app import ReviewerApp
+from .server import WebhookServer
 
 
-async def webhook_status(app: ReviewerApp) -> list[dict[str, Any]]:
-    enabled = [(i, c.webhook) for i, c in app.instances.items() if c.webhook.enabled]
+async def webhook_status(harness: Harness, instances: Mapping[str, ReviewerConfig],
+                         running: Iterable[WebhookServer] = ()) -> list[dict[str, Any]]:
+    """One row per plugin instance with ``webhook.enabled``; ``running``: this process's."""
+    enabled = [(i, c.webhook) for i, c in instances.items() if c.webhook.enabled]
     if not enabled:
         return []
-    domain = await app.harness.storage.domain(deliveries.DOMAIN)
+    domain = await harness.storage.domain(deliveries.DOMAIN)
     records = await domain.table(deliveries.TABLE).all()
     last = max(records.values(), key=lambda r: r.received_at, default=None)
     outcomes = Counter(r.outcome for r in records.values())
-    running = {s.instance: s for s in app.webhooks}
+    running_by = {s.instance: s for s in running}
     out = []
     for instance, hook in enabled:
-        server = running.get(instance)
+        server = running_by.get(instance)
         row: dict[str, Any] = {
             "instance": instance, "listen": f"{hook.host}:{hook.port}{hook.path}",
             "reconcile_interval_s": hook.reconcile_interval_s,

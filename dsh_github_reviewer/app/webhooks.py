@@ -1,17 +1,17 @@
-"""Starting and stopping the receivers of a ``ReviewerApp`` (one per plugin instance that
-enables ``webhook``), wired to the accounts they serve."""
+"""Starting and stopping the webhook receivers of a ``ReviewerApp`` (one per plugin instance
+that enables ``webhook``), wired to the accounts they serve."""
 
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
 
-from . import deliveries
-from .receiver import Receiver, Target, WorkSink
-from .server import WebhookServer
+from ..sources.webhook import deliveries
+from ..sources.webhook.receiver import Receiver, Target, WorkSink
+from ..sources.webhook.server import WebhookServer
 
 if TYPE_CHECKING:
-    from ...app import ReviewerApp
+    from . import ReviewerApp
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 def targets(app: ReviewerApp, instance: str) -> list[Target]:
     config = app.instances[instance]
     out = []
-    for acct in app.accounts.values():
+    for acct in app.configured.values():
         if acct.instance != instance:
             continue
         secret = config.webhook_secret(acct.config)

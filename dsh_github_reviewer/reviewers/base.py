@@ -1,0 +1,40 @@
+"""The one interface of who reviews: ``Reviewer``, implemented by the single reviewer
+(``single.SingleReviewer``) and the team (``team.TeamReviewer``). The app picks one per account
+when it is wired; the PR work (``work``) only ever calls this interface."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..github.account import ConnectedAccount
+from ..github.models import PullRequest
+from ..turn.prompts import TrustedInstructions
+
+
+@dataclass
+class TurnResult:
+    """How a review or a ``/bot`` answer ended: a review is ``ok`` only once it is on GitHub."""
+
+    ok: bool
+    error: str | None = None
+    text: str | None = None
+    review_id: int | None = None
+    posted_now: bool = False
+    # Why it failed when that is the account's problem, not the PR's: "auth" (the model
+    # provider rejected the key), "rate_limit" (github-mcp-server was rate limited).
+    failure: str | None = None
+
+
+class Reviewer(Protocol):
+    async def review(self, acct: ConnectedAccount, pr: PullRequest, trigger: str,
+                     instructions: TrustedInstructions | None, previous_head: str | None,
+                     requested_by: str | None = None) -> TurnResult:
+        """One review for ``trigger``: ok only if a COMMENT review for it is on GitHub."""
+        ...
+
+    async def chat(self, acct: ConnectedAccount, pr: PullRequest, trigger: str,
+                   instructions: TrustedInstructions | None, author: str, message: str,
+                   path: str | None, line: int | None) -> TurnResult:
+        """The answer to a ``/bot`` question (redacted, stripped), not yet posted."""
+        ...

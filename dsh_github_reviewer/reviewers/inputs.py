@@ -1,0 +1,92 @@
+"""What a turn of either strategy is given: the PR's facts, its session key, the guard's scope,
+a review turn's user message, and the per-turn world inputs handed to the world hook.
+
+The single reviewer and every team session build their turns from these, so neither imports
+the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dsh_harness import Agent
+
+from ..core.session_key import PrKey
+from ..github.account import ConnectedAccount
+from ..github.guard import GuardTurn
+from ..github.guard_rules import Scope
+from ..github.models import PullRequest
+from ..github.review_submit import FindingLimits
+from ..turn.prompts import PrFacts, TrustedInstructions, TurnMessage, review_message, told_meta
+from ..turn.review_input import ReviewInput, prepare_review
+from ..turn.told import Conversation
+
+
+@dataclass(frozen=True)
+class WorldInputs:
+    """Handed to ``harness.agents.get_or_open(..., inputs=...)`` for one turn and from there to
+    the world hook: the trusted instructions this turn runs under and the model of this attempt
+    (``None``: the deployment's default)."""
+
+    instructions: TrustedInstructions | None
+    model: str | None
+
+
+def session_key(acct: ConnectedAccount, pr: PullRequest) -> PrKey:
+    """The key of the PR's conversation (its session id), in the base repository."""
+    return PrKey(acct.key, pr.base.repo.owner.login if pr.base.repo else "",
+                 pr.base.repo.name if pr.base.repo else "", pr.number)
+
+
+def facts(pr: PullRequest) -> PrFacts:
+    base_repo = pr.base.repo
+    return PrFacts(owner=base_repo.owner.login if base_repo else "",
+                   repo=base_repo.name if base_repo else "", number=pr.number, title=pr.title,
+                   url=pr.html_url, body=pr.body, base_ref=pr.base.ref, base_sha=pr.base.sha,
+                   head_ref=pr.head.ref, head_sha=pr.head.sha, changed_files=pr.changed_files,
+                   additions=pr.additions, deletions=pr.deletions, author=pr.user.login)
+
+
+def finding_limits(acct: ConnectedAccount) -> FindingLimits:
+    review = acct.config.review
+    return FindingLimits(min_severity=review.min_severity, max_findings=review.max_findings)
+
+
+def scope_for(pr: PullRequest, flow: str, trigger: str) -> Scope:
+    base, head = pr.base.repo, pr.head.repo or pr.base.repo
+    assert base is not None and head is not None
+    return Scope(owner=base.owner.login, repo=base.name, number=pr.number,
+                 base_sha=pr.base.sha, base_ref=pr.base.ref, head_sha=pr.head.sha,
+                 head_ref=pr.head.ref, head_owner=head.owner.login, head_repo=head.name,
+                 flow=flow, trigger=trigger)
+
+
+async def review_turn_message(acct: ConnectedAccount, pr: PullRequest, previous_head: str | None,
+                              requested_by: str | None, agent: Agent,
+                              turn: GuardTurn) -> TurnMessage:
+    """A review turn's user message (the single reviewer's and every persona's): per-turn facts
+    only, so the system prompt stays byte-stable — the prepared diff or only what changed since
+    the session's last completed review, and people's feedback on the bot's threads — and what
+    it told the model, as data for the turn meta (``turn/told.py``)."""
+    pr_facts = facts(pr)
+
+    async def build(seen: list) -> tuple[ReviewInput, str, Conversation]:
+        conv = Conversation(seen)
+        prepared = await prepare_review(acct.client, pr, acct.config.review, previous_head,
+                                        conv)
+        return (prepared, review_message(pr_facts, previous_head, requested_by, prepared, conv),
+                conv)
+
+    seen = agent.user_turns()
+    prepared, text, conv = await build(seen)
+    # A compaction at the start of this turn would summarize turns the message refers to
+    # ("unchanged", "above"): then only the turns it keeps count (built again; the GitHub
+    # reads are conditional, so this costs no rate limit).
+    kept = agent.user_turns(upcoming_tokens=len(text.encode()) // 4 + 1)
+    if len(kept) != len(seen):
+        prepared, text, conv = await build(kept)
+    if prepared.files is not None:
+        turn.use_files(prepared.files)
+    if prepared.kind != "first":
+        turn.fixable = {i: where for i, (where, _) in prepared.open_threads.items()}
+    return TurnMessage(text, told_meta(pr_facts, previous_head, prepared, conv))

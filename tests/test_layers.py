@@ -1,0 +1,197 @@
+"""The import graph: no cycles, and imports only go down the layers.
+
+Every import counts — at module level, inside functions and under ``TYPE_CHECKING`` — because a
+lazy or type-only import is still a dependency a reader must follow. The one exception: the
+command line (``cli/``) may import anything lazily, inside a function, so ``dsh --help`` stays
+fast. The layers are those of ``docs/architecture.en.md`` ("Layout"); a new package has to be
+placed in them here before its imports are accepted.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Top to bottom; one set per layer. Packages of one layer may import each other (no cycle).
+REVIEWER_LAYERS: list[set[str]] = [
+    {"plugin"},                                   # the entry: hook implementations
+    {"cli", "web", "ci", "eval", "testing"},     # front ends over the wired app
+    {"app"},                                      # composition root: wires what is below
+    {"sources"},                                  # where work comes from: poll, webhook
+    {"work"},                                     # durable per-PR work
+    {"reviewers"},                                # who reviews: single, team
+    {"turn"},                                     # what a review turn is made of
+    {"pr_output"},                                # what people see on a PR
+    {"github"},                                   # contact with GitHub
+    {"config"},
+    {"core", ""},                                 # "" is the package's own __init__
+]
+HARNESS_LAYERS: list[set[str]] = [
+    {"", "cli", "init_config", "testing"},       # "" is dsh_harness/__init__: the public API
+    {"default_plugins"},                          # plugins like any other, built in
+    {"harness"},
+    {"plugins"},
+    {"hookspecs"},
+    {"web"},
+    {"agents"},
+    {"llm"},
+    {"sessions"},
+    {"storage"},
+    {"home_lock"},
+    {"config"},
+    {"provider_presets"},
+    {"redact"},
+    {"validation"},
+    {"errors"},
+]
+# Plugin loading, not a dependency: the plugin host lists the built-in plugins by module name.
+LOADS = {("dsh_harness.plugins", "dsh_harness.default_plugins")}
+LAYERS = {"dsh_github_reviewer": REVIEWER_LAYERS, "dsh_harness": HARNESS_LAYERS}
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for top in LAYERS:
+        for path in (ROOT / top).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+MODULES = modules()
+
+
+def _resolve(name: str) -> str | None:
+    """The module of ours an imported name lives in (a name may be a module's attribute)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _lazy_nodes(tree: ast.Module) -> set[int]:
+    """ids of import nodes inside a function body (lazy imports)."""
+    lazy: set[int] = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            lazy.update(id(n) for n in ast.walk(fn) if isinstance(n, ast.Import | ast.ImportFrom))
+    return lazy
+
+
+def imports(module: str) -> Iterator[tuple[str, int, bool]]:
+    """(imported module of ours, line, lazy) for every import statement of ``module``."""
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(), str(path))
+    lazy = _lazy_nodes(tree)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[:len(parts) - (node.level - 1)]
+                base = ".".join([*parts, base] if base else parts)
+            names = [f"{base}.{a.name}" for a in node.names]
+        for name in names:
+            target = _resolve(name)
+            if target is not None and target != module:
+                yield target, node.lineno, id(node) in lazy
+
+
+def layer_of(module: str) -> tuple[str, int, str]:
+    """(top package, layer index, role package) of a module of ours."""
+    top, _, rest = module.partition(".")
+    role = rest.partition(".")[0]
+    for i, layer in enumerate(LAYERS[top]):
+        if role in layer:
+            return top, i, role
+    raise AssertionError(f"{module}: package {role!r} has no layer in tests/test_layers.py "
+                         "(place it there and in docs/architecture*.md)")
+
+
+def graph() -> dict[str, set[str]]:
+    return {m: {t for t, _, _ in imports(m)} for m in MODULES}
+
+
+def test_every_package_has_a_layer():
+    for module in MODULES:
+        layer_of(module)
+
+
+def test_imports_only_go_down_the_layers():
+    wrong = []
+    for module in sorted(MODULES):
+        top, mine, role = layer_of(module)
+        for target, line, lazy in imports(module):
+            ttop, theirs, trole = layer_of(target)
+            if ttop != top:
+                # The harness never imports the reviewer; the reviewer uses its public API only.
+                if top == "dsh_harness" or (trole not in ("", "testing")):
+                    wrong.append(f"{module}:{line} imports {target} (across packages)")
+                continue
+            if theirs < mine and not (lazy and role == "cli") \
+                    and not (lazy and (module, target) in LOADS):
+                wrong.append(f"{module}:{line} imports {target} ({role or top} is below "
+                             f"{trole or ttop})")
+    assert not wrong, "imports running up the layers:\n" + "\n".join(wrong)
+
+
+def test_no_import_cycles():
+    edges = graph()
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for t in sorted(edges[m]):
+            if state.get(t) == 1:
+                cycles.append([*stack[stack.index(t):], t])
+            elif t not in state:
+                visit(t)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m)
+    # A package __init__ that re-exports its modules is no cycle of those modules.
+    real = [c for c in cycles if not any(x in MODULES and MODULES[x].name == "__init__.py"
+                                         and c[i + 1].startswith(x + ".")
+                                         for i, x in enumerate(c[:-1]))]
+    assert not real, "import cycles:\n" + "\n".join(" -> ".join(c) for c in real)
+
+
+def test_agents_know_neither_their_service_nor_the_harness():
+    for module in MODULES:
+        if module.startswith("dsh_harness.agents.") and module != "dsh_harness.agents.service":
+            targets = {t for t, _, _ in imports(module)}
+            assert "dsh_harness.agents.service" not in targets, module
+            assert "dsh_harness.harness" not in targets, module
+
+
+def test_the_reviewer_top_level_holds_only_the_entry_app_config_and_role_packages():
+    top = ROOT / "dsh_github_reviewer"
+    loose = sorted(p.name for p in top.glob("*.py") if p.name not in ("__init__.py", "plugin.py"))
+    assert loose == [], f"modules beside the role packages: {loose}"
+    roles = set().union(*REVIEWER_LAYERS) - {""}
+    for package in top.iterdir():
+        if (package / "__init__.py").exists():
+            assert package.name in roles, f"{package.name}/ is no role package of the layout"
+
+
+def test_every_package_says_its_concern_and_what_it_may_import():
+    missing = []
+    for init in sorted((ROOT / "dsh_github_reviewer").glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        if "may import" not in doc.lower():
+            missing.append(str(init.relative_to(ROOT)))
+    assert not missing, f"package docstrings without their concern and imports: {missing}"
