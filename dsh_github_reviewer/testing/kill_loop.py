@@ -33,6 +33,7 @@ class LoopReport:
     problems: list[str] = field(default_factory=list)
     reviews: int = 0
     replies: int = 0
+    terminated: int = 0  # database connections terminated under the replicas (replica_loop)
 
 
 def _dsh(config: Path, *args: str) -> subprocess.Popen:

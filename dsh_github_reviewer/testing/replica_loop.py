@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from .deployment import Deployment
 from .kill_loop import PRS, LoopReport, _check, _event
@@ -29,10 +30,13 @@ LEASE_TTL_S = 3.0
 def _dsh(config: Path, *args: str) -> subprocess.Popen:
     # Each replica's log is kept beside the config (replica-<n>.log) for a failed run's reader.
     logs = sorted(config.parent.glob("replica-*.log"))
-    with open(config.parent / f"replica-{len(logs):03d}.log", "wb") as log:
-        return subprocess.Popen([sys.executable, "-m", "dsh_harness.cli", "--config",
+    path = config.parent / f"replica-{len(logs):03d}.log"
+    with open(path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "dsh_harness.cli", "--config",
                                  str(config), "-v", "run", *args], cwd=config.parent,
                                 stdout=log, stderr=subprocess.STDOUT)
+    proc.log_path = path  # type: ignore[attr-defined]
+    return proc
 
 
 def _once(config: Path, report: LoopReport) -> None:
@@ -43,10 +47,17 @@ def _once(config: Path, report: LoopReport) -> None:
         report.problems.append(f"dsh run --once failed: {done.stderr[-500:]}")
 
 
-def _wait_running(config: Path, count: int, timeout_s: float = 120.0) -> None:
+def _wait_running(config: Path, count: int, timeout_s: float = 120.0,
+                  procs: list[subprocess.Popen] | None = None) -> None:
+    """Until ``count`` replicas (of ``procs``: these processes, now) are running."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if len(running_logs(config.parent)) >= count:
+        if procs is None:
+            up = len(running_logs(config.parent))
+        else:
+            up = sum(1 for p in procs if p.poll() is None
+                     and b"dsh running" in p.log_path.read_bytes())  # type: ignore[attr-defined]
+        if up >= count:
             return
         time.sleep(0.2)
     raise RuntimeError(f"fewer than {count} replicas started within {timeout_s:.0f} s")
@@ -64,10 +75,29 @@ def workers(directory: Path) -> int:
                if b"review posted" in p.read_bytes() or b" answered" in p.read_bytes())
 
 
+def terminate_connections(dsn: str) -> int:
+    """``pg_terminate_backend`` on every other connection to the database (an operator's or a
+    failover's doing): the replicas' pooled connections die mid-statement."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                           "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                           ).fetchone()
+    return int(row[0]) if row else 0
+
+
 def run_replica_loop(tmp: Path, sb: SandboxGitHub, model, dsn: str, *, replicas: int = 3,
-                     kills: int = 10, seed: int = 7, max_pause_s: float = 2.0) -> LoopReport:
+                     kills: int = 10, seed: int = 7, max_pause_s: float = 2.0,
+                     cluster: Any = None, outage_s: float = 0.0,
+                     terminate_every: int = 0) -> LoopReport:
     """Run ``replicas`` replicas, SIGKILL one of them ``kills`` times (each restarted at
-    once), let the survivors finish, then check the invariants; returns what it checked."""
+    once), let the survivors finish, then check the invariants; returns what it checked.
+
+    Database faults: every ``terminate_every``-th step also terminates every connection to the
+    database; with ``cluster`` (a ``dsh_harness.testing.postgres.PostgresCluster``) and
+    ``outage_s``, the server is stopped for that long half-way through, while events keep
+    arriving; the replicas must carry on afterwards without a restart."""
     rng = random.Random(seed)
     build_shop(sb, prs=PRS)
     toml_kw = {"poll_interval_s": POLL_INTERVAL_S, "dsn": dsn, "lease_ttl_s": LEASE_TTL_S}
@@ -83,6 +113,21 @@ def run_replica_loop(tmp: Path, sb: SandboxGitHub, model, dsn: str, *, replicas:
             if rng.random() < 0.5:
                 _event(rng, sb, report, step + 1000)
                 time.sleep(rng.uniform(0.0, 0.5))
+            if terminate_every and step % terminate_every == terminate_every - 1:
+                report.terminated += terminate_connections(dsn)
+            if cluster is not None and outage_s and step == kills // 2:
+                # Every replica is up when the server goes (one still starting would exit
+                # on its refused first connection, and a supervisor would restart it).
+                _wait_running(config, replicas, procs=procs)
+                cluster.pause()
+                _event(rng, sb, report, step + 2000)  # arrives while the database is down
+                time.sleep(outage_s)
+                cluster.resume()
+                time.sleep(POLL_INTERVAL_S * 3)
+                exited = [i for i, proc in enumerate(procs) if proc.poll() is not None]
+                report.problems += [f"replica {i} exited during the database outage"
+                                    for i in exited]
+                continue  # no kill this step: the survivors must recover by themselves
             victim = rng.randrange(replicas)
             os.kill(procs[victim].pid, signal.SIGKILL)
             procs[victim].wait()
