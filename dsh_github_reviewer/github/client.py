@@ -16,7 +16,7 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
@@ -302,18 +302,24 @@ class GitHubClient:
 
     # -- endpoints --------------------------------------------------------------------------
 
-    async def list_open_pulls_once(self, owner: str, repo: str) -> list[PullSummary]:
-        """Every open PR, asked unconditionally and kept out of the ETag cache: a poll lists in
-        full only once per repository (then it reads what changed), so caching these pages
-        would only evict what the next tick needs."""
+    async def open_pull_pages(self, owner: str, repo: str
+                              ) -> AsyncIterator[list[PullSummary]]:
+        """Every open PR, a page at a time, asked unconditionally and kept out of the ETag
+        cache: a poll lists in full only once per repository (then it reads what changed), so
+        caching these pages would only evict what the next tick needs, and one page at a time
+        keeps the memory of a 10,000-PR listing to that of 100 PRs."""
         path = f"repos/{seg(owner, repo)}/pulls"
-        params = {"state": "open", "sort": "created", "direction": "asc", "per_page": 100}
-        first = await self.request("GET", path, params=params, conditional=False)
-        if not isinstance(first.data, list):
-            raise GitHubError(f"GET {path}: expected a JSON list")
+        next_url: str | None = path
+        params: dict[str, Any] | None = {"state": "open", "sort": "created",
+                                         "direction": "asc", "per_page": 100}
         # No page cap: a cap would leave the newest PRs of a busy repository unreviewed.
-        items, _ = await self._rest_of(path, first, cap=1 << 30)
-        return self.parse_list(PullSummary, items, f"GET {path}")
+        while next_url is not None:
+            resp = await self.request("GET", next_url, params=params, conditional=False)
+            if not isinstance(resp.data, list):
+                raise GitHubError(f"GET {path}: expected a JSON list")
+            yield self.parse_list(PullSummary, resp.data, f"GET {path}")
+            m = _NEXT.search(resp.headers.get("link", ""))
+            next_url, params = (m.group(1), None) if m else (None, None)
 
     async def list_open_pulls(self, owner: str, repo: str) -> tuple[list[PullSummary], bool]:
         path = f"repos/{seg(owner, repo)}/pulls"

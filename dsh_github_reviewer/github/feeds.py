@@ -36,14 +36,15 @@ class FeedMarks(BaseModel):
 
 @dataclass
 class RepoSnapshot:
-    # Open PRs: every one when ``complete``, else only those updated since the last tick.
+    # Open PRs updated since the last tick; empty when ``complete``.
     pulls: list[PullSummary]
     issue_comments: list[IssueComment] = field(default_factory=list)
     review_comments: list[ReviewComment] = field(default_factory=list)
     marks: FeedMarks | None = None
-    # PRs closed or merged since the last tick (empty when ``complete``: the caller compares
-    # the full listing with what it knows).
+    # PRs closed or merged since the last tick (empty when ``complete``).
     closed: list[int] = field(default_factory=list)
+    # The caller must list every open PR (``GitHubClient.open_pull_pages``): a repository's
+    # first poll, or more changed than the page cap reads.
     complete: bool = False
     unchanged: bool = False
 
@@ -60,12 +61,8 @@ async def poll_repository(client: GitHubClient, owner: str, repo: str, marks: Fe
         owner, repo, marks.review_comments_since, fresh=fresh)
     watermark = max([t for t in (since, changes.newest) if t is not None], default=None)
     complete = since is None or not changes.reached
-    closed: list[int] = []
-    if complete:
-        pulls = await client.list_open_pulls_once(owner, repo)
-    else:
-        pulls = [p for p in changes.pulls if p.state == "open"]
-        closed = [p.number for p in changes.pulls if p.state != "open"]
+    pulls = [] if complete else [p for p in changes.pulls if p.state == "open"]
+    closed = [] if complete else [p.number for p in changes.pulls if p.state != "open"]
     new_marks = FeedMarks(
         issue_comments_since=max([marks.issue_comments_since, *(c.updated_at for c in issue)]),
         review_comments_since=max([marks.review_comments_since,

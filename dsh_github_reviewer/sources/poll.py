@@ -264,13 +264,28 @@ class AccountPoller:
             self._recorded.add(repo)
             await self._prune_if_due(repo, now)
             return 0   # an idle repository: three free 304s, no read or write of a record
-        keys = await self.inbox.record(Observations(
-            repo=full, pulls=snap.pulls,
-            comments=[*snap.issue_comments, *snap.review_comments],
-            marks=snap.marks, at=now, complete=snap.complete, closed=snap.closed))
+        comments = [*snap.issue_comments, *snap.review_comments]
+        keys: list[str] = []
         if snap.complete:
-            await self._mark_closed(full, {p.number for p in snap.pulls}, now)
+            # Every open PR, recorded a page at a time with that page's comments; the marks
+            # move only after the last page (a crash in between reads it all again).
+            open_numbers: set[int] = set()
+            async for page in self.client.open_pull_pages(owner, name):
+                numbers = {p.number for p in page}
+                open_numbers |= numbers
+                keys += await self.inbox.record(Observations(
+                    repo=full, pulls=page, at=now,
+                    comments=[c for c in comments if c.number in numbers]))
+            # Comments on PRs missing from the listing are on closed PRs: refused, not work.
+            keys += await self.inbox.record(Observations(
+                repo=full, marks=snap.marks, at=now, complete=True,
+                comments=[c for c in comments if c.number not in open_numbers]))
+            await self._mark_closed(full, open_numbers, now)
             self._pruned_at[repo] = now
+        else:
+            keys = await self.inbox.record(Observations(
+                repo=full, pulls=snap.pulls, comments=comments, marks=snap.marks, at=now,
+                closed=snap.closed))
         self._recorded.add(repo)
         if keys:
             self.scheduler.wake(self.acct.key, keys)

@@ -47,9 +47,9 @@ class Observations:
     # PRs seen closed or merged (a poll that read only what changed): noted in the same write,
     # so a command posted just before the close is not taken as work.
     closed: Sequence[int] = ()
-    # True when ``pulls`` is every open PR of the repository (a poll's full listing), so
-    # commands on PRs missing from it are ignored; a poll that read only what changed, or a
-    # webhook delivery of one PR, leaves it False.
+    # True when every comment whose PR is open comes with that PR in ``pulls`` (a poll's
+    # full listing), so commands on PRs missing from it are on closed PRs and refused; a poll
+    # that read only what changed, or a webhook delivery of one PR, leaves it False.
     complete: bool = False
 
 
