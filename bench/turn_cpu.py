@@ -254,7 +254,7 @@ def print_deployed(result: dict, before: dict) -> None:
               f"{fmt(old['tick'].get(p)):>18} | {new['tick'][p]:>8.1f} | "
               f"{fmt(ISSUE_DEPLOYED_MS.get(p)):>14}")
     print("CPU: time.process_time of the bot process (sandbox GitHub, model server and "
-          "github-mcp-server\nare other processes); turn = Runner.review, tick = the whole "
+          "github-mcp-server\nare other processes); turn = SingleReviewer.review, tick = the whole "
           "poller tick that ran it\n(polls, review procedure, cursor); median of reviews "
           "p, p+1, p+2. Goal: < 50 ms per turn.")
 

@@ -1,7 +1,7 @@
 """The reviewer's web pages: the pull-request index (``/prs``) and the status page.
 
 The PR index is built from the harness's session index (``router.catalog``): one row per PR,
-its persona sessions (team reviews) folded into it, with the facts ``web_facts`` keeps; totals
+its persona sessions (team reviews) folded into it, with the facts ``web.facts`` keeps; totals
 per repository and account, and a cost-and-cache chart per repository over days. Aggregation is
 redone only when the catalog's list changed (the catalog swaps its list on every change). PRs
 the bot has a work record of but no session (it gave up before any turn, e.g. on a GitHub
