@@ -10,6 +10,7 @@ placed in them here before its imports are accepted.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -195,3 +196,26 @@ def test_every_package_says_its_concern_and_what_it_may_import():
         if "may import" not in doc.lower():
             missing.append(str(init.relative_to(ROOT)))
     assert not missing, f"package docstrings without their concern and imports: {missing}"
+
+
+def test_no_process_residue_in_code_or_help_texts():
+    """Issue numbers and review tags mean nothing to a reader of the code ("issue 12", "[fix]");
+    "cursor" named the work record before it was one."""
+    residue = re.compile(r"\bissues? \d+\b|\[fix\]|\bcursor (key|record|state)\b", re.I)
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+             for path in MODULES.values()
+             for n, line in enumerate(path.read_text().splitlines(), 1) if residue.search(line)]
+    assert not found, "process residue:\n" + "\n".join(found)
+
+
+def test_one_clock():
+    """The reviewer reads the time through ``core.clock`` (tests move it); the sandbox GitHub
+    in ``testing`` keeps its own, as GitHub would."""
+    calls = [f"{path.relative_to(ROOT)}:{n}"
+             for module, path in MODULES.items()
+             if module.startswith("dsh_github_reviewer.")
+             and module not in ("dsh_github_reviewer.core.clock",)
+             and not module.startswith("dsh_github_reviewer.testing")
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if "datetime.now(" in line or "datetime.utcnow(" in line]
+    assert not calls, f"datetime.now outside core/clock.py: {calls}"

@@ -7,7 +7,7 @@ import fnmatch
 import json
 import re
 import sys
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from dsh_harness import Harness
 
 from ..config import TeamSettings
+from ..core.clock import utcnow
 from ..reviewers.team.personas import BUILT_IN
 from .cases import Case, CaseError, load_cases
 from .report import build_report, html_page, markdown
@@ -100,7 +101,7 @@ class Running:
         if self.path is None:
             return
         self.state.update(config=cfg.label, done=done, spent_usd=round(spent, 6),
-                          updated_at=datetime.now(UTC).isoformat(timespec="seconds"))
+                          updated_at=utcnow().isoformat(timespec="seconds"))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.state), encoding="utf-8")
@@ -183,7 +184,7 @@ async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
     if not _confirm(lines, args.yes):
         return 1
     home = harness.home if harness.loaded.found else None
-    started = datetime.now(UTC)
+    started = utcnow()
     running = Running(home, started, [c.label for c in configs], len(cases))
     opts = Options(concurrency=max(1, args.concurrency), instructions=instructions,
                    max_cost_usd=args.max_cost_usd,

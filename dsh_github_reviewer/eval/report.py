@@ -7,6 +7,7 @@ import html
 from datetime import UTC, datetime
 from typing import Any
 
+from ..core.clock import utcnow
 from .cases import Case
 from .run import ConfigResult
 from .score import TOLERANCE, score_case, summarize
@@ -48,7 +49,7 @@ def build_report(cases: list[Case], results: list[ConfigResult], *, started_at: 
                         "wall_s": res.wall_s, "summary": summary, "cases": rows})
     return {"version": REPORT_VERSION,
             "started_at": started_at.astimezone(UTC).isoformat(timespec="seconds"),
-            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "finished_at": utcnow().isoformat(timespec="seconds"),
             "tolerance_lines": TOLERANCE, "corpus": corpus_stats(cases),
             "cases": [c.id for c in cases], "estimate": estimate, "configs": configs}
 

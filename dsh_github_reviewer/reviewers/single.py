@@ -123,7 +123,7 @@ class SingleReviewer:
 
     async def _submit_unsubmitted(self, turn: GuardTurn, result: TurnResult) -> None:
         """A draft is never lost at the tool budget or the agent's step limit: the bot submits
-        what the model drafted, saying what was cut (issue 21 item 4)."""
+        what the model drafted, saying what was cut."""
         if "did not finish within" in (result.error or ""):
             why = "the agent's step limit was reached"
         elif turn.budget_spent:

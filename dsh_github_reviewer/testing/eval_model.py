@@ -1,4 +1,4 @@
-"""Scripted reviewers of known behaviour for the eval (issue 23): they drive the real tools like
+"""Scripted reviewers of known behaviour for the eval: they drive the real tools like
 the scripted reviewer model, but report from a case's ground truth, so the score each must get
 can be computed by hand.
 
