@@ -50,7 +50,8 @@ def _posted(sb: SandboxGitHub) -> dict[str, Any]:
                              for c in st.comments_of_review(r.id)]}
                for r in st.reviews_of(REPO, 1)]
     replies = [{"id": c.id, "by": c.user, "body": c.body.split("\n\n<!--")[0]}
-               for c in st.issue_comments_of(REPO, 1) if c.user == "shop-review-bot"]
+               for c in st.issue_comments_of(REPO, 1)
+               if c.user == "shop-review-bot" and "reply-to:" in c.body]
     return {"reviews": reviews, "replies": replies}
 
 
@@ -102,7 +103,8 @@ async def run_demo(as_json: bool = False) -> int:
             sb.state.add_issue_comment(REPO, 1, "maintainer",
                                        "/bot Which of your findings are still open?")
             await _until("/bot answer", lambda: any(
-                c.user == "shop-review-bot" for c in sb.state.issue_comments_of(REPO, 1)))
+                c.user == "shop-review-bot" and "reply-to:" in c.body
+                for c in sb.state.issue_comments_of(REPO, 1)))
             steps.append("/bot question answered")
             triggers.append("webhook delivery")
             session_id = PrKey("demo", "acme", "shop", 1).session_id

@@ -139,6 +139,9 @@ class ReviewSettings(Strict):
     # true: a repository without an instructions file (and no default_instructions) is not
     # reviewed (missing_instructions); false: it is reviewed with the built-in guidance.
     require_instructions: ConfigBool = False
+    # One living summary comment per PR (walkthrough, findings and their status, cost),
+    # edited in place after every review; false = reviews only.
+    summary: ConfigBool = True
     command_author_associations: list[str] = Field(
         default_factory=lambda: list(DEFAULT_ASSOCIATIONS))
     models: list[ModelCandidate] = Field(default_factory=list)

@@ -40,6 +40,8 @@ NOTICE_MARKER = OWN_MARKER + "gave-up:{trigger} -->"
 FIXED_MARKER = OWN_MARKER + "fixed:{ids} -->"
 # On the bot's reply in a thread it resolved: it is never resolved by the bot again.
 FIXED_IN_MARKER = OWN_MARKER + "fixed-in:{id} -->"
+# The PR's one living summary comment, edited in place.
+SUMMARY_MARKER = OWN_MARKER + "summary -->"
 
 
 @dataclass(frozen=True)

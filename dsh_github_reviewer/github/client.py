@@ -449,6 +449,12 @@ class GitHubClient:
         resp = await self.request("POST", path, json={"body": body})
         return self.parse(IssueComment, resp.data, f"POST {path}")
 
+    async def edit_issue_comment(self, owner: str, repo: str, comment_id: int, body: str
+                                 ) -> IssueComment:
+        path = f"repos/{seg(owner, repo)}/issues/comments/{int(comment_id)}"
+        resp = await self.request("PATCH", path, json={"body": body})
+        return self.parse(IssueComment, resp.data, f"PATCH {path}")
+
     async def reply_to_review_comment(self, owner: str, repo: str, number: int,
                                       comment_id: int, body: str) -> ReviewComment:
         path = f"repos/{seg(owner, repo)}/pulls/{int(number)}/comments/{int(comment_id)}/replies"

@@ -11,6 +11,7 @@ from dsh_harness import Harness, LoadedConfig, parse_config
 
 from ..app import ReviewerApp
 from ..app.service import WorkService
+from ..core.triggers import SUMMARY_MARKER
 from ..reviewers.base import Reviewer
 from ..sources.poll import AccountPoller
 from ..work.records import DOMAIN, pr_key
@@ -102,5 +103,6 @@ class Deployment:
         return self.sb.state.reviews_of(REPO, number)
 
     def bot_comments(self, number: int = 1):
+        """The bot's issue comments other than the PR's summary comment (replies, notices)."""
         return [c for c in self.sb.state.issue_comments_of(REPO, number)
-                if c.user == "shop-review-bot"]
+                if c.user == "shop-review-bot" and SUMMARY_MARKER not in c.body]

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.triggers import Trigger, review_marker
+from ..core.triggers import SUMMARY_MARKER, Trigger, review_marker
 from .deployment import Deployment
 from .sandbox import SandboxGitHub
 from .scenario import FEATURE, REPO, build_shop
@@ -100,7 +100,8 @@ async def _check(tmp: Path, sb: SandboxGitHub, model, report: LoopReport,
     report.reviews = len(all_reviews)
     if any(r.state == "PENDING" for r in st.reviews):
         problems.append("a pending review was left on GitHub")
-    comments = [c for n in range(1, PRS + 1) for c in st.issue_comments_of(REPO, n)]
+    comments = [c for n in range(1, PRS + 1) for c in st.issue_comments_of(REPO, n)
+                if SUMMARY_MARKER not in c.body]
     for cid in report.bots:
         answers = [c for c in comments if f"reply-to:{cid} -->" in c.body]
         report.replies += len(answers)
@@ -118,6 +119,10 @@ async def _check(tmp: Path, sb: SandboxGitHub, model, report: LoopReport,
         if not marked and not later:
             problems.append(f"/review {cid} was never answered")
     _check_reactions(sb, report)
+    for n in range(1, PRS + 1):
+        summaries = [c for c in st.issue_comments_of(REPO, n) if SUMMARY_MARKER in c.body]
+        if len(summaries) != 1:
+            problems.append(f"PR {n}: {len(summaries)} summary comments")
     for r in all_reviews:
         body = r.body or ""
         if "demo:auto:" in body:

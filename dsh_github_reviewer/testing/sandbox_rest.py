@@ -97,6 +97,7 @@ class RestRoutes:
         add("GET", rf"/repos/{O_R}/issues/comments", self.repo_issue_comments)
         add("GET", rf"/repos/{O_R}/issues/(?P<n>\d+)/comments", self.list_issue_comments)
         add("POST", rf"/repos/{O_R}/issues/(?P<n>\d+)/comments", self.post_issue_comment)
+        add("PATCH", rf"/repos/{O_R}/issues/comments/(?P<cid>\d+)", self.edit_issue_comment)
         add("GET", rf"/repos/{O_R}/contents(?:/(?P<path>.*))?", self.contents)
         add("GET", rf"/repos/{O_R}/git/ref/(?P<ref>.+)", self.git_ref)
         add("GET", rf"/repos/{O_R}/compare/(?P<basehead>.+)", self.compare)
@@ -242,6 +243,21 @@ class RestRoutes:
         c = self.state.add_issue_comment(pr.repo, pr.number, ctx.login, body,
                                          self.state.user(ctx.login).type)
         return Reply(201, self.p.issue_comment(c))
+
+    def edit_issue_comment(self, ctx: Ctx, owner: str, repo: str, cid: str) -> Reply:
+        """Like GitHub: only the author edits (403 otherwise); updated_at moves."""
+        full = f"{owner}/{repo}".lower()
+        c = next((c for c in self.state.issue_comments
+                  if c.id == int(cid) and c.repo.lower() == full), None)
+        if c is None:
+            return not_found()
+        body = (ctx.json or {}).get("body")
+        if not isinstance(body, str) or not body:
+            return unprocessable("Validation Failed", ["body is missing"])
+        if c.user.lower() != ctx.login.lower():
+            return Reply(403, {"message": "Resource not accessible by integration"})
+        self.state.edit_issue_comment(c, body)
+        return Reply(200, self.p.issue_comment(c))
 
     def repo_review_comments(self, ctx: Ctx, owner: str, repo: str) -> Reply:
         full = self.state.repo(f"{owner}/{repo}").full_name.lower()

@@ -396,6 +396,11 @@ class SandboxState:
             self.emit("issue_comment", "created", repo=c.repo, comment=c, sender=author)
             return c
 
+    def edit_issue_comment(self, c: IssueComment, body: str) -> None:
+        with self.lock:
+            # No "edited" delivery: the reviewer acts on created comments only.
+            c.body, c.updated_at = body, self.now()
+
     def add_review_comment(self, full_name: str, number: int, author: str, body: str, *,
                            path: str, line: int | None = None, side: str = "RIGHT",
                            in_reply_to: int | None = None, review_id: int | None = None,

@@ -21,6 +21,7 @@ from ..turn.prompts import TrustedInstructions
 from . import pause as account_pause
 from .context import WorkContext, repo_of, short_error
 from .records import Command, Notice, PrRecord, backoff
+from .summary import update_summary
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ class CommandProcedure:
         else:
             log.info("%s: /bot %d: empty answer; nothing posted", key, cmd.comment_id)
         await self._done(key, cmd)
+        await update_summary(ctx, key, reviewing=None, last_reviewed=rec.reviewed_head_sha)
 
     async def _update(self, key: str, cmd: Command, fn) -> None:
         def apply(e: PrRecord | None) -> PrRecord | None:

@@ -28,6 +28,7 @@ from ..turn.prompts import TrustedInstructions, keep_told
 from . import pause as account_pause
 from .context import WorkContext, repo_of, short_error
 from .records import InstructionsRecord, PrRecord
+from .summary import update_summary
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +158,7 @@ class ReviewProcedure:
             return e
         rec = await ctx.store.start_review(key, stored, reviewing)
         log.info("%s: reviewing head %s (trigger %s)", key, head, trigger)
+        await update_summary(ctx, key, reviewing=head, last_reviewed=rec.reviewed_head_sha)
         result = await ctx.runner.review(ctx.acct, pr, str(trigger), instructions,
                                          rec.reviewed_head_sha, rec.requested_by)
         if not result.ok and result.failure in ACCOUNT_FAILURES:
@@ -190,6 +192,7 @@ class ReviewProcedure:
             raise
         except GitHubError as exc:
             log.warning("%s: fixed threads not resolved: %s", key, exc)
+        await update_summary(self.ctx, key, reviewing=None, last_reviewed=review.commit_id)
 
     # -- recording outcomes ---------------------------------------------------------------
 

@@ -51,7 +51,8 @@ async def test_app_account_reviews_its_installation_repositories(tmp_path, sandb
     await dep.tick()
     await dep.tick()
     assert len(dep.reviews()) == 2 and dep.reviews()[1].user == BOT
-    replies = [c for c in sandbox80.state.issue_comments_of(REPO, 1) if c.user == BOT]
+    replies = [c for c in sandbox80.state.issue_comments_of(REPO, 1)
+               if c.user == BOT and "reply-to:" in c.body]
     assert len(replies) == 1
 
     # The App is added to the other repository: the next tick follows, without a restart.

@@ -52,7 +52,8 @@ async def shutdown(dep: Deployment) -> None:
 
 
 def bot_replies(sb) -> list:
-    return [c for c in sb.state.issue_comments_of(REPO, 1) if c.user == "shop-review-bot"]
+    return [c for c in sb.state.issue_comments_of(REPO, 1)
+            if c.user == "shop-review-bot" and "reply-to:" in c.body]
 
 
 async def test_open_push_bot_and_retarget_are_answered_from_deliveries(tmp_path, sandbox80, model):

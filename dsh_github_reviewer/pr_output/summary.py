@@ -1,0 +1,150 @@
+"""The PR's one living summary comment: found by its marker, edited in place, never a second.
+
+What it shows costs no model tokens — it is built from GitHub (the PR's files, the bot's
+review threads and their state) and the session log (cost, cache hits): a walkthrough (one line
+per changed file, or per directory on a large PR), the findings with severity and status
+(open, fixed, dismissed), the head last reviewed or "reviewing <sha>…" while a review runs, and
+how to talk to the bot. Exactly once: before creating it, the PR's comments are searched for the
+marker, so a crash after the create edits the same comment next time.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..core.sanitizer import redact_secrets, sanitize_line
+from ..core.severity import parse as parse_severity
+from ..core.triggers import FIXED_IN_MARKER, SUMMARY_MARKER
+from ..github.client import GitHubClient
+from ..github.models import IssueComment, PullFile, ReviewComment
+from ..github.threads import ThreadState
+
+log = logging.getLogger(__name__)
+
+WALKTHROUGH_FILES = 40   # more changed files than this: one line per directory
+FINDINGS_SHOWN = 100
+STATUS_ICON = {"open": "🔴 open", "fixed": "✅ fixed", "dismissed": "⚪ dismissed"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: str
+    line: int | None
+    severity: str | None
+    status: str          # open | fixed | dismissed
+    text: str            # the finding's first line
+    url: str = ""
+
+
+@dataclass
+class Summary:
+    files: Sequence[PullFile] = ()
+    findings: list[Finding] = field(default_factory=list)
+    reviewing: str | None = None        # head being reviewed right now
+    last_reviewed: str | None = None
+    reviews: int = 0
+    cost_usd: float = 0.0
+    prompt_tokens: int = 0
+    cache_read_tokens: int = 0
+
+
+def _walkthrough(files: Sequence[PullFile]) -> list[str]:
+    if len(files) <= WALKTHROUGH_FILES:
+        return [f"- `{sanitize_line(f.filename, 200)}` — {f.status} (+{f.additions}/"
+                f"-{f.deletions})" for f in files]
+    groups: dict[str, list[PullFile]] = defaultdict(list)
+    for f in files:
+        groups[f.filename.rsplit("/", 1)[0] + "/" if "/" in f.filename else "(root)"].append(f)
+    return [f"- `{sanitize_line(d, 200)}` — {len(fs)} files (+{sum(f.additions for f in fs)}/"
+            f"-{sum(f.deletions for f in fs)})" for d, fs in sorted(groups.items())]
+
+
+def _cell(text: str) -> str:
+    return redact_secrets(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render(s: Summary) -> str:
+    head = ["## dsh-github-reviewer summary", ""]
+    if s.reviewing:
+        head.append(f"⏳ **Reviewing `{s.reviewing[:12]}`…**"
+                    + (f" (last reviewed: `{s.last_reviewed[:12]}`)" if s.last_reviewed
+                       else ""))
+    elif s.last_reviewed:
+        head.append(f"Head last reviewed: `{s.last_reviewed[:12]}` ({s.reviews} review"
+                    f"{'' if s.reviews == 1 else 's'} so far)")
+    else:
+        head.append("Not reviewed yet.")
+    parts = ["\n".join(head)]
+    if s.files:
+        parts.append(f"### Walkthrough ({len(s.files)} file{'' if len(s.files) == 1 else 's'})"
+                     "\n\n" + "\n".join(_walkthrough(s.files)))
+    if s.findings:
+        counts = {k: sum(1 for f in s.findings if f.status == k) for k in STATUS_ICON}
+        rows = ["| Where | Severity | Status | Finding |", "|---|---|---|---|"]
+        for f in s.findings[:FINDINGS_SHOWN]:
+            where = f"{f.path}:{f.line}" if f.line else f.path
+            where = f"[`{_cell(where)}`]({f.url})" if f.url.startswith("http") else \
+                f"`{_cell(where)}`"
+            rows.append(f"| {where} | {f.severity or '—'} | {STATUS_ICON[f.status]} | "
+                        f"{_cell(f.text)[:160]} |")
+        more = len(s.findings) - FINDINGS_SHOWN
+        parts.append(f"### Findings ({counts['open']} open, {counts['fixed']} fixed, "
+                     f"{counts['dismissed']} dismissed)\n\n" + "\n".join(rows)
+                     + (f"\n\n…and {more} more." if more > 0 else ""))
+    else:
+        parts.append("### Findings\n\nNone so far.")
+    if s.prompt_tokens:
+        hit = 100.0 * s.cache_read_tokens / s.prompt_tokens
+        parts.append(f"Cost of this PR's reviews and answers: ${s.cost_usd:.4f} · prompt "
+                     f"cache hit {hit:.0f} %")
+    parts.append("Comment `/review` to review the current head again, or `/bot <question>` "
+                 "to ask about this pull request (on a review thread, about that finding).")
+    parts.append(SUMMARY_MARKER)
+    return "\n\n".join(parts)
+
+
+def findings_of(comments: Sequence[ReviewComment], review_ids: set[int],
+                states: dict[int, ThreadState]) -> list[Finding]:
+    """The bot's inline findings (roots of its reviews' threads) with their status: fixed
+    when the bot resolved the thread after a push fixed it (its "Fixed in" reply) and it stayed
+    resolved; dismissed when people resolved it otherwise or voted it down (👎 over 👍); else
+    open. Severity is read from the comment's first token."""
+    out = []
+    for c in comments:
+        if c.in_reply_to_id is not None or c.pull_request_review_id not in review_ids:
+            continue
+        sev, text = parse_severity((c.body or "").strip())
+        state = states.get(c.id)
+        resolved = bool(state and state.resolved)
+        fixed_by_bot = any(r.in_reply_to_id == c.id
+                           and FIXED_IN_MARKER.format(id=c.id) in (r.body or "")
+                           for r in comments)
+        votes = c.reactions
+        if resolved and fixed_by_bot:
+            status = "fixed"
+        elif resolved or (votes is not None and votes.minus_one > votes.plus_one):
+            status = "dismissed"
+        else:
+            status = "open"
+        out.append(Finding(path=c.path or "", line=c.line, severity=sev, status=status,
+                           text=text.split("\n", 1)[0], url=c.html_url))
+    return out
+
+
+def is_summary(c: IssueComment) -> bool:
+    return SUMMARY_MARKER in (c.body or "")
+
+
+async def upsert(client: GitHubClient, owner: str, repo: str, number: int,
+                 body: str) -> IssueComment:
+    """Edit the PR's summary comment in place, or create it when none carries the marker."""
+    existing = [c for c in await client.list_issue_comments(owner, repo, number)
+                if is_summary(c)]
+    if existing:
+        if existing[0].body == body:
+            return existing[0]
+        return await client.edit_issue_comment(owner, repo, existing[0].id, body)
+    return await client.post_issue_comment(owner, repo, number, body)

@@ -1,0 +1,87 @@
+"""One living summary comment per PR, through the real loop: created once, edited in place on
+every review and /bot answer, "reviewing <sha>…" while a review runs, findings with severity
+and status (open, fixed, dismissed), cost; no model tokens spent on it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from dsh_github_reviewer.core.triggers import SUMMARY_MARKER
+from dsh_github_reviewer.testing.scenario import REPO, push_fix
+
+pytestmark = pytest.mark.slow
+BOT = "shop-review-bot"
+
+
+def summaries(st) -> list:
+    return [c for c in st.issue_comments_of(REPO, 1) if SUMMARY_MARKER in c.body]
+
+
+def row(body: str, where: str) -> str:
+    return next(line for line in body.split("\n") if f"`{where}`" in line and "|" in line)
+
+
+async def test_one_summary_after_three_reviews_and_a_bot_answer(shop):
+    st = shop.sb.state
+    edits: list[str] = []
+    edit = st.edit_issue_comment
+    st.edit_issue_comment = lambda c, body: (edits.append(body), edit(c, body))[1]
+    await shop.tick()
+    (summary,) = summaries(st)
+    assert summary.user == BOT
+    head = st.pull(REPO, 1).head_sha
+    body = summary.body
+    assert f"Head last reviewed: `{head[:12]}` (1 review so far)" in body
+    assert "- `shop/cart.py` — added (+2/-0)" in body and "- `shop/orders.py` — modified" in body
+    assert "| critical | 🔴 open |" in row(body, "shop/orders.py:10")
+    assert "| major | 🔴 open |" in row(body, "shop/cart.py:2")
+    assert "Findings (3 open, 0 fixed, 0 dismissed)" in body
+    assert re.search(r"Cost of this PR's reviews and answers: \$\d+\.\d{4} · prompt cache hit",
+                     body)
+    assert "`/review`" in body and "`/bot <question>`" in body
+
+    served, edited = len(shop.model.served), len(edits)
+    assert edited == 1, "created as 'reviewing…', edited once when the review was posted"
+    st.add_issue_comment(REPO, 1, "maintainer", "/bot what did you find?")
+    await shop.tick()
+    chat_requests = len(shop.model.served) - served
+    assert chat_requests == 1, "the summary costs no model request"
+    assert [c.id for c in summaries(st)] == [summary.id] and len(edits) == edited + 1
+
+    new_head = push_fix(shop.sb)   # fixes the SQL injection
+    await shop.tick()
+    assert any(f"Reviewing `{new_head[:12]}`…" in b for b in edits), "shown while it runs"
+    body = summaries(st)[0].body
+    assert "| ✅ fixed |" in row(body, "shop/orders.py:10")
+    assert f"Head last reviewed: `{new_head[:12]}` (2 reviews so far)" in body
+
+    eval_root = next(c for c in st.review_comments_of(REPO, 1)
+                     if c.user == BOT and c.path == "shop/orders.py" and c.line == 15
+                     and c.in_reply_to is None)
+    st.resolve_thread(eval_root.id, "maintainer")   # a person dismisses the finding
+    st.add_issue_comment(REPO, 1, "maintainer", "/review")
+    await shop.tick()
+    assert len(shop.reviews()) == 3
+    (final,) = summaries(st)
+    assert final.id == summary.id, "edited in place, never a second"
+    assert "| ⚪ dismissed |" in row(final.body, "shop/orders.py:15")
+    assert "(3 reviews so far)" in final.body
+    for r in shop.model.served:
+        assert SUMMARY_MARKER not in str(r.request), "never sent to the model"
+
+
+async def test_summary_off_posts_none(tmp_path, sandbox80, model):
+    from dsh_github_reviewer.testing.scenario import build_shop
+
+    from .conftest import Deployment
+
+    build_shop(sandbox80)
+    dep = await Deployment(tmp_path, sandbox80, model,
+                           extra_account="review = { summary = false }\n").start()
+    try:
+        await dep.tick()
+        assert len(dep.reviews()) == 1 and summaries(sandbox80.state) == []
+    finally:
+        await dep.stop()
