@@ -45,8 +45,11 @@ async def _usage(ctx: WorkContext, key: str, summary: Summary) -> None:
     """The PR session's tokens and cost, read from its log (no model call)."""
     owner, name, number = repo_of(key)
     sid = PrKey(ctx.acct.key, owner, name, number).session_id
+    harness = getattr(ctx.runner, "harness", None)   # the reviewers hold the harness
+    if harness is None:
+        return
     try:
-        log_ = await ctx.runner.harness.sessions.read(sid)
+        log_ = await harness.sessions.read(sid)
     except Exception:   # no session yet (or unreadable): the summary goes without cost
         return
     for e in log_.events:

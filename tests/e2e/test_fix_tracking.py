@@ -41,7 +41,7 @@ async def test_fixed_threads_are_resolved_once_and_never_a_persons(shop):
     assert person.id not in st.resolved_threads
 
     # A re-run after a crash between the post and the record changes nothing...
-    client = ReviewerApp.of(shop.harness).accounts["demo"].client
+    client = ReviewerApp.of(shop.harness).connected["demo"].client
     second = (await client.list_reviews("acme", "shop", 1))[1]
     assert await resolve_fixed(client, "acme", "shop", 1, second, [sql.id]) == []
     assert len(fixed_replies(st, sql.id)) == 1
