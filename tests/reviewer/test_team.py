@@ -185,3 +185,36 @@ name = "ci"
             await app.world(key.with_persona("ghost").session_id, given)
     finally:
         await harness.close()
+
+
+def test_can_merge_reads_only_the_plain_verdict():
+    assert verdict.can_merge("Verdict: can merge")
+    assert verdict.can_merge("  **> _Verdict: Can Merge._ **  ")
+    assert verdict.can_merge("verdict:can merge!")
+    for line in (None, "", "Verdict: cannot merge: security did not complete",
+                 "Verdict: can merge, after the fix", "so: Verdict: can merge later",
+                 "XXVerdict: can merge"):
+        assert not verdict.can_merge(line), line
+
+
+def test_verdict_of_takes_the_last_verdict_without_emphasis():
+    body = "**Verdict: cannot merge**\nfindings\n> _Verdict: can merge_"
+    assert verdict.verdict_of(body) == "Verdict: can merge"
+    assert verdict.verdict_of("no verdict") is None
+    assert verdict.verdict_of(None) is None and verdict.verdict_of("") is None
+    assert verdict.verdict_of("Verdict: cannot merge: see X") == "Verdict: cannot merge: see X"
+
+
+def test_finalize_output_is_exact():
+    body = "\n  Two findings.\n**Verdict: can merge**\n\n"
+    assert verdict.finalize(body, ["security"]) == (
+        "Two findings.\n\n"
+        "Incomplete review: the **security** reviewer did not complete (error, timeout or "
+        "empty answer), so this review does not cover that concern. It must not be read as "
+        "\"no findings\"; re-run the review.\n\n"
+        "Verdict: cannot merge: security did not complete")
+    assert verdict.finalize("a\nb\nVerdict: can merge", ["quality", "security"]).startswith(
+        "a\nb\n\nIncomplete review: the **quality**, **security** reviewers did not complete")
+    assert verdict.finalize("  x  \n\n", []) == (
+        "  x\n\nVerdict: cannot merge: the coordinator gave no verdict")
+    assert verdict.finalize("  ok\nVerdict: can merge\n\n", []) == "  ok\nVerdict: can merge"
