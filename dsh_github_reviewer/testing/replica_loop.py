@@ -127,7 +127,6 @@ def run_replica_loop(tmp: Path, sb: SandboxGitHub, model, dsn: str, *, replicas:
                 exited = [i for i, proc in enumerate(procs) if proc.poll() is not None]
                 report.problems += [f"replica {i} exited during the database outage"
                                     for i in exited]
-                continue  # no kill this step: the survivors must recover by themselves
             victim = rng.randrange(replicas)
             os.kill(procs[victim].pid, signal.SIGKILL)
             procs[victim].wait()

@@ -25,7 +25,7 @@ def test_three_replicas_under_a_sigkill_loop_answer_every_trigger_once(
     """With database faults too: every third step terminates the replicas' connections, and
     the server is down for 5 s half-way (``scripts/replica_loop.py``: 30 kills, 30 s)."""
     with ScriptedModelServer(policy=paced) as model:
-        report = run_replica_loop(tmp_path, sandbox80, model, pg_dsn, replicas=3, kills=9,
+        report = run_replica_loop(tmp_path, sandbox80, model, pg_dsn, replicas=3, kills=8,
                                   cluster=postgres_cluster, outage_s=5, terminate_every=3)
     assert report.kills == 8 and report.reviews >= 3 and report.terminated >= 3
     assert report.problems == [], "\n".join(report.problems)
