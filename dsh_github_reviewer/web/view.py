@@ -15,6 +15,7 @@ from ..core.session_key import parse_session_id
 from ..core.severity import SEVERITIES
 from ..core.triggers import Trigger
 from .facts import COMMENT_TOOL, CREATE, REVIEW_TOOLS, SUBMIT, call_method, review_url
+from .findings import FindingBook
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 _FILE = re.compile(r"^diff --git a/(.*?) b/(.*)$")
@@ -143,6 +144,7 @@ def build(session: Any, events: list, facts: dict[str, Any]) -> dict[str, Any] |
     flow, review, chat, trigger = "", None, None, ""
     calls: dict[str, tuple[str, str, dict[str, Any]]] = {}
     drafted: list[dict[str, Any]] = []
+    book = FindingBook()
     for e in events:
         kind = e.type
         if kind == "turn_start":
@@ -154,6 +156,8 @@ def build(session: Any, events: list, facts: dict[str, Any]) -> dict[str, Any] |
             trigger = str(meta.get("trigger", ""))
             calls, drafted = {}, []
         elif kind == "user_message":
+            if flow == "review":
+                book.told(e.content)
             if "diff --git" in e.content:
                 diff.update(parse_diff(e.content))
             if flow == "chat" and chat is None:
@@ -188,6 +192,7 @@ def build(session: Any, events: list, facts: dict[str, Any]) -> dict[str, Any] |
                 review.at, review.body, review.posted = e.at.isoformat(), str(
                     args.get("body", "")), True
                 review.url = review_url(e.note)
+                book.submitted(args)
                 review.comments = [_comment(a, diff, pr_url) for a in drafted]
                 reviews.append(review)
         elif kind == "turn_end":
@@ -201,10 +206,18 @@ def build(session: Any, events: list, facts: dict[str, Any]) -> dict[str, Any] |
             review, chat = None, None
     reviews.reverse()  # newest first
     posted = [r for r in reviews if r.posted]
+    findings, seen = [], set()
+    for r in posted:
+        for c in r.comments:
+            c["status"] = book.status(c["path"], c["line"], c["body"])
+            ident = (c["path"], c["line"], c["body"].split("\n", 1)[0])
+            if ident not in seen:
+                seen.add(ident)
+                findings.append({**c, "head": r.head, "turn": r.turn})
     title = f"{key.owner}/{key.repo}#{key.number}" + (f": {pr['title']}" if pr.get("title") else "")
     return {"template": "pr_review.html", "title": title, "context": {
         "pr": pr, "key": key, "latest": posted[0] if posted else None,
-        "reviews": reviews, "chats": chats, "pr_url": pr_url}}
+        "reviews": reviews, "chats": chats, "pr_url": pr_url, "findings": findings}}
 
 
 def _comment(args: dict[str, Any], diff: dict[str, list[DiffLine]], pr_url: str | None

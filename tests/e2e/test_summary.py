@@ -85,3 +85,31 @@ async def test_summary_off_posts_none(tmp_path, sandbox80, model):
         assert len(dep.reviews()) == 1 and summaries(sandbox80.state) == []
     finally:
         await dep.stop()
+
+
+async def test_the_pr_page_shows_findings_with_severity_and_status(shop):
+    """The web UI's PR page (from the session log only): each finding's severity and whether
+    it is open, fixed (the bot resolved it after a push) or dismissed (a person resolved it)."""
+    from dsh_github_reviewer.core.session_key import PrKey
+    from dsh_github_reviewer.web import view as web_view
+    from dsh_github_reviewer.web.facts import update as update_facts
+
+    st = shop.sb.state
+    await shop.tick()
+    push_fix(shop.sb)
+    await shop.tick()
+    eval_root = next(c for c in st.review_comments_of(REPO, 1)
+                     if c.user == BOT and c.line == 15 and c.in_reply_to is None)
+    st.resolve_thread(eval_root.id, "maintainer")
+    st.add_issue_comment(REPO, 1, "maintainer", "/review")
+    await shop.tick()
+    sid = PrKey("demo", "acme", "shop", 1).session_id
+    log = await shop.harness.sessions.read(sid)
+    facts: dict = {}
+    update_facts(log.header, facts, log.events)
+    page = web_view.build(log.header, log.events, facts)
+    status = {(f["path"], f["line"]): (f["severity"], f["status"])
+              for f in page["context"]["findings"]}
+    assert status[("shop/orders.py", 10)] == ("critical", "fixed")
+    assert status[("shop/orders.py", 15)] == ("critical", "dismissed")
+    assert status[("shop/cart.py", 2)] == ("major", "open")
