@@ -82,16 +82,20 @@ def markdown(report: dict[str, Any]) -> str:
             f"{s['prompt_tokens'] + s['output_tokens']} | {_pct(s['cache_hit'])} | "
             f"{s['wall_s']:.1f} | {s['failures']} |")
     out = "\n".join(lines)
-    cats = sorted({k for c in report["configs"] for k in c["summary"]["by_category"]})
-    if cats:
-        out += "\n\n| recall by category | " + " | ".join(c["label"] for c in report["configs"])
-        out += " |\n|" + "|".join("---" for _ in range(len(report["configs"]) + 1)) + "|\n"
-        for cat in cats:
+    for key, title in (("by_category", "recall by category"),
+                       ("by_severity", "recall by severity")):
+        rows = sorted({k for c in report["configs"] for k in c["summary"][key]})
+        if not rows:
+            continue
+        out += f"\n\n| {title} | " + " | ".join(c["label"] for c in report["configs"])
+        out += " |\n|" + "|".join("---" for _ in range(len(report["configs"]) + 1)) + "|"
+        for row in rows:
             cells = []
             for c in report["configs"]:
-                x = c["summary"]["by_category"].get(cat)
+                x = c["summary"][key].get(row)
                 cells.append(f"{_pct(x['recall'])} ({x['found']}/{x['defects']})" if x else "–")
-            out += f"| {cat} | " + " | ".join(cells) + " |\n"
+            out += f"\n| {row} | " + " | ".join(cells) + " |"
+    out += "\n"
     for c in report["configs"]:
         if c["stopped"]:
             out += f"\n{c['label']}: stopped early: {c['stopped']}\n"

@@ -100,7 +100,9 @@ async def test_shipped_cases_with_a_perfect_reviewer_and_the_cost_cap(tmp_path):
         (1.0, 1.0, 0, 0)
     report = build_report(cases, [res], started_at=res_started())
     assert report["configs"][0]["summary"]["decoys"] == 1
-    assert "| scripted/deepseek-v4-flash | 3 | 100% | 100% | 1.00 |" in markdown(report)
+    table = markdown(report)
+    assert "| scripted/deepseek-v4-flash | 3 | 100% | 100% | 1.00 |" in table
+    assert "| off-by-one | 100% (1/1) |" in table and "| critical | 100% (1/1) |" in table
 
 
 def res_started():
