@@ -142,6 +142,9 @@ class ReviewSettings(Strict):
     # One living summary comment per PR (walkthrough, findings and their status, cost),
     # edited in place after every review; false = reviews only.
     summary: ConfigBool = True
+    # Also read AGENTS.md and .github/copilot-instructions.md from the base as trusted
+    # guidance (each capped).
+    conventional_guidelines: ConfigBool = True
     command_author_associations: list[str] = Field(
         default_factory=lambda: list(DEFAULT_ASSOCIATIONS))
     models: list[ModelCandidate] = Field(default_factory=list)

@@ -84,6 +84,8 @@ class GuardTurn:
     # The bot's open threads on the PR (root comment id -> "path:line"), as the review message
     # lists them: the ones submit_pending may name as fixed.
     fixable: dict[int, str] = field(default_factory=dict)
+    # Lines code adds to the review body (e.g. that the PR edits the files steering it).
+    body_notes: list[str] = field(default_factory=list)
     # github-mcp-server reported a GitHub rate limit (429, primary or secondary limit).
     rate_limited: bool = False
     # The team's coordinator turn: code, not the model, has the last word on the verdict line
@@ -151,6 +153,8 @@ class GuardTurn:
         """Post the draft as this trigger's one review (once: an earlier post is reused)."""
         assert self.draft is not None
         s = self.scope
+        if self.body_notes:
+            body = body.rstrip() + "\n\n" + "\n\n".join(self.body_notes)
         body = self.finalize_body(body) if self.finalize_body else body
         review, posted = await post_review(self.client, s.owner, s.repo, s.number, self.draft,
                                            body, s.trigger)

@@ -59,9 +59,14 @@ class PullSummary(Payload):
     merged_at: datetime | None = None  # closed by a merge (the web UI says "merged")
 
 
+class Label(Payload):
+    name: str
+
+
 class PullRequest(PullSummary):
     """``GET /repos/{o}/{r}/pulls/{n}`` (``pull-request``): has the size fields."""
 
+    labels: list[Label] = Field(default_factory=list)
     changed_files: int = 0
     additions: int = 0
     deletions: int = 0

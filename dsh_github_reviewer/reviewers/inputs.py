@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from dsh_harness import Agent
 
+from ..core.sanitizer import sanitize_line
 from ..core.session_key import PrKey
 from ..github.account import ConnectedAccount
 from ..github.guard import GuardTurn
@@ -18,6 +19,7 @@ from ..github.guard_rules import Scope
 from ..github.models import PullRequest
 from ..github.review_submit import FindingLimits
 from ..turn.prompts import PrFacts, TrustedInstructions, TurnMessage, review_message, told_meta
+from ..turn.repo_config import REPO_CONFIG_PATH, steering_edits
 from ..turn.review_input import ReviewInput, prepare_review
 from ..turn.told import Conversation
 
@@ -47,9 +49,39 @@ def facts(pr: PullRequest) -> PrFacts:
                    additions=pr.additions, deletions=pr.deletions, author=pr.user.login)
 
 
-def finding_limits(acct: ConnectedAccount) -> FindingLimits:
+def finding_limits(acct: ConnectedAccount, instructions: TrustedInstructions | None = None
+                   ) -> FindingLimits:
+    """The account's min_severity/max_findings, overridden by the repository config."""
     review = acct.config.review
-    return FindingLimits(min_severity=review.min_severity, max_findings=review.max_findings)
+    repo = instructions.repo.config if instructions is not None and instructions.repo else None
+    return FindingLimits(
+        min_severity=(repo.min_severity if repo and repo.min_severity else review.min_severity),
+        max_findings=(repo.max_findings if repo and repo.max_findings is not None
+                      else review.max_findings))
+
+
+def repo_turn_notes(instructions: TrustedInstructions | None, paths: list[str]
+                    ) -> tuple[str, str | None]:
+    """(text for the user message, note for the review body): the path instructions of the
+    repository config whose glob matches a changed file, and a PR editing the files that steer
+    the review (reviewed with the base's version, and the review says so)."""
+    parts: list[str] = []
+    note = None
+    repo = instructions.repo if instructions is not None else None
+    if repo is not None:
+        matching = repo.path_instructions(paths)
+        if matching:
+            parts.append("<path_instructions>\nTrusted instructions from the base's "
+                         f"{REPO_CONFIG_PATH} for files this pull request changes:\n"
+                         + "\n".join(f"- {p.path}: {p.instructions.strip()}" for p in matching)
+                         + "\n</path_instructions>")
+    edits = steering_edits(paths)
+    if edits:
+        names = ", ".join(f"`{sanitize_line(e, 200)}`" for e in edits)
+        note = (f"This pull request edits {names}; it was reviewed with the base branch's "
+                "version of these files, not the pull request's.")
+        parts.append(note + " Say so in your summary.")
+    return "\n\n".join(parts), note
 
 
 def scope_for(pr: PullRequest, flow: str, trigger: str) -> Scope:
@@ -63,7 +95,8 @@ def scope_for(pr: PullRequest, flow: str, trigger: str) -> Scope:
 
 async def review_turn_message(acct: ConnectedAccount, pr: PullRequest, previous_head: str | None,
                               requested_by: str | None, agent: Agent,
-                              turn: GuardTurn) -> TurnMessage:
+                              turn: GuardTurn,
+                              instructions: TrustedInstructions | None = None) -> TurnMessage:
     """A review turn's user message (the single reviewer's and every persona's): per-turn facts
     only, so the system prompt stays byte-stable — the prepared diff or only what changed since
     the session's last completed review, and people's feedback on the bot's threads — and what
@@ -72,8 +105,12 @@ async def review_turn_message(acct: ConnectedAccount, pr: PullRequest, previous_
 
     async def build(seen: list) -> tuple[ReviewInput, str, Conversation]:
         conv = Conversation(seen)
-        prepared = await prepare_review(acct.client, pr, acct.config.review, previous_head,
-                                        conv)
+        settings = acct.config.review
+        repo = instructions.repo if instructions is not None else None
+        if repo is not None and repo.config.exclude:
+            settings = settings.model_copy(update={
+                "exclude": [*settings.exclude, *repo.config.exclude]})
+        prepared = await prepare_review(acct.client, pr, settings, previous_head, conv)
         return (prepared, review_message(pr_facts, previous_head, requested_by, prepared, conv),
                 conv)
 
@@ -89,4 +126,9 @@ async def review_turn_message(acct: ConnectedAccount, pr: PullRequest, previous_
         turn.use_files(prepared.files)
     if prepared.kind != "first":
         turn.fixable = {i: where for i, (where, _) in prepared.open_threads.items()}
+    extra, note = repo_turn_notes(instructions, [f.filename for f in prepared.files or []])
+    if extra:
+        text += "\n\n" + extra
+    if note:
+        turn.body_notes.append(note)
     return TurnMessage(text, told_meta(pr_facts, previous_head, prepared, conv))

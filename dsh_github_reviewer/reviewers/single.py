@@ -66,7 +66,7 @@ class SingleReviewer:
             async with asyncio.timeout_at(deadline):
                 agent = await self._agent(acct, key, pr, instructions)
                 turn = GuardTurn(scope=scope_for(pr, flow, trigger), client=acct.client,
-                                 runtime=acct.mcp, limits=finding_limits(acct),
+                                 runtime=acct.mcp, limits=finding_limits(acct, instructions),
                                  token=await acct.auth.token(valid_for_s=deadline - loop.time()))
                 message = await message_for(pr, agent, turn)
                 told = {}
@@ -107,7 +107,8 @@ class SingleReviewer:
         # which also checks that it was posted on this head.
 
         async def message(p: PullRequest, agent: Agent, turn: GuardTurn) -> TurnMessage:
-            return await review_turn_message(acct, p, previous_head, requested_by, agent, turn)
+            return await review_turn_message(acct, p, previous_head, requested_by, agent, turn,
+                                             instructions)
 
         turn, result = await self._turn(acct, pr, "review", trigger, instructions, message)
         if turn is not None and turn.submitted is None:

@@ -98,7 +98,11 @@ class Payloads:
             "diff_url": f"{html}.diff", "patch_url": f"{html}.patch",
             "issue_url": f"{self.api}/repos/{pr.repo}/issues/{pr.number}",
             "number": pr.number, "state": pr.state, "locked": False, "title": pr.title,
-            "user": self.user(pr.user), "body": pr.body, "labels": [], "milestone": None,
+            "user": self.user(pr.user), "body": pr.body, "labels": [
+                {"id": 9000 + i, "node_id": f"LA_{9000 + i}", "name": name,
+                 "url": f"{self.api}/repos/{pr.repo}/labels/{name}", "description": None,
+                 "color": "ededed", "default": False} for i, name in enumerate(pr.labels)],
+            "milestone": None,
             "created_at": ts(pr.created_at), "updated_at": ts(pr.updated_at),
             "closed_at": ts(pr.updated_at) if pr.state == "closed" else None,
             "merged_at": ts(pr.updated_at) if pr.merged else None,

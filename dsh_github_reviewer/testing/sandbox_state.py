@@ -71,6 +71,7 @@ class Pull:
     draft: bool = False
     state: str = "open"
     merged: bool = False
+    labels: list[str] = field(default_factory=list)
 
 
 @dataclass

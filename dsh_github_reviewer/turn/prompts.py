@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..core.sanitizer import sanitize, sanitize_line
@@ -81,6 +81,9 @@ NO_INSTRUCTIONS = "(none: the repository has no review instructions; use the met
 class TrustedInstructions:
     source: str
     text: str
+    # What the base's .github/dsh-review.toml says (``turn.repo_config.RepoSettings``): per-turn
+    # settings, not part of the system prompt (its ``instructions`` are already in ``text``).
+    repo: Any = field(default=None, compare=False)
 
 
 _REF_IN_SOURCE = re.compile(r"^([^@:]+)@[^:]+:(.+)$")

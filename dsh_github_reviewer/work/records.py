@@ -232,6 +232,13 @@ class PrRecord(Record):
         self.status = "gave_up"
         self.add_notice(Notice(trigger=trigger, what=what, error=error, created_at=now))
 
+    def skipped(self, head_sha: str, now: datetime, note: str) -> None:
+        """``reviewing`` -> ``reviewed`` without a review: the repository config says no
+        automatic review of this PR (``/review`` still reviews it)."""
+        self.status, self.head_sha, self.updated_at = "reviewed", head_sha, now
+        self.trigger, self.requested_by, self.fail_count, self.not_before = None, None, 0, None
+        self.last_failed_sha, self.last_failed_at, self.last_error = None, None, note
+
     def missing_instructions(self, now: datetime, error: str) -> None:
         """Any state -> ``missing_instructions``: nothing to review against; nothing owed."""
         self.status, self.updated_at = "missing_instructions", now

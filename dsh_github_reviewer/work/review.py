@@ -15,16 +15,25 @@ and the current head gets its own automatic review.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from ..core.failures import local_failure
 from ..core.sanitizer import redact_secrets, sanitize_line
-from ..core.triggers import Trigger
+from ..core.triggers import AUTOMATIC, Trigger
 from ..github.errors import AuthError, BadCredentials, GitHubError, NotFound, RateLimited
 from ..github.models import PullRequest, Review
 from ..github.review_submit import find_posted, fixed_threads
 from ..pr_output.threads import resolve_fixed
 from ..turn.guidance import builtin_guidance
 from ..turn.prompts import TrustedInstructions, keep_told
+from ..turn.repo_config import (
+    GUIDELINE_FILES,
+    REPO_CONFIG_PATH,
+    RepoConfigError,
+    RepoSettings,
+    guidelines_section,
+)
+from ..turn.repo_config import parse as parse_repo_config
 from . import pause as account_pause
 from .context import WorkContext, repo_of, short_error
 from .records import InstructionsRecord, PrRecord
@@ -58,9 +67,57 @@ def missing_message(instance: str) -> str:
 class ReviewProcedure:
     def __init__(self, ctx: WorkContext):
         self.ctx = ctx
-        self._warned: set[str] = set()   # repositories already named in a WARNING
+        self._warned: set[object] = set()   # (repository, problem) already logged
+
+    async def base_file(self, pr: PullRequest, path: str) -> str | None:
+        """A file of the BASE repository (branch, then SHA; never the head); None at 404."""
+        base = pr.base.repo
+        assert base is not None
+        for ref in (pr.base.ref, pr.base.sha):
+            try:
+                return await self.ctx.client.get_file_text(base.owner.login, base.name, path,
+                                                           ref)
+            except NotFound:
+                continue
+        return None
+
+    async def repo_settings(self, pr: PullRequest) -> tuple[RepoSettings, dict[str, str]]:
+        """``.github/dsh-review.toml`` and the guideline files, from the base. An invalid
+        config is ignored whole; its error goes to the log (once per text) and the record."""
+        found = []
+        settings = RepoSettings()
+        text = await self.base_file(pr, REPO_CONFIG_PATH)
+        if text is not None:
+            found.append(REPO_CONFIG_PATH)
+            try:
+                settings = RepoSettings(config=parse_repo_config(text))
+            except RepoConfigError as exc:
+                settings = RepoSettings(error=str(exc))
+                repo = pr.base.repo.full_name if pr.base.repo else "?"
+                if (repo, str(exc)) not in self._warned:
+                    self._warned.add((repo, str(exc)))
+                    log.warning("%s: %s (the file is ignored)", repo, exc)
+        guidelines: dict[str, str] = {}
+        if self.ctx.cfg.review.conventional_guidelines:
+            for path in GUIDELINE_FILES:
+                body = await self.base_file(pr, path)
+                if body is not None:
+                    guidelines[path] = body
+                    found.append(path)
+        return RepoSettings(settings.config, settings.error, tuple(found)), guidelines
 
     async def instructions(self, pr: PullRequest) -> TrustedInstructions | Missing:
+        """The base's instructions plus what its repository config and guideline files add
+        (``turn/repo_config.py``); the per-turn settings ride along in ``.repo``."""
+        found = await self._instructions(pr)
+        if isinstance(found, Missing):
+            return found
+        settings, guidelines = await self.repo_settings(pr)
+        extra = guidelines_section(guidelines, settings.config)
+        text = found.text + ("\n\n" + extra if extra else "")
+        return TrustedInstructions(found.source, text, repo=settings)
+
+    async def _instructions(self, pr: PullRequest) -> TrustedInstructions | Missing:
         """Trusted instructions from the base repo (branch, then SHA); raises when GitHub
         fails otherwise than with a 404 (a transient error: a failed attempt)."""
         base = pr.base.repo
@@ -144,8 +201,15 @@ class ReviewProcedure:
             await self._missing(key, pr)
             return
         told = await ctx.store.instructions(rec.instructions_key)
-        instructions = keep_told(instructions, told and TrustedInstructions(told.source,
-                                                                            told.text))
+        settings = instructions.repo
+        instructions = replace(keep_told(instructions, told and TrustedInstructions(
+            told.source, told.text)), repo=settings)
+        refusal = settings.auto_review_refusal(pr.base.ref, pr.title,
+                                               [label.name for label in pr.labels]) \
+            if settings is not None and trigger.kind in AUTOMATIC else None
+        if refusal:
+            await self._skipped(key, pr, refusal)
+            return
         # Whole seconds, like GitHub's timestamps: a /review posted in the same second as
         # this start is not treated as covered by it.
         started = ctx.clock().replace(microsecond=0)
@@ -235,6 +299,17 @@ class ReviewProcedure:
             self._warned.add(repo.lower())
             log.warning("%s: not reviewed: %s", repo, missing_message(self.ctx.acct.instance))
         log.info("%s: no review instructions; marked missing_instructions", key)
+
+    async def _skipped(self, key: str, pr: PullRequest, why: str) -> None:
+        now = self.ctx.clock()
+        note = f"not reviewed automatically: {why} ({REPO_CONFIG_PATH}); /review still works"
+
+        def apply(e: PrRecord | None) -> PrRecord | None:
+            if e is not None:
+                e.skipped(pr.head.sha, now, note)
+            return e
+        await self.ctx.store.update_pr(key, apply)
+        log.info("%s: %s", key, note)
 
     async def _closed(self, key: str, merged: bool = False) -> None:
         now = self.ctx.clock()

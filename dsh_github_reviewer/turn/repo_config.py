@@ -1,0 +1,151 @@
+"""The repository's own review config, ``.github/dsh-review.toml``, and the conventional
+guideline files (``AGENTS.md``, ``.github/copilot-instructions.md``) — trusted only from the
+BASE branch/SHA, never from the PR's head (a PR cannot rewrite the rules it is reviewed by).
+
+Precedence: the repository file over the account's config over the built-ins. An invalid file is
+ignored as a whole (its error goes to the log and the PR record, shown by ``status`` and the web
+UI; never posted on the PR).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..core.sanitizer import sanitize_line
+from ..core.severity import Severity
+from .diff_prep import excluded
+
+REPO_CONFIG_PATH = ".github/dsh-review.toml"
+GUIDELINE_FILES = ("AGENTS.md", ".github/copilot-instructions.md")
+GUIDELINE_CHARS = 16_000   # per file, in the system prompt
+PATH_INSTRUCTIONS_CHARS = 4_000
+# Files that steer the review: a PR editing them is reviewed with the base's version.
+STEERING = (".github/review_instructions.md", REPO_CONFIG_PATH, *GUIDELINE_FILES)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _globs(v: list[str]) -> list[str]:
+    out = []
+    for item in v:
+        item = item.strip()
+        if not item or "\x00" in item:
+            raise ValueError("entries must be non-empty path globs such as *.lock or vendor/*")
+        out.append(item)
+    return out
+
+
+class PathInstructions(_Strict):
+    path: str
+    instructions: str = Field(max_length=PATH_INSTRUCTIONS_CHARS)
+
+    @field_validator("path")
+    @classmethod
+    def _glob(cls, v: str) -> str:
+        return _globs([v])[0]
+
+
+class AutoReview(_Strict):
+    enabled: bool = True
+    drafts: bool = False
+    base_branches: list[str] = Field(default_factory=list)
+    ignore_title_keywords: list[str] = Field(default_factory=list)
+    ignore_labels: list[str] = Field(default_factory=list)
+
+
+class RepoConfig(_Strict):
+    instructions: str | None = Field(default=None, max_length=GUIDELINE_CHARS)
+    path_instructions: list[PathInstructions] = Field(default_factory=list, max_length=100)
+    exclude: list[str] = Field(default_factory=list)
+    personas: list[str] = Field(default_factory=list)
+    auto_review: AutoReview = AutoReview()
+    max_findings: int | None = Field(default=None, ge=0, le=1000)
+    min_severity: Severity | None = None
+
+    @field_validator("exclude")
+    @classmethod
+    def _exclude(cls, v: list[str]) -> list[str]:
+        return _globs(v)
+
+
+class RepoConfigError(ValueError):
+    pass
+
+
+def parse(text: str) -> RepoConfig:
+    """The file's settings; a ``RepoConfigError`` names the key and what is wrong."""
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RepoConfigError(f"{REPO_CONFIG_PATH}: not valid TOML: {exc}") from None
+    try:
+        return RepoConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(file)'}: {e['msg']}"
+            for e in exc.errors())
+        raise RepoConfigError(f"{REPO_CONFIG_PATH}: {problems}") from None
+
+
+@dataclass(frozen=True)
+class RepoSettings:
+    """What the base says about reviewing this repository (empty when it says nothing)."""
+
+    config: RepoConfig = field(default_factory=RepoConfig)
+    error: str | None = None
+    found: tuple[str, ...] = ()      # steering files read from the base
+
+    def path_instructions(self, paths: Iterable[str]) -> list[PathInstructions]:
+        """The path instructions whose glob matches one of ``paths`` (the PR's changed
+        files), with the glob rules of ``review.exclude``."""
+        paths = list(paths)
+        return [p for p in self.config.path_instructions
+                if any(excluded(path, [p.path]) for path in paths)]
+
+    def auto_review_refusal(self, base_ref: str, title: str, labels: Iterable[str]
+                            ) -> str | None:
+        """Why ``auto_review`` says no automatic review for this PR (``/review`` still works)."""
+        auto = self.config.auto_review
+        if not auto.enabled:
+            return "auto_review.enabled = false"
+        if auto.base_branches and not any(excluded(base_ref, [g]) or g == base_ref
+                                          for g in auto.base_branches):
+            return (f"base branch {sanitize_line(base_ref, 100)} is not in "
+                    "auto_review.base_branches")
+        lowered = title.lower()
+        word = next((k for k in auto.ignore_title_keywords if k.lower() in lowered), None)
+        if word:
+            return (f"the title contains {sanitize_line(word, 100)!r} "
+                    "(auto_review.ignore_title_keywords)")
+        names = {n.lower() for n in labels}
+        label = next((x for x in auto.ignore_labels if x.lower() in names), None)
+        if label:
+            return f"label {sanitize_line(label, 100)!r} (auto_review.ignore_labels)"
+        return None
+
+
+def steering_edits(paths: Iterable[str]) -> list[str]:
+    return sorted({p for p in paths if p in STEERING
+                   or (p.startswith(".github/instructions/") and p.endswith(".instructions.md"))})
+
+
+def guidelines_section(files: dict[str, str], config: RepoConfig | None) -> str:
+    """The trusted text the base adds to the instructions (system prompt): the repository
+    config's ``instructions`` and the guideline files, each capped."""
+    parts = []
+    if config is not None and config.instructions and config.instructions.strip():
+        parts.append(f"## From {REPO_CONFIG_PATH}\n\n{config.instructions.strip()}")
+    for path, text in files.items():
+        body = text.strip()
+        if len(body) > GUIDELINE_CHARS:
+            body = body[:GUIDELINE_CHARS] + f"\n[{path} cut at {GUIDELINE_CHARS} characters]"
+        if body:
+            parts.append(f"## Repository guidelines: {path}\n\n{body}")
+    return "\n\n".join(parts)
