@@ -30,8 +30,7 @@ from dsh_github_reviewer.testing import SandboxGitHub
 from dsh_github_reviewer.testing.deployment import Deployment
 from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
 from dsh_github_reviewer.testing.scenario import REPO, build_shop
-from dsh_harness.testing import ScriptedModelServer
-from dsh_harness.testing.postgres import PostgresCluster
+from dsh_harness.testing import PostgresCluster, ScriptedModelServer
 
 
 def transactions(dsn: str) -> int:

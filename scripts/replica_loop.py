@@ -21,8 +21,7 @@ import psycopg
 from dsh_github_reviewer.testing import SandboxGitHub
 from dsh_github_reviewer.testing.replica_loop import run_replica_loop, workers
 from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
-from dsh_harness.testing import ScriptedModelServer
-from dsh_harness.testing.postgres import PostgresCluster
+from dsh_harness.testing import PostgresCluster, ScriptedModelServer
 
 
 def paced(req):

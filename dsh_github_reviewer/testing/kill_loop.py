@@ -34,6 +34,7 @@ class LoopReport:
     reviews: int = 0
     replies: int = 0
     terminated: int = 0  # database connections terminated under the replicas (replica_loop)
+    deliveries: dict[int, int] = field(default_factory=dict)  # webhook port -> answered
 
 
 def _dsh(config: Path, *args: str) -> subprocess.Popen:

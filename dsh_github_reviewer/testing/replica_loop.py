@@ -8,6 +8,7 @@ queued. Used by ``tests/e2e/test_replicas.py`` (a short loop) and ``scripts/repl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
@@ -17,24 +18,31 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dsh_harness.testing import free_port
+
 from .deployment import Deployment
 from .kill_loop import PRS, LoopReport, _check, _event
+from .round_robin import RoundRobinProxy
 from .sandbox import SandboxGitHub
-from .scenario import build_shop
+from .scenario import REPO, build_shop
 
 POLL_INTERVAL_S = 1.0
 # Short leases so a killed replica's PR work is taken over within the loop.
 LEASE_TTL_S = 3.0
+# With webhooks, polling only reconciles what a lost delivery missed.
+RECONCILE_S = 10.0
 
 
-def _dsh(config: Path, *args: str) -> subprocess.Popen:
+def _dsh(config: Path, *args: str, port: int = 0) -> subprocess.Popen:
     # Each replica's log is kept beside the config (replica-<n>.log) for a failed run's reader.
     logs = sorted(config.parent.glob("replica-*.log"))
     path = config.parent / f"replica-{len(logs):03d}.log"
+    # Replicas on one host share the config; each listens for webhooks on its own port.
+    env = {**os.environ, "DSH_WEBHOOK_PORT": str(port)}
     with open(path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "dsh_harness.cli", "--config",
                                  str(config), "-v", "run", *args], cwd=config.parent,
-                                stdout=log, stderr=subprocess.STDOUT)
+                                stdout=log, stderr=subprocess.STDOUT, env=env)
     proc.log_path = path  # type: ignore[attr-defined]
     return proc
 
@@ -90,62 +98,91 @@ def terminate_connections(dsn: str) -> int:
 def run_replica_loop(tmp: Path, sb: SandboxGitHub, model, dsn: str, *, replicas: int = 3,
                      kills: int = 10, seed: int = 7, max_pause_s: float = 2.0,
                      cluster: Any = None, outage_s: float = 0.0,
-                     terminate_every: int = 0) -> LoopReport:
+                     terminate_every: int = 0, webhook_secret: str | None = None
+                     ) -> LoopReport:
     """Run ``replicas`` replicas, SIGKILL one of them ``kills`` times (each restarted at
     once), let the survivors finish, then check the invariants; returns what it checked.
 
     Database faults: every ``terminate_every``-th step also terminates every connection to the
     database; with ``cluster`` (a ``dsh_harness.testing.postgres.PostgresCluster``) and
     ``outage_s``, the server is stopped for that long half-way through, while events keep
-    arriving; the replicas must carry on afterwards without a restart."""
+    arriving; the replicas must carry on afterwards without a restart.
+
+    ``webhook_secret``: every replica also runs the webhook receiver (on a port of its own)
+    behind one round-robin proxy that the sandbox GitHub delivers to; polling then only
+    reconciles (``RECONCILE_S``). ``report.deliveries`` counts what each replica answered."""
     rng = random.Random(seed)
     build_shop(sb, prs=PRS)
-    toml_kw = {"poll_interval_s": POLL_INTERVAL_S, "dsn": dsn, "lease_ttl_s": LEASE_TTL_S}
+    toml_kw: dict[str, Any] = {"poll_interval_s": POLL_INTERVAL_S, "dsn": dsn,
+                               "lease_ttl_s": LEASE_TTL_S}
+    ports = [0] * replicas
+    if webhook_secret:
+        ports = [free_port() for _ in range(replicas)]
+        toml_kw["webhook"] = (f'enabled = true\nhost = "127.0.0.1"\n'
+                              f'port = "${{DSH_WEBHOOK_PORT:-0}}"\nsecret = "{webhook_secret}"\n'
+                              f"reconcile_interval_s = {RECONCILE_S}")
     config = Deployment(tmp, sb, model, **toml_kw).write_config()
     report = LoopReport()
     _once(config, report)  # the bot runs before the first event (older comments are history)
-    procs = [_dsh(config) for _ in range(replicas)]
-    try:
+    procs: list[subprocess.Popen] = []
+    with contextlib.ExitStack() as stack:
+        stack.callback(_stop_all, procs)  # the list as it is then: restarted ones included
+        procs += [_dsh(config, port=ports[i]) for i in range(replicas)]
+        if webhook_secret:
+            proxy = stack.enter_context(RoundRobinProxy(ports))
+            report.deliveries = proxy.answered
         _wait_running(config, replicas)  # side by side: no home lock turned one away
-        for step in range(kills):
-            _event(rng, sb, report, step)
-            time.sleep(rng.uniform(0.2, max_pause_s))
-            if rng.random() < 0.5:
-                _event(rng, sb, report, step + 1000)
-                time.sleep(rng.uniform(0.0, 0.5))
-            if terminate_every and step % terminate_every == terminate_every - 1:
-                report.terminated += terminate_connections(dsn)
-            if cluster is not None and outage_s and step == kills // 2:
-                # Every replica is up when the server goes (one still starting would exit
-                # on its refused first connection, and a supervisor would restart it).
-                _wait_running(config, replicas, procs=procs)
-                cluster.pause()
-                _event(rng, sb, report, step + 2000)  # arrives while the database is down
-                time.sleep(outage_s)
-                cluster.resume()
-                time.sleep(POLL_INTERVAL_S * 3)
-                exited = [i for i, proc in enumerate(procs) if proc.poll() is not None]
-                report.problems += [f"replica {i} exited during the database outage"
-                                    for i in exited]
-            victim = rng.randrange(replicas)
-            os.kill(procs[victim].pid, signal.SIGKILL)
-            procs[victim].wait()
-            report.kills += 1
-            procs[victim] = _dsh(config)
-        # The survivors finish the work: wait for leases of the last kill to expire and the
-        # replicas to take it over, then stop them and check with one last pass.
-        time.sleep(LEASE_TTL_S * 3 + POLL_INTERVAL_S * 3)
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        if webhook_secret:
+            sb.add_hook(f"{proxy.url}/github/webhook", webhook_secret, repo=REPO)
+        _loop(rng, sb, report, config, procs, ports, dsn, kills=kills, max_pause_s=max_pause_s,
+              cluster=cluster, outage_s=outage_s, terminate_every=terminate_every)
     time.sleep(LEASE_TTL_S)
     _once(config, report)
     asyncio.run(_check(tmp, sb, model, report, **toml_kw))
     return report
+
+
+def _loop(rng: random.Random, sb: SandboxGitHub, report: LoopReport, config: Path,
+          procs: list[subprocess.Popen], ports: list[int], dsn: str, *, kills: int,
+          max_pause_s: float, cluster: Any, outage_s: float, terminate_every: int) -> None:
+    replicas = len(procs)
+    for step in range(kills):
+        _event(rng, sb, report, step)
+        time.sleep(rng.uniform(0.2, max_pause_s))
+        if rng.random() < 0.5:
+            _event(rng, sb, report, step + 1000)
+            time.sleep(rng.uniform(0.0, 0.5))
+        if terminate_every and step % terminate_every == terminate_every - 1:
+            report.terminated += terminate_connections(dsn)
+        if cluster is not None and outage_s and step == kills // 2:
+            # Every replica is up when the server goes (one still starting would exit
+            # on its refused first connection, and a supervisor would restart it).
+            _wait_running(config, replicas, procs=procs)
+            cluster.pause()
+            _event(rng, sb, report, step + 2000)  # arrives while the database is down
+            time.sleep(outage_s)
+            cluster.resume()
+            time.sleep(POLL_INTERVAL_S * 3)
+            exited = [i for i, proc in enumerate(procs) if proc.poll() is not None]
+            report.problems += [f"replica {i} exited during the database outage"
+                                for i in exited]
+        victim = rng.randrange(replicas)
+        os.kill(procs[victim].pid, signal.SIGKILL)
+        procs[victim].wait()
+        report.kills += 1
+        procs[victim] = _dsh(config, port=ports[victim])
+    # The survivors finish the work: wait for leases of the last kill to expire and the
+    # replicas to take it over, then stop them and check with one last pass.
+    time.sleep(LEASE_TTL_S * 3 + POLL_INTERVAL_S * 3)
+
+
+def _stop_all(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

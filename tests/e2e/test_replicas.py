@@ -69,3 +69,15 @@ async def test_status_shows_replicas_their_heartbeats_and_who_runs_a_pr(tmp_path
     await other.harness.leases.release(lease)
     await other.stop()
     await dep.stop()
+
+
+def test_replicas_behind_one_round_robin_webhook_service(tmp_path, sandbox80, pg_dsn):
+    """Webhooks delivered round-robin to three replicas (each restarted replica listens on its
+    own port again) while one at a time is SIGKILLed: still every trigger once."""
+    with ScriptedModelServer(policy=paced) as model:
+        report = run_replica_loop(tmp_path, sandbox80, model, pg_dsn, replicas=3, kills=6,
+                                  webhook_secret="replica-hook-s3cret")
+    assert report.kills == 6 and report.reviews >= 3
+    assert report.problems == [], "\n".join(report.problems)
+    answered = [n for n in report.deliveries.values() if n]
+    assert len(answered) >= 2, f"deliveries per replica: {report.deliveries}"
