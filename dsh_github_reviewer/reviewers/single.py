@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from dsh_harness import Agent, Harness
+from dsh_harness import Agent, Harness, StorageError
 
-from ..core.failures import log_failure
+from ..core.failures import local_failure, log_failure
 from ..core.sanitizer import redact_secrets
 from ..core.session_key import PrKey
 from ..github.account import ConnectedAccount
@@ -89,8 +89,15 @@ class SingleReviewer:
         except TimeoutError:
             return turn, TurnResult(False, "the turn deadline passed")
         except Exception as exc:
+            if local_failure(exc):
+                raise   # storage, not the turn: held by the scheduler, no attempt counted
             log_failure(log, exc, "%s: %s turn failed", key.session_id, flow)
             return turn, TurnResult(False, f"{type(exc).__name__}: {redact_secrets(str(exc))}")
+        if not outcome.ok and outcome.failure == "storage":
+            # The session log could not be written (a full disk): a local failure, never a
+            # failed attempt; the scheduler holds the PR and a posted review is found by its
+            # marker (work/review.py).
+            raise StorageError(f"{key.session_id}: {outcome.error}")
         if not outcome.ok:
             failure = "auth" if outcome.failure == "auth" else None
             if turn is not None and turn.rate_limited:

@@ -59,7 +59,8 @@ class TurnOutcome:
     error: str | None = None
     usage: Usage = field(default_factory=Usage)
     # The model provider's ``LLMError.kind`` when that ended the turn (``"auth"``: the key was
-    # rejected; ``"rate_limited"``): what a caller does beyond counting a failed attempt.
+    # rejected; ``"rate_limited"``), or ``"storage"`` when the session log could not be
+    # written (a full disk): what a caller does beyond counting a failed attempt.
     failure: str | None = None
 
     @property
@@ -245,7 +246,8 @@ class Agent:
                 reason, error = "aborted", "cancelled"
         except (LLMError, SessionWriteError) as exc:
             reason, error = "error", str(exc)
-            failure = getattr(exc, "kind", None)
+            failure = "storage" if isinstance(exc, SessionWriteError) else getattr(
+                exc, "kind", None)
         except Exception as exc:
             log.exception("turn %d of %s failed", turn, session.id)
             reason, error = "error", f"{type(exc).__name__}: {exc}"
@@ -253,7 +255,7 @@ class Agent:
         while True:
             try:
                 outcome = await asyncio.shield(closing)
-                outcome.failure = failure
+                outcome.failure = outcome.failure or failure
                 return outcome
             except asyncio.CancelledError:
                 # A cancel (``cancel()``, shutdown) that lands while the turn's end is being
@@ -289,7 +291,8 @@ class Agent:
             # The log cannot record the end: the turn fails now rather than at its deadline;
             # the next load closes it as interrupted.
             return TurnOutcome(turn=turn, reason="error", text=text,
-                               error=error or str(exc), usage=session.turn_usage(turn))
+                               error=error or str(exc), usage=session.turn_usage(turn),
+                               failure="storage")
         if end is None:  # the turn never started in the log (its first write failed)
             return TurnOutcome(turn=turn, reason=reason, text=text, error=error)
         return TurnOutcome(turn=turn, reason=end.reason, text=text, error=end.error,

@@ -10,6 +10,7 @@ import pytest
 from dsh_github_reviewer.testing.scenario import REPO, build_shop
 from dsh_github_reviewer.work.store import WorkStore
 from dsh_harness import StorageError
+from dsh_harness.sessions.jsonl_store import JsonlSessionStore
 
 from .conftest import Deployment
 from .fault_kit import Clock, replies_to
@@ -63,5 +64,36 @@ async def test_a_store_failure_after_the_post_counts_no_attempt(tmp_path, sandbo
         rec = await dep.entry()
         assert rec.queued == [] and rec.notices == []
         assert len(replies_to(sandbox80, cmd.id)) == 1
+    finally:
+        await dep.stop()
+
+
+async def test_a_session_log_that_cannot_be_written_counts_no_attempt(tmp_path, sandbox80, model,
+                                                                      monkeypatch):
+    """The session log refuses one write (a full disk) in the middle of a review turn: the turn
+    fails, but that is this machine's failure, not the review's: no attempt is counted and the
+    review runs again after the scheduler's hold."""
+    build_shop(sandbox80)
+    clock = Clock(sandbox80)
+    dep = await Deployment(tmp_path, sandbox80, model, clock=clock).start()
+    real = JsonlSessionStore.append
+    state = {"appends": 0, "failed": 0}
+
+    async def append(store, session_id, events):
+        state["appends"] += 1
+        if state["appends"] == 4 and not state["failed"]:   # inside the turn
+            state["failed"] += 1
+            raise OSError(28, "No space left on device")
+        return await real(store, session_id, events)
+    monkeypatch.setattr(JsonlSessionStore, "append", append)
+    try:
+        await dep.tick()
+        assert state["failed"] == 1 and dep.reviews() == []
+        rec = await dep.entry()
+        assert rec.status == "reviewing"
+        assert (rec.fail_count, rec.last_error) == (0, None), "a full disk is no failed attempt"
+        clock.skip(600)
+        await dep.tick()
+        assert len(dep.reviews()) == 1 and (await dep.entry()).status == "reviewed"
     finally:
         await dep.stop()
