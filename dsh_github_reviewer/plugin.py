@@ -9,7 +9,6 @@ from dsh_harness import hookimpl
 
 from . import cli as cli_commands
 from .app import PLUGIN_NAME, ReviewerApp, SetupError, run_record
-from .app.service import WorkService
 from .app.webhooks import bind_receivers, start_receivers, stop_receivers
 from .cli import once
 from .config import ReviewerConfig
@@ -97,7 +96,7 @@ async def dsh_startup(harness):
         elif not acct.config.repositories:
             log.warning("account %s has no repositories: it stays idle (set repositories in "
                         "dsh.toml or GITHUB_REPOSITORIES=owner/repo,...)", acct.key)
-    app.work = WorkService(app)
+    app.build_work()
     if harness.run_once:
         started = utcnow()
         app.pass_results = await app.work.run_once()

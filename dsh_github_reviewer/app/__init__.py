@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from dsh_harness import AgentWorld, DshError, Harness
 
 from ..config import AccountConfig, McpSettings, ReviewerConfig, SetupError
+from ..core.clock import Clock, utcnow
 from ..core.session_key import PrKey, parse_session_id
 from ..github.account import ConfiguredAccount, ConnectedAccount, connect
 from ..github.auth import load_private_key
@@ -34,11 +35,11 @@ from ..turn.prompts import TrustedInstructions
 from ..work.records import DOMAIN, InstructionsRecord, pr_key
 from ..work.store import WorkStore
 from . import run_record
+from .service import WorkService
 
 if TYPE_CHECKING:
     from ..sources.poll import PassResult
     from ..sources.webhook.server import WebhookServer
-    from .service import WorkService
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +179,15 @@ class ReviewerApp:
             except AuthError as exc:
                 raise SetupError(f"{acct.where}.private_key_path: {exc}") from None
             self.stores[key] = WorkStore(domain, key)
+
+    def build_work(self, clock: Clock = utcnow) -> WorkService:
+        """The work service over the connected accounts (after ``connect``), kept as
+        ``self.work``."""
+        leases = self.harness.leases
+        self.work = WorkService(self.connected, self.stores, self.reviewers,
+                                {k: self.tick_interval_s(k) for k in self.connected},
+                                self.process_cap, leases if leases.shared else None, clock)
+        return self.work
 
     async def record_start(self) -> None:
         """Store what this run was started with, for ``status`` in another shell."""

@@ -1,24 +1,29 @@
-"""Wires every connected account's inbox, PR worker and poll loop to one scheduler."""
+"""Wires every connected account's inbox, PR worker and poll loop to one scheduler.
+
+Given the parts it wires (``ReviewerApp.build_work`` passes them), never the app itself: the
+composition root imports this module, not the other way round.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING
+
+from dsh_harness import Leases
 
 from ..core.clock import utcnow
+from ..github.account import ConnectedAccount
+from ..reviewers.base import Reviewer
 from ..sources.poll import AccountPoller, PassResult
 from ..sources.webhook.sink import RecordWork
 from ..work.context import WorkContext
 from ..work.inbox import Inbox
 from ..work.pause import AccountPause
 from ..work.scheduler import Scheduler
+from ..work.store import WorkStore
 from ..work.worker import PrWorker
-
-if TYPE_CHECKING:
-    from . import ReviewerApp
 
 log = logging.getLogger(__name__)
 
@@ -27,24 +32,26 @@ STOP_GRACE_S = 60.0
 
 
 class WorkService:
-    def __init__(self, app: ReviewerApp, clock: Callable[[], datetime] = utcnow):
-        self.app = app
-        # Replicas on a shared database take a lease per PR's work and per account's poll.
-        leases = app.harness.leases
-        self.leases = leases if leases.shared else None
-        self.scheduler = Scheduler(app.process_cap, clock, leases=self.leases)
+    def __init__(self, accounts: Mapping[str, ConnectedAccount], stores: Mapping[str, WorkStore],
+                 reviewers: Mapping[str, Reviewer], tick_intervals_s: Mapping[str, float],
+                 process_cap: int, leases: Leases | None = None,
+                 clock: Callable[[], datetime] = utcnow):
+        """``leases``: replicas on a shared database take a lease per PR's work and per
+        account's poll (``None``: this process is alone)."""
+        self.leases = leases
+        self.scheduler = Scheduler(process_cap, clock, leases=self.leases)
         self.pollers: dict[str, AccountPoller] = {}
-        for key, acct in app.connected.items():
-            store = app.stores[key]
+        for key, acct in accounts.items():
+            store = stores[key]
             # The account's reviewer strategy (single or team) was chosen when it was
             # configured; the PR work only calls its interface.
             pause = AccountPause(key, store)
-            ctx = WorkContext(acct, store, app.reviewers[key], clock, pause)
+            ctx = WorkContext(acct, store, reviewers[key], clock, pause)
             self.scheduler.add_account(
                 key, store, lambda review, chat, ctx=ctx: PrWorker(ctx, review, chat),
                 acct.config.poll_interval_s, acct.config.max_concurrent_reviews)
             self.pollers[key] = AccountPoller(acct, store, Inbox(store, acct.config),
-                                              self.scheduler, app.tick_interval_s(key), clock,
+                                              self.scheduler, tick_intervals_s[key], clock,
                                               pause, leases=self.leases)
 
     def record_work(self) -> RecordWork:

@@ -11,6 +11,7 @@ from dsh_harness import Harness, LoadedConfig, parse_config
 
 from ..app import ReviewerApp
 from ..app.service import WorkService
+from ..core.clock import utcnow
 from ..core.triggers import SUMMARY_MARKER
 from ..reviewers.base import Reviewer
 from ..sources.poll import AccountPoller
@@ -56,8 +57,7 @@ class Deployment:
         try:
             app = ReviewerApp.of(self.harness)
             await app.connect()
-            self.work = app.work = (WorkService(app, self.clock) if self.clock
-                                    else WorkService(app))
+            self.work = app.build_work(self.clock or utcnow)
             self.pollers = self.work.pollers
         except BaseException:
             await self.stop()   # half started: what did start is closed again
