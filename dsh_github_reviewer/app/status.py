@@ -42,6 +42,7 @@ async def status_data(harness: Harness) -> list[dict[str, Any]]:
                 "reviews_done": e.reviews_done, "fail_count": e.fail_count,
                 "backoff_until": _iso(backoff) if backoff and backoff > now else None,
                 "last_error": e.last_error, "updated_at": _iso(e.updated_at),
+                "config_error": e.config_error,
                 "closed": e.closed_seen_at is not None,
                 # Replicas: who runs this PR's work now (its lease), else None.
                 "lease": held.get(f"pr:{key}"),

@@ -117,6 +117,8 @@ async def cmd_status(harness: Harness, args: argparse.Namespace) -> int:
                 line += f", {len(p['queued'])} /bot queued"
             if p["last_error"]:
                 line += f", last error: {p['last_error']}"
+            if p.get("config_error"):
+                line += f", repository config ignored: {p['config_error']}"
             if p["lease"]:
                 line += f", running on {p['lease']['owner']} until {p['lease']['expires_at']}"
             print(line)

@@ -397,6 +397,15 @@ class GitHubClient:
             raise GitHubError("GraphQL: the answer has no data")
         return data["data"]
 
+    async def list_dir(self, owner: str, repo: str, path: str, ref: str) -> list[str]:
+        """The file paths directly in a directory at ``ref``; ``NotFound`` when there is none."""
+        api = f"repos/{seg(owner, repo)}/contents/{file_path(path)}"
+        resp = await self.request("GET", api, params={"ref": ref})
+        if not isinstance(resp.data, list):
+            raise NotFound(f"GET {api}: not a directory")
+        return [str(e["path"]) for e in resp.data
+                if isinstance(e, dict) and e.get("type") == "file" and e.get("path")]
+
     async def get_file_text(self, owner: str, repo: str, path: str, ref: str) -> str:
         """A file's text at ``ref``; ``NotFound`` when it does not exist there."""
         api = f"repos/{seg(owner, repo)}/contents/{file_path(path)}"

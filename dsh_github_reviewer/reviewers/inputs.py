@@ -69,12 +69,13 @@ def repo_turn_notes(instructions: TrustedInstructions | None, paths: list[str]
     note = None
     repo = instructions.repo if instructions is not None else None
     if repo is not None:
-        matching = repo.path_instructions(paths)
-        if matching:
-            parts.append("<path_instructions>\nTrusted instructions from the base's "
-                         f"{REPO_CONFIG_PATH} for files this pull request changes:\n"
-                         + "\n".join(f"- {p.path}: {p.instructions.strip()}" for p in matching)
-                         + "\n</path_instructions>")
+        lines = [f"- {p.path}: {p.instructions.strip()}" for p in repo.path_instructions(paths)]
+        lines += [f"- {g.path} (applyTo {', '.join(g.globs)}):\n{g.text}"
+                  for g in repo.scoped_guidelines(paths)]
+        if lines:
+            parts.append("<path_instructions>\nTrusted instructions from the base branch "
+                         f"({REPO_CONFIG_PATH}, .github/instructions/) for files this pull "
+                         "request changes:\n" + "\n".join(lines) + "\n</path_instructions>")
     edits = steering_edits(paths)
     if edits:
         names = ", ".join(f"`{sanitize_line(e, 200)}`" for e in edits)

@@ -9,6 +9,7 @@ UI; never posted on the PR).
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -75,6 +76,37 @@ class RepoConfig(_Strict):
         return _globs(v)
 
 
+INSTRUCTIONS_DIR = ".github/instructions"
+SCOPED_FILES = 20   # .github/instructions/*.instructions.md read at most
+_FRONT = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)", re.S)
+_APPLY_TO = re.compile(r"^applyTo:\s*[\"']?([^\"'\n]*)[\"']?\s*$", re.M)
+
+
+@dataclass(frozen=True)
+class ScopedGuideline:
+    """A ``.github/instructions/<name>.instructions.md`` file (Copilot's convention): its
+    text applies to the changed files its front matter's ``applyTo`` globs match."""
+
+    path: str
+    globs: tuple[str, ...]
+    text: str
+
+
+def scoped_guideline(path: str, text: str) -> ScopedGuideline | None:
+    m = _FRONT.match(text)
+    if not m:
+        return None
+    apply = _APPLY_TO.search(m.group(1))
+    globs = tuple(g.strip() for g in (apply.group(1) if apply else "").split(",") if g.strip())
+    body = text[m.end():].strip()
+    if not globs or not body:
+        return None
+    if len(body) > PATH_INSTRUCTIONS_CHARS:
+        body = (body[:PATH_INSTRUCTIONS_CHARS]
+                + f"\n[{path} cut at {PATH_INSTRUCTIONS_CHARS} characters]")
+    return ScopedGuideline(path, globs, body)
+
+
 class RepoConfigError(ValueError):
     pass
 
@@ -101,6 +133,12 @@ class RepoSettings:
     config: RepoConfig = field(default_factory=RepoConfig)
     error: str | None = None
     found: tuple[str, ...] = ()      # steering files read from the base
+    scoped: tuple[ScopedGuideline, ...] = ()
+
+    def scoped_guidelines(self, paths: Iterable[str]) -> list[ScopedGuideline]:
+        paths = list(paths)
+        return [g for g in self.scoped
+                if any(excluded(path, [glob]) for path in paths for glob in g.globs)]
 
     def path_instructions(self, paths: Iterable[str]) -> list[PathInstructions]:
         """The path instructions whose glob matches one of ``paths`` (the PR's changed

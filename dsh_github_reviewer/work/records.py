@@ -150,6 +150,8 @@ class PrRecord(Record):
     reviews_done: int = Field(default=0, ge=0)
     queued: list[Command] = Field(default_factory=list)
     notices: list[Notice] = Field(default_factory=list)
+    # Why the base's .github/dsh-review.toml was ignored at the last review (status, web).
+    config_error: str | None = None
     # Reactions owed to command comments (added at once, outside the PR's ordered work).
     reactions: list[Reaction] = Field(default_factory=list)
     instructions_key: str | None = None

@@ -28,10 +28,14 @@ from ..turn.guidance import builtin_guidance
 from ..turn.prompts import TrustedInstructions, keep_told
 from ..turn.repo_config import (
     GUIDELINE_FILES,
+    INSTRUCTIONS_DIR,
     REPO_CONFIG_PATH,
+    SCOPED_FILES,
     RepoConfigError,
     RepoSettings,
+    ScopedGuideline,
     guidelines_section,
+    scoped_guideline,
 )
 from ..turn.repo_config import parse as parse_repo_config
 from . import pause as account_pause
@@ -98,13 +102,33 @@ class ReviewProcedure:
                     self._warned.add((repo, str(exc)))
                     log.warning("%s: %s (the file is ignored)", repo, exc)
         guidelines: dict[str, str] = {}
+        scoped: list[ScopedGuideline] = []
         if self.ctx.cfg.review.conventional_guidelines:
             for path in GUIDELINE_FILES:
                 body = await self.base_file(pr, path)
                 if body is not None:
                     guidelines[path] = body
                     found.append(path)
-        return RepoSettings(settings.config, settings.error, tuple(found)), guidelines
+            for path in (await self.base_dir(pr, INSTRUCTIONS_DIR))[:SCOPED_FILES]:
+                if path.endswith(".instructions.md"):
+                    body = await self.base_file(pr, path)
+                    rule = scoped_guideline(path, body) if body is not None else None
+                    if rule is not None:
+                        scoped.append(rule)
+                        found.append(path)
+        return RepoSettings(settings.config, settings.error, tuple(found),
+                            tuple(scoped)), guidelines
+
+    async def base_dir(self, pr: PullRequest, path: str) -> list[str]:
+        base = pr.base.repo
+        assert base is not None
+        for ref in (pr.base.ref, pr.base.sha):
+            try:
+                return sorted(await self.ctx.client.list_dir(base.owner.login, base.name, path,
+                                                             ref))
+            except NotFound:
+                continue
+        return []
 
     async def instructions(self, pr: PullRequest) -> TrustedInstructions | Missing:
         """The base's instructions plus what its repository config and guideline files add
@@ -204,6 +228,10 @@ class ReviewProcedure:
         settings = instructions.repo
         instructions = replace(keep_told(instructions, told and TrustedInstructions(
             told.source, told.text)), repo=settings)
+        error = settings.error if settings is not None else None
+        if error != rec.config_error:
+            await ctx.store.update_pr(key, lambda e: e and e.model_copy(
+                update={"config_error": error}))
         refusal = settings.auto_review_refusal(pr.base.ref, pr.title,
                                                [label.name for label in pr.labels]) \
             if settings is not None and trigger.kind in AUTOMATIC else None
