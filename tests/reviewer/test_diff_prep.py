@@ -116,3 +116,84 @@ def test_a_multi_line_html_comment_keeps_each_lines_diff_side():
     assert "SYSTEM" not in text and "old" not in text
     assert ("\n a\n+intro <!-- [comment removed] -->\n+\n+ tail\n-<!-- [comment removed] -->\n"
             "-\n b\n</diff>") in text
+
+
+def test_each_status_renders_its_git_header_exactly():
+    from dsh_github_reviewer.turn.diff_prep import render_file
+
+    hunk = "@@ -1 +1 @@\n-a\n+b\n\n"
+    added = PullFile(filename="n.py", status="added", additions=1, deletions=0, changes=1,
+                     patch="@@ -0,0 +1 @@\n+b")
+    assert render_file(added) == (
+        "diff --git a/n.py b/n.py\nnew file\n--- /dev/null\n+++ b/n.py\n@@ -0,0 +1 @@\n+b\n")
+    removed = PullFile(filename="o.py", status="removed", additions=0, deletions=1, changes=1,
+                       patch="@@ -1 +0,0 @@\n-a")
+    assert render_file(removed) == (
+        "diff --git a/o.py b/o.py\ndeleted file\n--- a/o.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n")
+    renamed = PullFile(filename="new/x.py", previous_filename="old/x.py", status="renamed",
+                       additions=1, deletions=1, changes=2, patch=hunk)
+    assert render_file(renamed) == (
+        "diff --git a/old/x.py b/new/x.py\nrename from old/x.py\nrename to new/x.py\n"
+        "--- a/old/x.py\n+++ b/new/x.py\n@@ -1 +1 @@\n-a\n+b\n")
+    long = "d/" + "p" * 600
+    text = render_file(PullFile(filename=long, status="modified", additions=0, deletions=0,
+                                changes=0, patch=None))
+    assert text.count(long[:500] + "…") == 4 and long[:501] not in text
+
+
+def test_binary_and_removed_files_are_summarized_with_sizes():
+    files = [PullFile(filename="logo.png", status="added", additions=0, deletions=0,
+                      changes=0, patch=None),
+             PullFile(filename="big.bin", status="modified", additions=0, deletions=0,
+                      changes=0, patch=None),
+             PullFile(filename="tiny.ico", status="modified", additions=0, deletions=0,
+                      changes=0, patch=None),
+             PullFile(filename="gone.dat", status="removed", additions=0, deletions=0,
+                      changes=0, patch=None),
+             PullFile(filename="moved.txt", previous_filename="was.txt", status="renamed",
+                      additions=0, deletions=0, changes=0, patch=None)]
+    out = prepare(files, [], 10_000, sizes={"big.bin": 1024, "tiny.ico": 1023})
+    assert out.binary == ["logo.png", "big.bin (1.0 KB)", "tiny.ico (1023 B)",
+                          "gone.dat (removed)"]
+    assert out.shown == ["moved.txt"]
+    assert out.notices() == ["[no text diff (binary or too large for GitHub to diff): "
+                             "logo.png, big.bin (1.0 KB), tiny.ico (1023 B), gone.dat (removed)"
+                             ". get_file_contents reads them.]"]
+    assert prepare(files, [], 10_000, sizes={"big.bin": 1536}).binary[1] == "big.bin (1.5 KB)"
+
+
+def test_names_list_says_how_many_more():
+    from dsh_github_reviewer.turn.diff_prep import NAMES_LISTED, _names
+
+    names = [f"f{i}" for i in range(NAMES_LISTED + 1)]
+    assert _names(names).endswith(f"f{NAMES_LISTED - 1} and 1 more")
+    assert _names(names[:NAMES_LISTED]) == ", ".join(names[:NAMES_LISTED])
+
+
+def test_a_name_pattern_matches_the_last_path_part_only():
+    assert excluded("a/b/c/yarn.lock", ["yarn.lock"])
+    assert not excluded("a/yarn.lock/c.py", ["yarn.lock"])
+    assert excluded("x.py", ["x.py"]) and not excluded("b/x.py", ["a/x.py"])
+
+
+def test_render_and_notices_are_exact():
+    from dsh_github_reviewer.turn.diff_prep import PreparedDiff, _size
+
+    assert PreparedDiff().render() == "<diff>\n(no text changes to show)\n</diff>"
+    assert _size(1_048_575) == "1024.0 KB" and _size(0) == "0 B"
+    out = prepare([pf("a.py", 1), pf("yarn.lock", 1)], list(BUILTIN_EXCLUDE), 10_000)
+    assert out.render() == (
+        "<diff>\ndiff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1,0 +1,1 @@\n"
+        "+a.py line 0\n</diff>\n[not shown (lockfiles/generated, review.exclude): yarn.lock. "
+        "get_file_contents reads them if they matter.]")
+    long = "q" * 300
+    cut = prepare([pf(long, 50), pf("b.py", 1)], [], 200)
+    assert cut.notices()[0].startswith(
+        f"[diff cut at 200 B: 1 file(s) left out, largest first: {long[:200]}… (")
+    binary = prepare([PullFile(filename=long + ".png", status="added", additions=0,
+                               deletions=0, changes=0, patch=None)], [], 100)
+    assert binary.notices() == [f"[no text diff (binary or too large for GitHub to diff): "
+                                f"{long[:220]}…. get_file_contents reads them.]"]
+    excl = prepare([pf(long + ".lock", 1)], ["*.lock"], 100)
+    assert excl.notices() == [f"[not shown (lockfiles/generated, review.exclude): "
+                              f"{long[:200]}…. get_file_contents reads them if they matter.]"]
