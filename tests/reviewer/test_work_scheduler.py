@@ -33,12 +33,17 @@ class Clock:
 class Store:
     def __init__(self, owed: dict[str, datetime]):
         self.owed = dict(owed)
+        self.reactions: dict[str, list] = {}
+        self.broken = 0            # the next N scans fail (a locked or full database)
 
     async def prs(self):
-        return {k: Rec(at) for k, at in self.owed.items()}
+        if self.broken:
+            self.broken -= 1
+            raise StorageError("dsh.sqlite3 is locked by another process")
+        return {k: Rec(at, self.reactions.get(k, [])) for k, at in self.owed.items()}
 
     async def pr(self, key):
-        return Rec(self.owed[key]) if key in self.owed else None
+        return Rec(self.owed[key], self.reactions.get(key, [])) if key in self.owed else None
 
 
 class Worker:
@@ -48,11 +53,16 @@ class Worker:
         self.store, self.review_slot = store, review_slot
         self.release, self.started = asyncio.Event(), asyncio.Event()
         self.runs: list[str] = []
+        self.acknowledged: list[str] = []
         self.failures = 0          # the next N runs raise a storage error
         self.active = self.most_active = 0
 
     def due_at(self, rec):
         return None if rec is None else rec.due
+
+    async def acknowledge(self, key):
+        self.acknowledged.append(key)
+        self.store.reactions.pop(key, None)
 
     async def run(self, key):
         self.runs.append(key)
@@ -70,11 +80,11 @@ class Worker:
         self.store.owed.pop(key, None)
 
 
-def scheduler(owed, *, reviews=2, cap=16):
+def scheduler(owed, *, reviews=2, cap=16, interval=60.0):
     clock = Clock()
     store = Store(owed)
     sched = Scheduler(process_cap=cap, clock=clock)
-    worker = sched.add_account("a", store, lambda r, c: Worker(store, r, c), 60, reviews)
+    worker = sched.add_account("a", store, lambda r, c: Worker(store, r, c), interval, reviews)
     return sched, sched.lanes["a"], worker, clock
 
 
@@ -176,3 +186,35 @@ async def test_stop_interrupts_work_after_the_grace_and_says_so(caplog):
     assert task.cancelled() and lane.task is None
     assert worker.store.owed == {A: NOW}, "its work stays recorded"
     assert "1 PR work item(s) still running after 0 s were interrupted" in caplog.text
+
+
+async def test_a_scan_the_store_refused_is_tried_again(caplog, monkeypatch):
+    monkeypatch.setattr(failures, "_last_logged", {})
+    caplog.set_level(logging.ERROR, logger="dsh_github_reviewer.work.scheduler")
+    sched, _, worker, _ = scheduler({A: NOW}, interval=0.01)
+    worker.store.broken = 2
+    worker.release.set()
+    sched.start()
+    await asyncio.wait_for(sched.drain("a"), 5)
+    assert worker.runs == [A] and worker.store.broken == 0
+    assert [r.getMessage() for r in caplog.records] == [
+        "account a: cannot read the work records: dsh.sqlite3 is locked by another process"]
+    await sched.stop(1)
+
+
+async def test_a_new_command_is_acknowledged_while_the_prs_work_runs():
+    sched, lane, worker, _ = scheduler({A: NOW})
+    sched.start()
+    drained = asyncio.create_task(sched.drain("a"))
+    await worker.started.wait()
+    worker.store.reactions[A] = ["eyes"]       # a /bot recorded while the review runs
+    sched.wake("a", [A])
+    for _ in range(100):
+        await asyncio.sleep(0)
+        if worker.acknowledged:
+            break
+    assert worker.acknowledged == [A] and worker.runs == [A], "at once, beside the review"
+    worker.release.set()
+    await asyncio.wait_for(drained, 5)
+    assert not lane.acks
+    await sched.stop(1)
