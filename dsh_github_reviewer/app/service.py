@@ -46,7 +46,7 @@ class WorkService:
             # The account's reviewer strategy (single or team) was chosen when it was
             # configured; the PR work only calls its interface.
             pause = AccountPause(key, store)
-            ctx = WorkContext(acct, store, reviewers[key], clock, pause)
+            ctx = WorkContext(acct, store, reviewers[key], pause, clock)
             self.scheduler.add_account(
                 key, store, lambda review, chat, ctx=ctx: PrWorker(ctx, review, chat),
                 acct.config.poll_interval_s, acct.config.max_concurrent_reviews)

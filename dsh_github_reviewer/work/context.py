@@ -25,13 +25,9 @@ class WorkContext:
     acct: ConnectedAccount
     store: WorkStore
     runner: Reviewer
-    clock: Callable[[], datetime] = utcnow
     # The account's pause, shared with its poll loop (app.service passes the one object).
-    pause: AccountPause = None  # type: ignore[assignment]
-
-    def __post_init__(self) -> None:
-        if self.pause is None:
-            self.pause = AccountPause(self.acct.key, self.store)
+    pause: AccountPause
+    clock: Callable[[], datetime] = utcnow
 
     @property
     def cfg(self) -> AccountConfig:

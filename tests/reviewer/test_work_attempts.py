@@ -20,6 +20,7 @@ from dsh_github_reviewer.github.client import GitHubClient
 from dsh_github_reviewer.github.mcp_host import McpRuntime
 from dsh_github_reviewer.work.chat import CommandProcedure
 from dsh_github_reviewer.work.context import WorkContext
+from dsh_github_reviewer.work.pause import AccountPause
 from dsh_github_reviewer.work.records import Command, Notice, PrRecord, pr_key
 from dsh_github_reviewer.work.review import ReviewProcedure
 from dsh_github_reviewer.work.store import WorkStore, domain_spec
@@ -68,7 +69,8 @@ async def world(tmp_path):
                                 McpRuntime(McpSettings(), cfg.web_url, 5.0))
         clock = Clock()
         # No runner: every attempt fails at GitHub before a model turn would start.
-        ctx = WorkContext(acct=acct, store=store, runner=None, clock=clock)  # type: ignore[arg-type]
+        ctx = WorkContext(acct=acct, store=store, runner=None,  # type: ignore[arg-type]
+                          pause=AccountPause(acct.key, store), clock=clock)
         yield ctx, clock
     await domain.close()
 
