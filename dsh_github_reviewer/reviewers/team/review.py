@@ -152,7 +152,8 @@ class TeamReview:
                     sid, meta=meta, inputs=WorldInputs(instructions, model))
                 turn = GuardTurn(scope=scope_for(pr, flow, trigger), client=acct.client,
                                  runtime=acct.mcp, token=await acct.auth.token(),
-                                 finalize_body=finalize, limits=finding_limits(acct))
+                                 finalize_body=finalize,
+                                 limits=finding_limits(acct, instructions))
                 acct.guard.begin(sid, turn)
                 try:
                     text = message if isinstance(message, str) else await message(agent, turn)
