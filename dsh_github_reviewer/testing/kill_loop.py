@@ -31,6 +31,7 @@ class LoopReport:
     review_cmds: list[int] = field(default_factory=list)
     refused: list[int] = field(default_factory=list)   # commands of people not allowed
     problems: list[str] = field(default_factory=list)
+    prs: int = PRS  # open PRs the loop works on (1..prs)
     reviews: int = 0
     replies: int = 0
     terminated: int = 0  # database connections terminated under the replicas (replica_loop)
@@ -44,7 +45,7 @@ def _dsh(config: Path, *args: str) -> subprocess.Popen:
 
 
 def _event(rng: random.Random, sb: SandboxGitHub, report: LoopReport, step: int) -> None:
-    number = rng.randint(1, PRS)
+    number = rng.randint(1, report.prs)
     kind = rng.choice(["push", "bot", "bot", "review", "none", "stranger"])
     st = sb.state
     if kind == "push":
@@ -97,11 +98,11 @@ async def _check(tmp: Path, sb: SandboxGitHub, model, report: LoopReport,
                  **toml_kw) -> None:
     st = sb.state
     problems = report.problems
-    all_reviews = [r for n in range(1, PRS + 1) for r in st.reviews_of(REPO, n)]
+    all_reviews = [r for n in range(1, report.prs + 1) for r in st.reviews_of(REPO, n)]
     report.reviews = len(all_reviews)
     if any(r.state == "PENDING" for r in st.reviews):
         problems.append("a pending review was left on GitHub")
-    comments = [c for n in range(1, PRS + 1) for c in st.issue_comments_of(REPO, n)
+    comments = [c for n in range(1, report.prs + 1) for c in st.issue_comments_of(REPO, n)
                 if SUMMARY_MARKER not in c.body]
     for cid in report.bots:
         answers = [c for c in comments if f"reply-to:{cid} -->" in c.body]
@@ -120,7 +121,7 @@ async def _check(tmp: Path, sb: SandboxGitHub, model, report: LoopReport,
         if not marked and not later:
             problems.append(f"/review {cid} was never answered")
     _check_reactions(sb, report)
-    for n in range(1, PRS + 1):
+    for n in range(1, report.prs + 1):
         summaries = [c for c in st.issue_comments_of(REPO, n) if SUMMARY_MARKER in c.body]
         if len(summaries) != 1:
             problems.append(f"PR {n}: {len(summaries)} summary comments")
@@ -136,7 +137,7 @@ async def _check(tmp: Path, sb: SandboxGitHub, model, report: LoopReport,
                 problems.append(f"head {sha[:12]} was reviewed automatically {len(twins)} times")
     dep = await Deployment(tmp, sb, model, **{"poll_interval_s": 1.0, **toml_kw}).start()
     try:
-        for n in range(1, PRS + 1):
+        for n in range(1, report.prs + 1):
             head = st.pull(REPO, n).head_sha
             rec = await dep.entry(n)
             if rec is None or rec.status != "reviewed" or rec.reviewed_head_sha != head:

@@ -98,8 +98,8 @@ def terminate_connections(dsn: str) -> int:
 def run_replica_loop(tmp: Path, sb: SandboxGitHub, model, dsn: str, *, replicas: int = 3,
                      kills: int = 10, seed: int = 7, max_pause_s: float = 2.0,
                      cluster: Any = None, outage_s: float = 0.0,
-                     terminate_every: int = 0, webhook_secret: str | None = None
-                     ) -> LoopReport:
+                     terminate_every: int = 0, webhook_secret: str | None = None,
+                     prs: int = PRS) -> LoopReport:
     """Run ``replicas`` replicas, SIGKILL one of them ``kills`` times (each restarted at
     once), let the survivors finish, then check the invariants; returns what it checked.
 
@@ -112,7 +112,7 @@ def run_replica_loop(tmp: Path, sb: SandboxGitHub, model, dsn: str, *, replicas:
     behind one round-robin proxy that the sandbox GitHub delivers to; polling then only
     reconciles (``RECONCILE_S``). ``report.deliveries`` counts what each replica answered."""
     rng = random.Random(seed)
-    build_shop(sb, prs=PRS)
+    build_shop(sb, prs=prs)
     toml_kw: dict[str, Any] = {"poll_interval_s": POLL_INTERVAL_S, "dsn": dsn,
                                "lease_ttl_s": LEASE_TTL_S}
     ports = [0] * replicas
@@ -122,7 +122,7 @@ def run_replica_loop(tmp: Path, sb: SandboxGitHub, model, dsn: str, *, replicas:
                               f'port = "${{DSH_WEBHOOK_PORT:-0}}"\nsecret = "{webhook_secret}"\n'
                               f"reconcile_interval_s = {RECONCILE_S}")
     config = Deployment(tmp, sb, model, **toml_kw).write_config()
-    report = LoopReport()
+    report = LoopReport(prs=prs)
     _once(config, report)  # the bot runs before the first event (older comments are history)
     procs: list[subprocess.Popen] = []
     with contextlib.ExitStack() as stack:
