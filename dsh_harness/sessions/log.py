@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DshError
+from ..errors import StorageError
 from .events import (
     AssistantMessage,
     EventBase,
@@ -27,8 +27,10 @@ if TYPE_CHECKING:
     from ..redact import Redactor
 
 
-class SessionWriteError(DshError):
-    """Appending to a session log failed; the turn that was writing fails at once."""
+class SessionWriteError(StorageError):
+    """Appending to a session log failed; the turn that was writing fails at once. A storage
+    error: callers that hold work on a local storage failure (without counting an attempt)
+    hold it on this too."""
 
 
 class Session:

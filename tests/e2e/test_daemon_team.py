@@ -9,7 +9,9 @@ from dsh_github_reviewer.core.session_key import PrKey
 from dsh_github_reviewer.testing.deployment import Deployment
 from dsh_github_reviewer.testing.scenario import build_shop, push_fix
 from dsh_github_reviewer.testing.team_model import TeamModel
+from dsh_harness.sessions.jsonl_store import JsonlSessionStore
 from dsh_harness.testing import Fault, ScriptedModelServer
+from tests.e2e.fault_kit import Clock
 
 pytestmark = pytest.mark.slow
 TEAM = '''
@@ -106,5 +108,38 @@ async def test_a_rejected_model_key_posts_no_fallback_review_and_pauses(tmp_path
             assert rec.status == "reviewing" and rec.fail_count == 0 and rec.notices == []
             account = await dep.account_record()
             assert account.pause == "model" and "rejected the API key" in account.pause_reason
+        finally:
+            await dep.stop()
+
+
+
+async def test_a_persona_log_the_disk_refused_posts_no_incomplete_review(tmp_path, sandbox80,
+                                                                         monkeypatch):
+    # The security persona's session log cannot be written (a full disk): that is this
+    # machine's failure, not a persona that "did not complete": no review saying so is posted,
+    # no attempt is counted, and the review runs whole once the disk has room (issue 21 item 2).
+    real = JsonlSessionStore.append
+    full = {"on": True}
+
+    async def append(store, session_id, events):
+        if full["on"] and session_id.endswith(":security"):
+            raise OSError(28, "No space left on device")
+        return await real(store, session_id, events)
+    monkeypatch.setattr(JsonlSessionStore, "append", append)
+    build_shop(sandbox80)
+    clock = Clock(sandbox80)
+    with ScriptedModelServer(policy=TeamModel()) as model:
+        dep = await Deployment(tmp_path, sandbox80, model, clock=clock,
+                               extra_account=TEAM).start()
+        try:
+            await dep.tick()
+            assert dep.reviews() == [] and dep.bot_comments() == []
+            rec = await dep.entry()
+            assert rec.status == "reviewing" and rec.fail_count == 0 and rec.notices == []
+            full["on"] = False
+            clock.skip(600)
+            await dep.tick()
+            (review,) = dep.reviews()
+            assert "did not complete" not in review.body
         finally:
             await dep.stop()

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from dsh_harness import Harness
 
+from ...core.failures import local_failure, log_failure
 from ...core.sanitizer import redact_secrets
 from ...turn.answered import committed_answer
 
@@ -71,6 +72,13 @@ async def run_attempts(label: str, candidates: list[str | None], per_model: int,
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                if local_failure(exc):
+                    # This machine's storage (a full disk): no other model or attempt helps.
+                    log_failure(log, exc, "%s: attempt failed", label)
+                    failures.add("storage")
+                    last_error = str(exc)
+                    tried.append(f"{model or 'default model'}: {exc}")
+                    return Outcome(False, None, last_error, tried, None, failure="storage")
                 log.exception("%s: attempt failed", label)
                 result = AttemptResult(False, error=f"{type(exc).__name__}: "
                                                     f"{redact_secrets(str(exc))}",

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from dsh_harness import Agent, Harness
+from dsh_harness import Agent, Harness, StorageError
 
 from ...core.sanitizer import redact_secrets, sanitize
 from ...core.session_key import PrKey
@@ -98,6 +98,12 @@ class TeamReview:
                                                  instructions, previous_head, requested_by,
                                                  (trigger, *same_review))
         outcomes = dict(await asyncio.gather(*(one(n) for n in names)))
+        local = [o for o in outcomes.values() if o.failure == "storage"]
+        if local:
+            # A session log this machine could not write (a full disk) is no persona that
+            # "did not complete": the review is tried again later (no attempt counted), and
+            # the reports that completed are reused from their logs.
+            raise StorageError(f"{key.session_id}: {local[0].error}")
         if outcomes and all(o.failure == "auth" for o in outcomes.values()):
             # The key is rejected: a fallback review would tell every PR so, publicly.
             first = next(iter(outcomes.values()))
@@ -241,6 +247,8 @@ class TeamReview:
                               verdict.verdict_of(final_bodies[-1] if final_bodies else
                                                  turn.submitted.body), failed, reports,
                               {COORDINATOR: outcome}, posted_now=turn.posted_now)
+        if outcome.failure == "storage":
+            raise StorageError(f"{ckey.session_id}: {outcome.error}")
         if outcome.failure == "auth":
             return TeamResult(False, error=outcome.error, failure="auth",
                               outcomes={COORDINATOR: outcome})
