@@ -31,10 +31,13 @@ class RoundRobinProxy:
                 headers = {k: v for k, v in self.headers.items()
                            if k.lower() not in HOP_HEADERS}
                 status, reply = proxy.forward(self.path, headers, body)
-                self.send_response(status)
-                self.send_header("content-length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
+                try:
+                    self.send_response(status)
+                    self.send_header("content-length", str(len(reply)))
+                    self.end_headers()
+                    self.wfile.write(reply)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the sender gave up first (GitHub's 10 s timeout), as GitHub does
 
             def log_message(self, *args: object) -> None:
                 pass
