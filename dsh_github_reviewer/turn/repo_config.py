@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..core.sanitizer import sanitize_line
+from ..core.session_key import PERSONA_RE
 from ..core.severity import Severity
 from .diff_prep import excluded
 
@@ -74,6 +75,19 @@ class RepoConfig(_Strict):
     @classmethod
     def _exclude(cls, v: list[str]) -> list[str]:
         return _globs(v)
+
+    @field_validator("personas")
+    @classmethod
+    def _personas(cls, v: list[str]) -> list[str]:
+        out: list[str] = []
+        for name in v:
+            name = name.strip().lower()
+            if not PERSONA_RE.match(name) or name == "coordinator":
+                raise ValueError(f"persona names must match {PERSONA_RE.pattern} (the "
+                                 "coordinator is always part of a team)")
+            if name not in out:
+                out.append(name)
+        return out
 
 
 INSTRUCTIONS_DIR = ".github/instructions"

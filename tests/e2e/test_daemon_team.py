@@ -143,3 +143,21 @@ async def test_a_persona_log_the_disk_refused_posts_no_incomplete_review(tmp_pat
             assert "did not complete" not in review.body
         finally:
             await dep.stop()
+
+
+async def test_the_repository_config_chooses_the_team_personas(tmp_path, sandbox80):
+    """personas in the base's .github/dsh-review.toml replace the account's for the repo."""
+    build_shop(sandbox80)
+    st = sandbox80.state
+    st.commit("acme/shop", "main", {".github/dsh-review.toml": 'personas = ["Security"]\n'})
+    st.pull("acme/shop", 1).base_sha = st.repo("acme/shop").branches["main"]
+    with ScriptedModelServer(policy=TeamModel()) as model:
+        dep = await Deployment(tmp_path, sandbox80, model, extra_account=TEAM).start()
+        try:
+            await dep.tick()
+            assert len(dep.reviews()) == 1
+            ids = {s.id for s in await dep.harness.sessions.summaries()}
+            assert ids == {PrKey("demo", "acme", "shop", 1, p).session_id
+                           for p in ("security", "coordinator")}
+        finally:
+            await dep.stop()

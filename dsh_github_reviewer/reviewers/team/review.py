@@ -291,8 +291,12 @@ class TeamReviewer:
         """Personas read, the coordinator posts. A review that failed closed is still the
         trigger's one review: the verdict in it blocks the merge, and running the same trigger
         again would only find it posted."""
+        # The repository config's personas replace the account's for this repository.
+        repo = instructions.repo if instructions is not None else None
+        personas = list(repo.config.personas) if repo is not None and repo.config.personas \
+            else None
         result = await self.team.review(acct, pr, trigger, instructions, previous_head,
-                                        requested_by)
+                                        requested_by, personas=personas)
         if not result.posted:
             return TurnResult(False, result.error or "the review team posted no review",
                               failure=result.failure)

@@ -1,0 +1,62 @@
+"""The repository config's parsing and rules (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsh_github_reviewer.turn.repo_config import (
+    RepoConfigError,
+    RepoSettings,
+    parse,
+    scoped_guideline,
+    steering_edits,
+)
+
+
+def test_errors_name_the_key_and_never_pass_silently():
+    with pytest.raises(RepoConfigError, match=r"max_findings: .*greater than or equal to 0"):
+        parse("max_findings = -1")
+    with pytest.raises(RepoConfigError, match=r"auto_review.nope: Extra inputs"):
+        parse("[auto_review]\nnope = 1")
+    with pytest.raises(RepoConfigError, match="not valid TOML"):
+        parse("instructions = ")
+    with pytest.raises(RepoConfigError, match=r"min_severity"):
+        parse('min_severity = "blocker"')
+    with pytest.raises(RepoConfigError, match=r"personas"):
+        parse('personas = ["coordinator"]')
+
+
+def test_path_instructions_use_the_exclude_globs():
+    cfg = parse('[[path_instructions]]\npath = "api/**"\ninstructions = "auth"\n'
+                '[[path_instructions]]\npath = "*.sql"\ninstructions = "sql"\n')
+    s = RepoSettings(config=cfg)
+    assert [p.instructions for p in s.path_instructions(["api/v1/users.py"])] == ["auth"]
+    assert [p.instructions for p in s.path_instructions(["db/m/001.sql"])] == ["sql"]
+    assert s.path_instructions(["web/app.py"]) == []
+
+
+def test_auto_review_rules():
+    s = RepoSettings(config=parse('[auto_review]\nbase_branches = ["main", "release/*"]\n'
+                                  'ignore_title_keywords = ["WIP"]\nignore_labels = ["skip"]'))
+    assert s.auto_review_refusal("main", "Fix", []) is None
+    assert s.auto_review_refusal("release/1.2", "Fix", []) is None
+    assert "base_branches" in s.auto_review_refusal("dev", "Fix", [])
+    assert "ignore_title_keywords" in s.auto_review_refusal("main", "wip: stuff", [])
+    assert "ignore_labels" in s.auto_review_refusal("main", "Fix", ["Skip"])
+    off = RepoSettings(config=parse("[auto_review]\nenabled = false"))
+    assert off.auto_review_refusal("main", "Fix", []) == "auto_review.enabled = false"
+
+
+def test_scoped_guidelines_by_apply_to():
+    g = scoped_guideline(".github/instructions/py.instructions.md",
+                         '---\napplyTo: "**/*.py, *.pyi"\n---\nType hints.\n')
+    assert g is not None and g.globs == ("**/*.py", "*.pyi") and g.text == "Type hints."
+    assert scoped_guideline("x.instructions.md", "no front matter") is None
+    s = RepoSettings(scoped=(g,))
+    assert s.scoped_guidelines(["src/a.py"]) == [g] and s.scoped_guidelines(["a.md"]) == []
+
+
+def test_a_pr_editing_the_steering_files_is_named():
+    assert steering_edits(["src/a.py", ".github/dsh-review.toml", "AGENTS.md",
+                           ".github/instructions/x.instructions.md"]) == [
+        ".github/dsh-review.toml", ".github/instructions/x.instructions.md", "AGENTS.md"]
