@@ -77,12 +77,18 @@ async def wait_for(predicate, limit_s: float = 120) -> float:
 
 
 def replies(sb: SandboxGitHub, number: int) -> int:
-    return sum(1 for c in sb.state.issue_comments_of(REPO, number) if c.user == "shop-review-bot")
+    return sum(1 for c in sb.state.issue_comments_of(REPO, number)
+               if c.user == "shop-review-bot" and "reply-to:" in c.body)
+
+
+def acknowledged(sb: SandboxGitHub, comment_id: int) -> bool:
+    return "shop-review-bot" in sb.state.reactions.get(comment_id, {}).get("eyes", set())
 
 
 async def one_round(sb: SandboxGitHub, model: Stamped, dep: Deployment, n: int,
-                    trigger) -> tuple[float, float]:
-    """(event -> first review request, event -> /bot reply) for new PR number ``n``."""
+                    trigger) -> tuple[float, float, float]:
+    """(event -> first review request, event -> /bot reply, /bot -> its 👀) for new PR
+    number ``n``."""
     st = sb.state
     st.commit(REPO, f"feature-{n}", dict(FEATURE), message="Add order search")
     t0 = time.monotonic()
@@ -93,14 +99,21 @@ async def one_round(sb: SandboxGitHub, model: Stamped, dep: Deployment, n: int,
     await wait_for(lambda: len(st.reviews_of(REPO, n)) == 1)
     await asyncio.sleep(0.3)  # let the review's own deliveries settle
     t1 = time.monotonic()
-    st.add_issue_comment(REPO, n, "maintainer", "/bot is the search safe now?")
+    asked = st.add_issue_comment(REPO, n, "maintainer", "/bot is the search safe now?")
+    seen: list[float] = []
+
+    def answered() -> bool:   # notes the first moment the 👀 is there, too
+        if not seen and acknowledged(sb, asked.id):
+            seen.append(time.monotonic())
+        return replies(sb, n) == 1 and bool(seen)
+    watcher = asyncio.create_task(wait_for(answered))
     await trigger()
-    done = await wait_for(lambda: replies(sb, n) == 1)
-    return review_first, done - t1
+    done = await watcher
+    return review_first, done - t1, seen[0] - t1
 
 
-async def latency() -> dict[str, list[tuple[float, float]]]:
-    out: dict[str, list[tuple[float, float]]] = {}
+async def latency() -> dict[str, list[tuple[float, float, float]]]:
+    out: dict[str, list[tuple[float, float, float]]] = {}
     for mode in ("webhook", "poll tick"):
         model = Stamped()
         with tempfile.TemporaryDirectory() as tmp, SandboxGitHub.on_loopback_80() as sb, \
@@ -198,8 +211,9 @@ async def main() -> None:
     hook = lat["webhook"]
     tick = lat["poll tick"]
     med = statistics.median
-    h_review, h_bot = med(r for r, _ in hook), med(b for _, b in hook)
-    p_review, p_bot = med(r for r, _ in tick), med(b for _, b in tick)
+    h_review, h_bot = med(r for r, _, _ in hook), med(b for _, b, _ in hook)
+    p_review, p_bot = med(r for r, _, _ in tick), med(b for _, b, _ in tick)
+    h_ack, p_ack = med(a for _, _, a in hook), med(a for _, _, a in tick)
     print(f"Latency, median of {ROUNDS} rounds (event in the sandbox -> ...)\n")
     print(f"{'':36} | {'first review request':>20} | {'/bot reply posted':>18}")
     print("-" * 80)
@@ -210,6 +224,8 @@ async def main() -> None:
     print(f"{'  processing of one tick (measured)':36} | {fmt(p_review):>20} | "
           f"{fmt(p_bot):>18}")
     print(f"{'webhook (measured)':36} | {fmt(h_review):>20} | {fmt(h_bot):>18}")
+    print(f"\n/bot acknowledged with 👀 (before: never): webhook {fmt(h_ack)}; polling "
+          f"T/2 + {fmt(p_ack)} processing")
     rate, size, results = await throughput()
     ok = sum(1 for s in results if s == 200)
     print(f"\nReceiver throughput, 1,000 open PRs, {DELIVERIES} deliveries by {CLIENTS} loopback "
