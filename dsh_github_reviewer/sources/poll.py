@@ -169,6 +169,8 @@ class AccountPoller:
         now = self.clock()
         result = PassResult(self.acct.key)
         account = await self.store.load_account()
+        if not self.pause.loaded:
+            account = await account_pause.first_load(self.pause, account, now)
         account_pause.load(self.pause, account)
         if account.pause in POLL_PAUSES and account_pause.paused_until(self.pause, now):
             # Logged once when it paused (work/pause.py), not at every tick.

@@ -10,6 +10,12 @@ kind of call succeeding again: a tick's GitHub reads for ``github``, a model tur
 
 The pause is kept in memory (``AccountPause``, one per connected account, shared by its PR
 workers and its poll loop) and in the account record for other processes and restarts.
+
+A process that starts tries a stored *credential* pause (``github``, ``model``) once at its
+first tick instead of waiting it out: fixing a token or key read from the environment takes a
+restart, and that restart must not then wait up to ``PAUSE_MAX`` before the fixed credentials
+are used. Still rejected, the account pauses again with the next, longer backoff. A rate-limit
+pause is GitHub's, not the credentials', and a restart keeps it.
 """
 
 from __future__ import annotations
@@ -35,11 +41,35 @@ class AccountPause:
     store: WorkStore
     paused_until: datetime | None = None
     pause: str | None = None
+    # Whether this process has read the stored pause yet (``first_load``).
+    loaded: bool = False
+
+
+# Pauses a restart may lift at once: the operator may have fixed the credentials before it.
+CREDENTIAL_PAUSES = ("github", "model")
 
 
 def pause_length(pauses: int) -> timedelta:
     """The wait after the n-th consecutive pause: 15 min, 30 min, 1 h, ... at most 6 h."""
     return min(PAUSE_FIRST * 2 ** max(pauses - 1, 0), PAUSE_MAX)
+
+
+async def first_load(acct: AccountPause, record: AccountRecord, now: datetime
+                     ) -> AccountRecord:
+    """The first read of the account record in this process: a stored credential pause ends
+    now (its kind and count stay, so a failure pauses again, longer). Returns the record."""
+    acct.loaded = True
+    if not (record.pause in CREDENTIAL_PAUSES and record.paused_until is not None
+            and record.paused_until > now):
+        return record
+
+    def apply(a: AccountRecord) -> None:
+        if a.pause in CREDENTIAL_PAUSES and a.paused_until is not None and a.paused_until > now:
+            a.paused_until = now
+    log.warning("account %s: paused until %s (%s) by an earlier run; trying the credentials "
+                "once now, as they may have been fixed before this start", acct.key,
+                record.paused_until.isoformat(timespec="seconds"), record.pause_reason)
+    return await acct.store.update_account(apply)
 
 
 def load(acct: AccountPause, record: AccountRecord) -> None:

@@ -149,3 +149,62 @@ async def test_the_mcp_servers_rate_limit_pauses_the_account(tmp_path, sandbox80
             assert len(dep.reviews()) == 1
         finally:
             await dep.stop()
+
+
+async def test_a_restart_tries_fixed_credentials_at_once(tmp_path, sandbox80, caplog):
+    """The docs' remedy - fix the token or key, restart - must not then wait out a backoff of
+    up to 6 h: a new process tries a stored credential pause once at its first tick. Still
+    rejected, it pauses again, longer; a rate limit stays (that one is GitHub's)."""
+    caplog.set_level(logging.INFO)
+    with ScriptedModelServer(policy=reviewer_policy) as model:
+        build_shop(sandbox80)
+        clock = Clock(sandbox80)
+        dep = await Deployment(tmp_path, sandbox80, model, clock=clock).start()
+        try:
+            await dep.tick()
+            login = sandbox80.state.tokens.pop(BOT_TOKEN)         # revoked
+            head = push_fix(sandbox80)
+            await dep.tick()
+            assert (await dep.account_record()).pause == "github"
+        finally:
+            await dep.stop()
+
+        # Restarted with the token still rejected: paused again, with the longer backoff.
+        dep = await Deployment(tmp_path, sandbox80, model, clock=clock).start()
+        try:
+            await dep.tick()
+            account = await dep.account_record()
+            assert account.pause == "github" and account.pauses == 2
+            assert account.paused_until > clock()
+        finally:
+            await dep.stop()
+
+        sandbox80.state.tokens[BOT_TOKEN] = login                 # fixed, then restarted
+        dep = await Deployment(tmp_path, sandbox80, model, clock=clock).start()
+        try:
+            await dep.tick()                                      # no clock skip
+            account = await dep.account_record()
+            assert account.pause is None and account.paused_until is None
+            assert [r.commit_id for r in dep.reviews()][-1] == head
+        finally:
+            await dep.stop()
+
+        # A rejected model key, fixed before a restart, is tried at once as well.
+        model.inject(*[Fault.auth() for _ in range(50)])
+        push_fix_again = sandbox80.state.commit("acme/shop", "feature-1",
+                                                {"shop/extra.py": "X = 1\n"}, message="more")
+        dep = await Deployment(tmp_path, sandbox80, model, clock=clock).start()
+        try:
+            await dep.tick()
+            assert (await dep.account_record()).pause == "model"
+        finally:
+            await dep.stop()
+        with model._lock:
+            model.faults.clear()
+        dep = await Deployment(tmp_path, sandbox80, model, clock=clock).start()
+        try:
+            await dep.tick()
+            assert (await dep.account_record()).pause is None
+            assert [r.commit_id for r in dep.reviews()][-1] == push_fix_again
+        finally:
+            await dep.stop()
