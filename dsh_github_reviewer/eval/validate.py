@@ -84,6 +84,17 @@ def check_case(case: Case) -> list[str]:
             problem = _range_problem(case, i, key, d.path, d.lines)
             if problem:
                 problems.append(problem)
+        if i > 1:
+            for d in push.defects:
+                # A re-review scores "the new defect found": it must be new in this push,
+                # not code the first review already saw (finding it there would have been
+                # scored a false positive).
+                added = {n for _, _, a in hunks(before.get(d.path, ""), after.get(d.path, ""))
+                         for n in a}
+                if d.path in after and not added & set(range(d.lines[0], d.lines[1] + 1)):
+                    problems.append(f"push {i}: new defect {d.id!r} (lines {list(d.lines)} of "
+                                    f"{d.path}) changes no line of push {i - 1}; it was "
+                                    f"already there, list it at the push that added it")
         for d in case.live(i).values():
             for x in case.live_decoys(i).values():
                 if x.path == d.path and x.lines[0] <= d.lines[1] and d.lines[0] <= x.lines[1]:

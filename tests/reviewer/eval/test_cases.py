@@ -53,6 +53,15 @@ def test_a_range_without_an_added_line_is_refused():
         "hunk: [4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])"]
 
 
+def test_a_second_push_defect_must_be_new_in_that_push():
+    # Line 12 (`s += xs[i]`) is unchanged from push 1: a reviewer that flagged it at the
+    # first review was scored a false positive there, so it cannot be push 2's "new" defect.
+    text = TWO_PUSH.replace("lines = [15, 15]", "lines = [12, 12]", 1)
+    assert check_cases([case(text)]) == [
+        "calc: push 2: new defect 'secret' (lines [12, 12] of app/calc.py) changes no line "
+        "of push 1; it was already there, list it at the push that added it"]
+
+
 def test_unreadable_cases_name_the_file(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('language = "cobol"\ntitle = "x"\n[base]\n"a" = "b"\n[[push]]\n')
