@@ -212,16 +212,20 @@ async def cmd_sessions_copy(harness: Harness, args: argparse.Namespace) -> int:
         if name not in factories:
             raise ConfigError(f"sessions copy: {label}: unknown session store {name!r} "
                               f"(available: {', '.join(sorted(factories))})")
-    source = factories[args.source](harness.home)
-    try:
-        target = factories[args.target](harness.home)
+    # As for storage copy: a running dsh run appends to the logs a copy would replace or
+    # extend under it, so the copy takes the home lock (refused while dsh run is up).
+    with HomeLock(harness.home, "dsh sessions copy"):
+        source = factories[args.source](harness.home)
         try:
-            report = await copy_sessions(source, target, ids=args.session_ids, force=args.force,
-                                         backup_dir=harness.home / "backups" / "sessions")
+            target = factories[args.target](harness.home)
+            try:
+                report = await copy_sessions(source, target, ids=args.session_ids,
+                                             force=args.force,
+                                             backup_dir=harness.home / "backups" / "sessions")
+            finally:
+                await target.close()
         finally:
-            await target.close()
-    finally:
-        await source.close()
+            await source.close()
     print(f"copied {len(report.copied)} sessions from {args.source} to {args.target}; "
           f"{len(report.unchanged)} already identical; verified byte for byte")
     if report.replaced:

@@ -5,8 +5,9 @@ interleave their session logs; a ``dsh storage copy`` under a running ``dsh run`
 the store the run then writes its own state back into. Both take this lock for their whole life
 (the kernel drops it when the process dies, even on SIGKILL, so a crash never leaves a stale
 lock). The file records the holder's PID and command so a refused second process can name it,
-and is removed on release, so a home nobody runs shows no lock file. Read-only commands
-(``status``, ``sessions``, ``web``, ``storage ls|dump``) never take it.
+and is removed on release, so a home nobody runs shows no lock file. ``dsh sessions copy``
+takes it too. Read-only commands (``status``, ``sessions list|show``, ``web``,
+``storage ls|dump``) never take it.
 """
 
 from __future__ import annotations

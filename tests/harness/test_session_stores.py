@@ -270,6 +270,34 @@ def test_cli_sessions_copy(tmp_path, pg_dsn, capsys, monkeypatch):
     assert asyncio.run(read_back()) == seeded
 
 
+def test_cli_sessions_copy_is_refused_while_dsh_run_holds_the_home(tmp_path, pg_dsn, capsys,
+                                                                  monkeypatch):
+    """Like ``storage copy``: a copy into the home's logs under a running ``dsh run`` would
+    replace logs the run is appending to (its agents hold their old offsets)."""
+    import asyncio
+    import os
+
+    from dsh_harness import Harness, cli, parse_config
+    from dsh_harness.home_lock import HomeLock
+
+    toml = f'home = "home"\n[storage]\ndsn = "{pg_dsn}"\n'
+    loaded = parse_config(toml, "test.toml", tmp_path)
+    home = tmp_path / "home"
+    asyncio.run(_seed(PostgresSessionStore(pg_dsn), 1, events=4))
+    live = asyncio.run(_seed(JsonlSessionStore(home / "sessions"), 1))
+    monkeypatch.setattr(cli, "Harness", lambda _: Harness(loaded, load_entry_points=False))
+    with HomeLock(home):
+        assert cli.main(["sessions", "copy", "--from", "postgres", "--to", "jsonl",
+                         "--force"]) == 1
+        assert f"another dsh run (pid {os.getpid()}) is using the home {home}" \
+            in capsys.readouterr().err
+    assert (home / "sessions" / "test%3Acopy%3A0.jsonl").read_bytes() == live["test:copy:0"]
+    assert not (home / "backups").exists()
+    assert cli.main(["sessions", "copy", "--from", "postgres", "--to", "jsonl",
+                     "--force"]) == 0
+    assert (home / "sessions" / "test%3Acopy%3A0.jsonl").read_bytes() != live["test:copy:0"]
+
+
 def test_config_needs_a_dsn_for_the_postgres_store(tmp_path):
     from dsh_harness import parse_config
 
