@@ -239,3 +239,22 @@ async def test_a_command_is_acknowledged_while_its_prs_review_runs(tmp_path, san
             await wait_until(lambda: len(bot_replies(sandbox80)) == 1, limit_s=120)
         finally:
             await shutdown(dep)
+
+
+async def test_a_command_on_a_closed_pr_gets_confused_from_the_delivery(tmp_path, sandbox80,
+                                                                       model):
+    build_shop(sandbox80, prs=0)
+    dep, url = await running(tmp_path, sandbox80, model)
+    try:
+        sandbox80.add_hook(url, SECRET, repo=REPO)
+        st = sandbox80.state
+        st.commit(REPO, "feature-1", {"shop/cart.py": "def f(x):\n    return x[0]\n"})
+        st.open_pull(REPO, "feature-1", title="Cart", body="b", author="alice")
+        await wait_until(lambda: len(dep.reviews()) == 1)
+        st.close_pull(REPO, 1)
+        asked = st.add_issue_comment(REPO, 1, "maintainer", "/bot still there?")
+        await wait_until(lambda: "shop-review-bot" in st.reactions.get(asked.id, {}).get(
+            "confused", set()), limit_s=30)
+        assert bot_replies(sandbox80) == []
+    finally:
+        await shutdown(dep)

@@ -77,7 +77,9 @@ class RecordWork:
             number = comment.number
             pr = await self.current(lane, repo, number)
             if pr.state != "open":
-                return f"{repo}#{number} is {pr.state}; command ignored"
+                # Refused with 😕 (on a PR the bot knows), as the poll would: recorded as seen
+                # closed in the same write, so the inbox takes the command for no work.
+                return Observations(repo=repo, comments=[comment], closed=[number])
             return Observations(repo=repo, pulls=[pr], comments=[comment])
         if isinstance(event, events.ReviewThreadEvent):
             # Nothing to run now: the next turn of the PR reads its threads from GitHub.
