@@ -17,6 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from dsh_harness import ConfigBool
+
 from ..core.sanitizer import sanitize_line
 from ..core.session_key import PERSONA_RE
 from ..core.severity import Severity
@@ -55,8 +57,9 @@ class PathInstructions(_Strict):
 
 
 class AutoReview(_Strict):
-    enabled: bool = True
-    drafts: bool = False
+    # Only TOML booleans, as in dsh.toml: "no" or 0 here must not be read as a switch.
+    enabled: ConfigBool = True
+    drafts: ConfigBool = False
     base_branches: list[str] = Field(default_factory=list)
     ignore_title_keywords: list[str] = Field(default_factory=list)
     ignore_labels: list[str] = Field(default_factory=list)
@@ -68,7 +71,7 @@ class RepoConfig(_Strict):
     exclude: list[str] = Field(default_factory=list)
     personas: list[str] = Field(default_factory=list)
     auto_review: AutoReview = AutoReview()
-    max_findings: int | None = Field(default=None, ge=0, le=1000)
+    max_findings: int | None = Field(default=None, ge=0, le=1000, strict=True)
     min_severity: Severity | None = None
 
     @field_validator("exclude")

@@ -24,6 +24,12 @@ def test_errors_name_the_key_and_never_pass_silently():
         parse('min_severity = "blocker"')
     with pytest.raises(RepoConfigError, match=r"personas"):
         parse('personas = ["coordinator"]')
+    # Booleans and numbers are TOML's own, as in dsh.toml (issue 21 item 14's rule).
+    for text in ('[auto_review]\nenabled = "yes"', "[auto_review]\ndrafts = 1"):
+        with pytest.raises(RepoConfigError, match=r"auto_review\.(enabled|drafts): .*must be true"):
+            parse(text)
+    with pytest.raises(RepoConfigError, match=r"max_findings: "):
+        parse('max_findings = "5"')
 
 
 def test_path_instructions_use_the_exclude_globs():
