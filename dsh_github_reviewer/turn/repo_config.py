@@ -67,6 +67,8 @@ class AutoReview(_Strict):
 
 class RepoConfig(_Strict):
     instructions: str | None = Field(default=None, max_length=GUIDELINE_CHARS)
+    # Or the instructions as a file of the repository (read from the base, like this file).
+    instructions_file: str | None = None
     path_instructions: list[PathInstructions] = Field(default_factory=list, max_length=100)
     exclude: list[str] = Field(default_factory=list)
     personas: list[str] = Field(default_factory=list)
@@ -78,6 +80,17 @@ class RepoConfig(_Strict):
     @classmethod
     def _exclude(cls, v: list[str]) -> list[str]:
         return _globs(v)
+
+    @field_validator("instructions_file")
+    @classmethod
+    def _relative(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        v = v.strip().removeprefix("./")
+        if not v or v.startswith("/") or ".." in v.split("/") or "\x00" in v:
+            raise ValueError("must be a relative path inside the repository (no leading /, "
+                             "no ..)")
+        return v
 
     @field_validator("personas")
     @classmethod

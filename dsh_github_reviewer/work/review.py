@@ -103,6 +103,15 @@ class ReviewProcedure:
                     log.warning("%s: %s (the file is ignored)", repo, exc)
         guidelines: dict[str, str] = {}
         scoped: list[ScopedGuideline] = []
+        named = settings.config.instructions_file
+        if named:
+            body = await self.base_file(pr, named)
+            if body is None:
+                settings = RepoSettings(settings.config, f"{REPO_CONFIG_PATH}: "
+                                        f"instructions_file {named} is not in the base branch")
+            else:
+                guidelines[named] = body
+                found.append(named)
         if self.ctx.cfg.review.conventional_guidelines:
             for path in GUIDELINE_FILES:
                 body = await self.base_file(pr, path)

@@ -99,3 +99,17 @@ async def test_auto_review_rules_and_an_invalid_file(tmp_path, sandbox80, model,
                     if "bogus" in c.body], "errors are never posted on the PR"
     finally:
         await dep.stop()
+
+
+async def test_instructions_from_a_file_named_by_the_config(tmp_path, sandbox80, model):
+    build_shop(sandbox80)
+    base_commit(sandbox80, {".github/dsh-review.toml": 'instructions_file = "docs/review.md"\n',
+                            "docs/review.md": "Money is always Decimal, never float.\n"})
+    dep = await Deployment(tmp_path, sandbox80, model).start()
+    try:
+        await dep.tick()
+        system = review_requests(model)[0].request["messages"][0]["content"]
+        assert "Money is always Decimal, never float." in system
+        assert (await dep.entry()).config_error is None
+    finally:
+        await dep.stop()

@@ -30,6 +30,9 @@ def test_errors_name_the_key_and_never_pass_silently():
             parse(text)
     with pytest.raises(RepoConfigError, match=r"max_findings: "):
         parse('max_findings = "5"')
+    with pytest.raises(RepoConfigError, match=r"instructions_file: .*relative path"):
+        parse('instructions_file = "../secrets.md"')
+    assert parse('instructions_file = "./docs/r.md"').instructions_file == "docs/r.md"
 
 
 def test_path_instructions_use_the_exclude_globs():
