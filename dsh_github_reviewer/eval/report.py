@@ -128,17 +128,20 @@ def html_fragment(report: dict[str, Any]) -> str:
              "synthetic corpus; they are not an absolute measure of review quality.</p>"]
     # Each table in a .wide box: on a phone it scrolls instead of widening the page.
     parts.append("<h2>Configurations</h2><div class=wide><table><tr><th>configuration</th>"
-                 "<th>recall</th>"
-                 "<th>precision</th><th>F1</th><th>FP/PR</th><th>findings on clean</th>"
+                 "<th colspan=3>recall · precision · F1</th><th>FP/PR</th>"
+                 "<th>findings on clean</th>"
                  "<th>decoy hits</th><th>re-review</th><th>cost/PR $</th><th>cache hit</th>"
                  "<th>wall s</th><th>failures</th></tr>")
     for c in cfgs:
         s = c["summary"]
-        # SVG attributes, not style: the web UI's CSP allows no inline styles.
+        # SVG attributes, not style: the web UI's CSP allows no inline styles. A grey track
+        # under each bar, so a 0 % score reads as an empty bar, not as a missing cell; the label
+        # inside the SVG, so it never wraps away from its bar.
         bars = "".join(
-            f"<div><svg width='124' height='12' role='img' aria-label='{name}'><rect "
-            f"width='{120 * (v or 0):.0f}' height='12' fill='{color}'/></svg> "
-            f"{name} {_pct(v)}</div>"
+            f"<div><svg width='220' height='14' role='img' aria-label='{name}'><rect "
+            f"width='120' height='12' fill='#e4e7eb'/><rect "
+            f"width='{120 * (v or 0):.0f}' height='12' fill='{color}'/><text x='126' y='11' "
+            f"font-size='12' fill='currentColor'>{name} {_pct(v)}</text></svg></div>"
             for color, name, v in (("#4a7bd0", "recall", s["recall"]),
                                    ("#3a9a5b", "precision", s["precision"]),
                                    ("#b0762a", "F1", s["f1"])))

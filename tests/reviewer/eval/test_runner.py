@@ -111,6 +111,21 @@ def res_started():
     return datetime.now(UTC)
 
 
+def test_report_bars_show_an_empty_track_at_zero():
+    """A silent model's 0 % recall is an empty bar under one header spanning the three
+    scores, not blank recall and precision columns with the labels pushed under F1."""
+    from dsh_github_reviewer.eval.run import ConfigResult
+
+    run = CaseRun(case_id="calc", findings=[], reviewed=[1, 2])
+    page = html_fragment(build_report([case()], [ConfigResult(EvalConfig(MODEL), [run])],
+                                      started_at=res_started()))
+    assert "<th colspan=3>recall · precision · F1</th>" in page and "<th>recall</th>" not in page
+    for name in ("recall", "precision", "F1"):
+        assert (f"aria-label='{name}'><rect width='120' height='12' fill='#e4e7eb'/><rect "
+                f"width='0' height='12'") in page
+    assert "font-size='12' fill='currentColor'>recall 0%</text></svg>" in page  # no wrap
+
+
 def test_report_escapes_what_the_model_wrote():
     c = case()
     body = "<script>alert(1)</script> & `x`"
