@@ -8,6 +8,8 @@ import contextlib
 import inspect
 import json
 import logging
+import os
+import select
 import signal
 import sys
 from collections.abc import Sequence
@@ -393,12 +395,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DshError as exc:
         print(f"dsh: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError as exc:
+        if _stdout_closed():   # `dsh sessions list | head`: the reader has all it wanted
+            return 141         # what a shell reports for a writer stopped by SIGPIPE
+        log.debug("OSError", exc_info=True)
+        print(f"dsh: {exc} (run with -vv for the traceback)", file=sys.stderr)
+        return 1
     except OSError as exc:  # a port, a permission, a full disk: the operator's to fix
         log.debug("OSError", exc_info=True)
         print(f"dsh: {exc} (run with -vv for the traceback)", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _stdout_closed() -> bool:
+    """Whether standard output's reader went away; if so, point it at /dev/null, so the
+    interpreter's flush at exit does not fail on it once more."""
+    try:
+        fd = sys.stdout.fileno()
+        poll = select.poll()
+        poll.register(fd, select.POLLOUT)
+        # A pipe's write end whose reader closed reports POLLERR.
+        if not any(ev & select.POLLERR for _, ev in poll.poll(0)):
+            return False
+    except (OSError, ValueError):
+        return False
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+    return True
 
 
 def _command_name(args: argparse.Namespace) -> str:

@@ -33,6 +33,23 @@ def test_plugin_commands_exist_without_a_config(tmp_path):
     assert list(empty.iterdir()) == []
 
 
+def test_output_piped_into_a_reader_that_stops_is_no_error(tmp_path):
+    """`dsh plugins | head -3`: the reader closing the pipe is the user's choice, not a
+    failure to report as "dsh: [Errno 32] Broken pipe"."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DSH_DISABLE_PLUGINS",)}
+    for args in (["plugins"], ["github-reviewer", "eval", "--check-cases"]):
+        proc = subprocess.Popen([sys.executable, "-m", "dsh_harness.cli", *args], cwd=tmp_path,
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()                      # the reader is gone before the first write
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 141 and err == "", (args, err)
+
+
 def test_a_broken_config_does_not_hide_commands_that_need_none(tmp_path):
     (tmp_path / "dsh.toml").write_text("[storage]\nbakend = 'x'\n")
     proc = dsh("github-reviewer", "demo", "--help", cwd=tmp_path)
