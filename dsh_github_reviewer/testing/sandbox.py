@@ -44,6 +44,8 @@ class Fault:
     status: int = 0
     wait_s: float = 60.0
     path_contains: str | None = None
+    # Only a request whose body holds this (a GraphQL mutation's name, say).
+    body_contains: str | None = None
 
 
 @dataclass
@@ -155,9 +157,11 @@ class SandboxGitHub:
             self.faults += [Fault(kind, 0, wait_s, path_contains) for _ in range(times)]
 
     def inject_error(self, status: int = 502, times: int = 1,
-                     path_contains: str | None = None) -> None:
+                     path_contains: str | None = None, body_contains: str | None = None
+                     ) -> None:
         with self._lock:
-            self.faults += [Fault("error", status, 0, path_contains) for _ in range(times)]
+            self.faults += [Fault("error", status, 0, path_contains, body_contains)
+                            for _ in range(times)]
 
     def inject_bad_json(self, times: int = 1, path_contains: str | None = None) -> None:
         """The next matching requests get a 200 whose JSON body is cut off."""
@@ -222,10 +226,11 @@ class SandboxGitHub:
                 return app.bot_login
         return None
 
-    def _take_fault(self, path: str) -> Fault | None:
+    def _take_fault(self, path: str, body: bytes = b"") -> Fault | None:
         with self._lock:
             for i, f in enumerate(self.faults):
-                if f.path_contains is None or f.path_contains in path:
+                if (f.path_contains is None or f.path_contains in path) and (
+                        f.body_contains is None or f.body_contains.encode() in body):
                     return self.faults.pop(i)
         return None
 
@@ -244,7 +249,7 @@ class SandboxGitHub:
         login = self._login(request)
         if login is None:
             return Reply(401, {"message": "Bad credentials"}), None
-        fault = self._take_fault(path)
+        fault = self._take_fault(path, body)
         if fault is not None:
             return self._fault_reply(fault, login), login
         try:

@@ -98,6 +98,21 @@ class Reaction(Record):
 REACTION_ATTEMPTS = 5
 
 
+class FixOwed(Record):
+    """Resolving the threads a posted review named as fixed, owed because GitHub failed the
+    first try. Recorded before the review is recorded ``reviewed`` (a crash before that runs
+    it again from the review's marker), retried with backoff until done. Idempotent: GitHub's
+    ``isResolved`` and the reply's ``fixed-in`` marker say what already happened."""
+
+    review_id: int
+    attempts: int = Field(default=0, ge=0)
+    next_attempt_at: datetime | None = None
+    last_error: str | None = None
+
+
+FIX_ATTEMPTS = 12
+
+
 class Notice(Record):
     """A visible give-up: one short PR comment, findable by its ``trigger`` marker."""
 
@@ -154,6 +169,8 @@ class PrRecord(Record):
     config_error: str | None = None
     # Reactions owed to command comments (added at once, outside the PR's ordered work).
     reactions: list[Reaction] = Field(default_factory=list)
+    # Posted reviews whose fixed threads are still to be resolved (GitHub failed the try).
+    fixes: list[FixOwed] = Field(default_factory=list)
     instructions_key: str | None = None
     closed_seen_at: datetime | None = None
     # Known to have closed by a merge (a webhook or a read of the PR said so; a poll that only
@@ -285,9 +302,10 @@ class PrRecord(Record):
 
     def due_at(self, poll_interval_s: float, now: datetime) -> datetime | None:
         """The earliest moment some of this PR's work may run; None = nothing owed."""
-        reactions = [r.next_attempt_at or now for r in self.reactions]
+        reactions = [r.next_attempt_at or now for r in [*self.reactions, *self.fixes]]
         if self.draft:
-            return min(reactions) if reactions else None   # 😕 on a draft's command
+            # 😕 on a draft's command; a posted review's thread resolution
+            return min(reactions) if reactions else None
         times = [self.review_due_at(poll_interval_s, now), *reactions]
         times += [c.next_attempt_at or now for c in self.queued]
         times += [n.next_attempt_at or now for n in self.notices if not n.posted]
@@ -297,7 +315,7 @@ class PrRecord(Record):
     def prunable(self, now: datetime) -> bool:
         """Gone from the open list for more than ``PRUNE_AFTER`` and owing nothing."""
         return (self.closed_seen_at is not None and now - self.closed_seen_at > PRUNE_AFTER
-                and not self.queued and not self.reactions
+                and not self.queued and not self.reactions and not self.fixes
                 and all(n.posted for n in self.notices))
 
     def owe_reaction(self, comment_id: int, source: Literal["issue", "review"],
@@ -306,6 +324,25 @@ class PrRecord(Record):
                    for r in self.reactions):
             self.reactions.append(Reaction(comment_id=comment_id, source=source,
                                            content=content))
+
+    def owe_fix(self, review_id: int, error: str, now: datetime, poll_interval_s: float
+                ) -> FixOwed | None:
+        """A try at resolving ``review_id``'s fixed threads failed: owed again after backoff.
+        None when it gave up (``FIX_ATTEMPTS`` failed tries)."""
+        fix = next((f for f in self.fixes if f.review_id == review_id), None)
+        if fix is None:
+            fix = FixOwed(review_id=review_id)
+            self.fixes.append(fix)
+        fix.attempts += 1
+        fix.last_error = error
+        fix.next_attempt_at = now + backoff(fix.attempts, poll_interval_s)
+        if fix.attempts >= FIX_ATTEMPTS:
+            self.fixes.remove(fix)
+            return None
+        return fix
+
+    def fix_done(self, review_id: int) -> None:
+        self.fixes = [f for f in self.fixes if f.review_id != review_id]
 
     def add_notice(self, notice: Notice) -> None:
         if any(n.trigger == notice.trigger for n in self.notices):

@@ -22,8 +22,7 @@ from ..core.sanitizer import redact_secrets, sanitize_line
 from ..core.triggers import AUTOMATIC, Trigger
 from ..github.errors import AuthError, BadCredentials, GitHubError, NotFound, RateLimited
 from ..github.models import PullRequest, Review
-from ..github.review_submit import find_posted, fixed_threads
-from ..pr_output.threads import resolve_fixed
+from ..github.review_submit import find_posted
 from ..turn.guidance import builtin_guidance
 from ..turn.prompts import TrustedInstructions, keep_told
 from ..turn.repo_config import (
@@ -38,6 +37,7 @@ from ..turn.repo_config import (
     scoped_guideline,
 )
 from ..turn.repo_config import parse as parse_repo_config
+from . import fixes
 from . import pause as account_pause
 from .context import WorkContext, repo_of, short_error
 from .records import InstructionsRecord, PrRecord
@@ -284,15 +284,9 @@ class ReviewProcedure:
     async def _after_post(self, key: str, review: Review) -> None:
         """What follows a posted review on the PR, from the review as GitHub has it (so a crash
         before the record says ``reviewed`` runs it again, idempotently): the threads the model
-        said are fixed are resolved. A GitHub failure here never fails the posted review."""
-        owner, name, number = repo_of(key)
-        try:
-            await resolve_fixed(self.ctx.client, owner, name, number, review,
-                                fixed_threads(review.body))
-        except (RateLimited, AuthError):
-            raise
-        except GitHubError as exc:
-            log.warning("%s: fixed threads not resolved: %s", key, exc)
+        said are fixed are resolved. A GitHub failure here never fails the posted review: the
+        resolution is recorded as owed and the worker retries it (``work/fixes.py``)."""
+        await fixes.resolve(self.ctx, key, review)
         await update_summary(self.ctx, key, reviewing=None, last_reviewed=review.commit_id)
 
     # -- recording outcomes ---------------------------------------------------------------

@@ -12,8 +12,8 @@ from datetime import timedelta
 from ..core.failures import local_failure
 from ..core.triggers import Trigger
 from ..github.errors import BadCredentials, GitHubError, RateLimited
+from . import fixes, reactions
 from . import pause as account_pause
-from . import reactions
 from .chat import CommandProcedure
 from .context import WorkContext, repo_of, short_error
 from .notices import post_notice
@@ -64,6 +64,11 @@ class PrWorker:
             # Acknowledge first: 👀/😕 never wait behind a review (also for drafts).
             await reactions.add_owed(self.ctx, key)
             return True
+        if fixes.due(rec, now):
+            # A posted review's fixed threads GitHub failed to resolve (also for drafts: the
+            # review is already on the PR).
+            await self._resolve_fixes(key)
+            return True
         if rec is None or rec.draft:
             return False
         interval = self.ctx.cfg.poll_interval_s
@@ -89,6 +94,14 @@ class PrWorker:
             await reactions.add_owed(self.ctx, key)
         except Exception as exc:
             log.warning("%s: reactions not added yet: %s", key, short_error(exc))
+
+    async def _resolve_fixes(self, key: str) -> None:
+        try:
+            await fixes.resolve_owed(self.ctx, key)
+        except BadCredentials as exc:
+            await account_pause.pause(self.ctx.pause, "github", short_error(exc), self.ctx.clock())
+        except RateLimited as exc:
+            await fixes.delay(self.ctx, key, exc.wait_s, short_error(exc))
 
     async def _post_notice(self, key: str, trigger: Trigger) -> None:
         owner, name, number = repo_of(key)

@@ -9,7 +9,9 @@ import pytest
 from dsh_github_reviewer.app import ReviewerApp
 from dsh_github_reviewer.github.review_submit import fixed_threads
 from dsh_github_reviewer.pr_output.threads import resolve_fixed
-from dsh_github_reviewer.testing.scenario import FEATURE, PUSH, REPO, push_fix
+from dsh_github_reviewer.testing.scenario import FEATURE, PUSH, REPO, build_shop, push_fix
+from tests.e2e.conftest import Deployment
+from tests.e2e.fault_kit import Clock
 
 pytestmark = pytest.mark.slow
 BOT = "shop-review-bot"
@@ -66,3 +68,44 @@ async def test_fixed_threads_are_resolved_once_and_never_a_persons(shop):
     assert await resolve_fixed(client, "acme", "shop", 1, third, [sql.id]) == []
     assert sql.id not in st.resolved_threads and len(fixed_replies(st, sql.id)) == 1
     assert FEATURE   # the scenario's files are the ones the rules fire on
+
+
+# Each names the GitHub request of the resolution that fails: the resolve mutation, or the
+# "Fixed in" reply after the thread was resolved.
+@pytest.mark.parametrize(("path", "body"), [("graphql", "resolveReviewThread"),
+                                            ("/replies", None)])
+async def test_a_github_error_while_resolving_is_retried_until_done(tmp_path, sandbox80, model,
+                                                                    path, body):
+    st = sandbox80.state
+    build_shop(sandbox80)
+    clock = Clock(sandbox80)
+    dep = await Deployment(tmp_path, sandbox80, model, clock=clock).start()
+    await dep.tick()
+    (first,) = dep.reviews()
+    sql = next(c for c in st.comments_of_review(first.id) if c.line == 10)
+    head = push_fix(sandbox80)
+    sandbox80.inject_error(502, path_contains=path, body_contains=body)
+    await dep.tick()
+    second = dep.reviews()[1]
+    assert fixed_threads(second.body) == [sql.id]
+    assert not sandbox80.faults, "the 502 hit the resolution"
+    rec = await dep.entry()
+    assert rec.status == "reviewed" and rec.reviewed_head_sha == head, "the review stands"
+    (owed,) = rec.fixes
+    assert owed.review_id == second.id and owed.attempts == 1 and "502" in owed.last_error
+    assert owed.next_attempt_at > clock(), "with backoff, not retried at once"
+    if body == "resolveReviewThread":
+        assert sql.id not in st.resolved_threads and not fixed_replies(st, sql.id)
+
+    await dep.tick()                                  # still inside the backoff: untouched
+    assert (await dep.entry()).fixes == rec.fixes
+    clock.skip()
+    await dep.tick()
+    assert st.resolved_threads == {sql.id: BOT}
+    (reply,) = fixed_replies(st, sql.id)
+    assert reply.body.startswith(f"Fixed in {head}.")
+    assert (await dep.entry()).fixes == []
+    clock.skip()
+    await dep.tick()
+    assert len(fixed_replies(st, sql.id)) == 1 and len(dep.reviews()) == 2
+    await dep.stop()

@@ -13,6 +13,7 @@ import pytest
 
 from dsh_github_reviewer.core.triggers import Trigger
 from dsh_github_reviewer.work.records import (
+    FIX_ATTEMPTS,
     MAX_BACKOFF,
     NOTICES_KEPT,
     PROCESSED_IDS_CAP,
@@ -310,3 +311,19 @@ def test_a_stored_trigger_keeps_its_string_form():
     assert rec.trigger == Trigger.cmd("acct", 9)
     with pytest.raises(ValueError, match="kind 'later'"):
         PrRecord.model_validate({**raw, "trigger": "acct:later:1"})
+
+
+def test_an_owed_fix_resolution_backs_off_runs_for_drafts_and_gives_up():
+    rec = PrRecord(head_sha="a" * 40, status="reviewed", updated_at=T0, draft=True)
+    fix = rec.owe_fix(7, "HTTP 502", T0, 3)
+    assert fix is not None and fix.attempts == 1 and fix.next_attempt_at == T0 + backoff(1, 3)
+    assert rec.due_at(3, T0) == T0 + backoff(1, 3), "due although a draft: it is posted work"
+    rec.closed(T0)
+    assert not rec.prunable(T0 + PRUNE_AFTER + sec(1)), "owed work keeps the record"
+    assert rec.owe_fix(7, "HTTP 502", T0, 3).attempts == 2 and len(rec.fixes) == 1
+    for _ in range(FIX_ATTEMPTS - 3):
+        assert rec.owe_fix(7, "HTTP 502", T0, 3) is not None
+    assert rec.owe_fix(7, "HTTP 502", T0, 3) is None and rec.fixes == []
+    rec.owe_fix(8, "HTTP 502", T0, 3)
+    rec.fix_done(8)
+    assert rec.fixes == [] and rec.due_at(3, T0) is None
