@@ -89,7 +89,8 @@ async def cmd_status(harness: Harness, args: argparse.Namespace) -> int:
                  if a["rate_limited_until"] else "")
               + (f", PAUSED until {a['paused_until']}: {a['pause_reason']}"
                  if a["paused_until"] else "")
-              + (f", last error: {a['last_error']}" if a["last_error"] else ""))
+              + (f", last error: {a['last_error']}" if a["last_error"] and not (
+                  a["paused_until"] and a["last_error"] == a["pause_reason"]) else ""))
         if a["replicas"]:
             poll = a["poll_lease"]
             print(f"  replicas: {len(a['replicas'])}"

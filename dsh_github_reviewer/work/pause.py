@@ -99,9 +99,9 @@ async def pause(acct: AccountPause, kind: str, reason: str, now: datetime,
     assert isinstance(until, datetime)
     acct.paused_until, acct.pause = until, kind
     if state["first"]:
-        log.error("account %s: paused: %s. Nothing of this account runs until then; fix the "
-                  "credentials (or wait) - retrying at %s", acct.key, reason,
-                  until.isoformat(timespec="seconds"))
+        log.error("account %s: paused until %s: %s. Nothing of this account runs until then; "
+                  "fix the credentials (and restart, if they come from the environment) or "
+                  "wait for that retry", acct.key, until.isoformat(timespec="seconds"), reason)
     else:
         log.warning("account %s: still paused (%s, try %d); retrying at %s", acct.key, reason,
                     state["pauses"], until.isoformat(timespec="seconds"))

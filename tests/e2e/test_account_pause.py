@@ -47,7 +47,7 @@ async def test_a_rejected_token_pauses_the_account_until_it_works(tmp_path, sand
         assert account.pause == "github" and account.paused_until > clock()
         assert "GitHub rejected the token" in account.pause_reason
         [line] = paused_lines(caplog)
-        assert "account demo: paused: " in line and "Bad credentials" not in line
+        assert "account demo: paused until " in line and "Bad credentials" not in line
         (status,) = await status_data(dep.harness)
         assert status["paused_until"] and "GitHub rejected the token" in status["pause_reason"]
         async with httpx2.AsyncClient(transport=httpx2.ASGITransport(
@@ -151,7 +151,8 @@ async def test_the_mcp_servers_rate_limit_pauses_the_account(tmp_path, sandbox80
             await dep.stop()
 
 
-async def test_a_restart_tries_fixed_credentials_at_once(tmp_path, sandbox80, caplog):
+async def test_a_restart_tries_fixed_credentials_at_once(tmp_path, sandbox80, caplog,
+                                                         capsys):
     """The docs' remedy - fix the token or key, restart - must not then wait out a backoff of
     up to 6 h: a new process tries a stored credential pause once at its first tick. Still
     rejected, it pauses again, longer; a rate limit stays (that one is GitHub's)."""
@@ -166,6 +167,15 @@ async def test_a_restart_tries_fixed_credentials_at_once(tmp_path, sandbox80, ca
             head = push_fix(sandbox80)
             await dep.tick()
             assert (await dep.account_record()).pause == "github"
+            [line] = paused_lines(caplog)                         # when, then why
+            assert line.startswith("account demo: paused until 20") and "restart" in line
+            import argparse
+
+            from dsh_github_reviewer.cli import cmd_status
+            capsys.readouterr()
+            await cmd_status(dep.harness, argparse.Namespace(json=False))
+            out = capsys.readouterr().out
+            assert out.count("GitHub rejected the token") == 1, out   # not again as last error
         finally:
             await dep.stop()
 
