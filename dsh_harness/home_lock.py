@@ -41,10 +41,13 @@ class HomeLock:
                 pid, _, what = (os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
                                 .partition("\n"))
                 os.close(fd)
+                # A second dsh run may get its own home; a copy must act on this one.
+                advice = ("stop it first, or give this one its own home" if self.what == "dsh run"
+                          else f"stop it first, then run {self.what} again")
                 raise HomeLocked(
                     f"another {what.strip() or 'dsh run'} (pid {pid.strip() or 'unknown'}) is "
-                    f"using the home {self.path.parent} (lock file {self.path}); stop it first, "
-                    "or give this one its own home") from None
+                    f"using the home {self.path.parent} (lock file {self.path}); {advice}"
+                ) from None
             # The previous holder unlinks the file on release: if it did so between our open and
             # our flock, we locked a file nobody else will ever open again. Retry on the new one.
             try:

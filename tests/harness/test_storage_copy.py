@@ -134,6 +134,7 @@ def test_cli_copy_refuses_while_dsh_run_holds_the_home(tmp_path, capsys, monkeyp
                          "--force"]) == 1
         err = capsys.readouterr().err
         assert f"another dsh run (pid {os.getpid()}) is using the home {home}" in err
+        assert err.rstrip().endswith("stop it first, then run dsh storage copy again"), err
     assert not (home / "storage" / "backups").exists()
 
     async def target_keys():
