@@ -130,9 +130,8 @@ class Inbox:
         return touched
 
     def _reviewable(self, key: str, pr: PullSummary) -> bool:
-        if pr.draft:
-            self._log_once(key, pr.head.sha, "%s is a draft; not reviewed", key)
-            return False
+        # A draft's head is owed a review like any other: the review procedure reads
+        # whether the base reviews drafts (auto_review.drafts), once per head.
         if author_ignored(pr.user.login, self.config.ignore_authors):
             self._log_once(key, pr.head.sha, "%s: author %s is ignored", key,
                            pr.user.login)
@@ -149,8 +148,11 @@ class Inbox:
         if not self._reviewable(key, pr):
             return rec
         head = pr.head.sha
+        if pr.draft:
+            self._log_once(key, head, "%s is a draft; reviewed only if its base says "
+                           "auto_review.drafts = true", key)
         if rec is None:
-            return self._new_record(pr, now)
+            return self._new_draft(pr, now) if pr.draft else self._new_record(pr, now)
         if rec.head_sha == head:
             return self._retargeted(key, rec, pr, now)
         cap = self.config.review.max_reviews_per_pr

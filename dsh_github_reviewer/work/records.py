@@ -179,6 +179,10 @@ class PrRecord(Record):
     # The PR was a draft when last seen: nothing of its work runs (an owed review, queued
     # commands, notices) until it is seen ready for review again.
     draft: bool = False
+    # The head the review procedure found must wait as a draft: the base's
+    # .github/dsh-review.toml does not say auto_review.drafts = true. Read once per draft head
+    # (a push asks again), never on every tick.
+    draft_waits: str | None = None
 
     # -- the state machine: every change of ``status`` is one of these transitions ----------
     # (``tests/reviewer/test_work_records.py`` holds the transition table; the architecture
@@ -296,19 +300,19 @@ class PrRecord(Record):
         return until
 
     def review_due_at(self, poll_interval_s: float, now: datetime) -> datetime | None:
-        if self.status != "reviewing" or self.draft:
+        if self.status != "reviewing" or (self.draft and self.draft_waits == self.head_sha):
             return None
         return self.backoff_until(poll_interval_s) or now
 
     def due_at(self, poll_interval_s: float, now: datetime) -> datetime | None:
         """The earliest moment some of this PR's work may run; None = nothing owed."""
         reactions = [r.next_attempt_at or now for r in [*self.reactions, *self.fixes]]
-        if self.draft:
-            # 😕 on a draft's command; a posted review's thread resolution
-            return min(reactions) if reactions else None
+        # A draft: 😕 on its commands, a posted review's thread resolution, and its owed review
+        # until the procedure has read whether the base reviews drafts (``draft_waits``).
         times = [self.review_due_at(poll_interval_s, now), *reactions]
-        times += [c.next_attempt_at or now for c in self.queued]
-        times += [n.next_attempt_at or now for n in self.notices if not n.posted]
+        if not self.draft:
+            times += [c.next_attempt_at or now for c in self.queued]
+            times += [n.next_attempt_at or now for n in self.notices if not n.posted]
         times = [t for t in times if t is not None]
         return min(times) if times else None
 

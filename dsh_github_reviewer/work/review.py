@@ -128,6 +128,18 @@ class ReviewProcedure:
         return RepoSettings(settings.config, settings.error, tuple(found),
                             tuple(scoped)), guidelines
 
+    async def reviews_drafts(self, pr: PullRequest) -> bool:
+        """Whether the base's ``.github/dsh-review.toml`` says ``auto_review.drafts = true``
+        (only that file is read; an invalid one says no, and the review that follows a yes
+        reads and reports it as usual)."""
+        text = await self.base_file(pr, REPO_CONFIG_PATH)
+        if text is None:
+            return False
+        try:
+            return parse_repo_config(text).auto_review.drafts
+        except RepoConfigError:
+            return False
+
     async def base_dir(self, pr: PullRequest, path: str) -> list[str]:
         base = pr.base.repo
         assert base is not None
@@ -201,11 +213,20 @@ class ReviewProcedure:
             await self._closed(key, merged=pr.merged_at is not None)
             return
         if pr.draft:
-            # Turned draft after the review was owed (a failed attempt, an interrupted run,
-            # a /review just before): nothing runs or posts while it is a draft.
-            await ctx.store.mark_draft(key)
-            log.info("%s: is a draft; the owed review waits until it is ready", key)
-            return
+            try:
+                reviewed = trigger.kind in AUTOMATIC and await self.reviews_drafts(pr)
+            except (RateLimited, AuthError):
+                raise
+            except GitHubError as exc:
+                await self._paused(key, exc, self.ctx.cfg.poll_interval_s)
+                return
+            if not reviewed:
+                # A draft whose base does not say auto_review.drafts = true, or work owed
+                # before it turned draft (a /review just before): nothing runs or posts while
+                # it is a draft; this head is not asked again.
+                await ctx.store.mark_draft(key, pr.head.sha)
+                log.info("%s: is a draft; the owed review waits until it is ready", key)
+                return
         head = pr.head.sha
         if trigger == self._auto(rec.head_sha):
             trigger = self._auto(head)   # the head the review will actually see

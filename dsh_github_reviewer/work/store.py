@@ -71,12 +71,14 @@ class WorkStore:
         return {k: r for k, r in (await self.prs_table.all()).items()
                 if split_pr_key(k)[0] == self.account}
 
-    async def mark_draft(self, key: str) -> None:
+    async def mark_draft(self, key: str, head_sha: str | None = None) -> None:
         """The PR was found a draft when its work was about to run: the work waits (no
-        attempt is counted) until a poll or a delivery sees it ready for review."""
+        attempt is counted) until a poll or a delivery sees it ready for review. ``head_sha``:
+        the base config was read for this head and does not review drafts."""
         def apply(e: PrRecord | None) -> PrRecord | None:
             if e is not None:
                 e.draft = True
+                e.draft_waits = head_sha or e.draft_waits
             return e
         await self.update_pr(key, apply)
 

@@ -69,14 +69,18 @@ class PrWorker:
             # review is already on the PR).
             await self._resolve_fixes(key)
             return True
-        if rec is None or rec.draft:
+        if rec is None:
             return False
         interval = self.ctx.cfg.poll_interval_s
         due = rec.review_due_at(interval, now)
         if due is not None and due <= now and rec.closed_seen_at is None:
+            # (A draft's owed review too, once per head: the procedure reads whether the
+            # base reviews drafts, and records the head it waits on when not.)
             async with self.review_slot():
                 await self.review.run(key, rec)
             return True
+        if rec.draft:
+            return False
         for notice in rec.notices:
             if not notice.posted and (notice.next_attempt_at or now) <= now:
                 await self._post_notice(key, notice.trigger)

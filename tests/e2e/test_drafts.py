@@ -76,3 +76,42 @@ async def test_work_recorded_just_before_the_pr_turned_draft_does_not_run(tmp_pa
         assert (await dep.entry()).status == "reviewed"
     finally:
         await dep.stop()
+
+
+@pytest.mark.parametrize("config", ["[auto_review]\ndrafts = true\n",
+                                    "[auto_review]\ndrafts = false\n", None])
+async def test_the_base_config_decides_whether_a_draft_is_reviewed(tmp_path, sandbox80, model,
+                                                                   config):
+    """auto_review.drafts = true in the base's .github/dsh-review.toml: a draft is reviewed
+    automatically; otherwise not, and the base is asked once per head, not on every tick."""
+    build_shop(sandbox80)
+    st = sandbox80.state
+    if config is not None:
+        st.commit(REPO, "main", {".github/dsh-review.toml": config})
+        st.pull(REPO, 1).base_sha = st.repo(REPO).branches["main"]
+    st.set_draft(REPO, 1, True)
+    dep = await Deployment(tmp_path, sandbox80, model).start()
+    try:
+        await dep.tick()
+        rec = await dep.entry()
+        assert rec.draft
+        if config == "[auto_review]\ndrafts = true\n":
+            assert rec.status == "reviewed" and len(dep.reviews()) == 1
+            assert no_pending_reviews(sandbox80)
+            return
+        assert dep.reviews() == [] and model.served == []
+        assert rec.status == "reviewing" and rec.draft_waits == rec.head_sha
+        reads = len(sandbox80.requests("GET", "dsh-review.toml"))
+        assert reads >= 1
+        await dep.tick()
+        await dep.tick()
+        assert len(sandbox80.requests("GET", "dsh-review.toml")) == reads, "asked once per head"
+        head = st.commit(REPO, "feature-1", {"shop/notes.txt": "more\n"})
+        await dep.tick()
+        assert (await dep.entry()).draft_waits == head and dep.reviews() == []
+        st.set_draft(REPO, 1, False)
+        await dep.tick()
+        rec = await dep.entry()
+        assert not rec.draft and rec.status == "reviewed" and len(dep.reviews()) == 1
+    finally:
+        await dep.stop()

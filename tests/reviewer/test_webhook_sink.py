@@ -110,10 +110,13 @@ async def test_drafts_close_and_reopen(live):
     st.commit(REPO, "feature-2", dict(FEATURE))
     st.open_pull(REPO, "feature-2", title="wip", author="alice", draft=True)
     await settle(sb)
-    assert await dep.entry(2) is None  # a draft is not reviewed
+    # Recorded as a draft: the review procedure reads whether the base reviews drafts.
+    entry = await dep.entry(2)
+    assert entry.draft and entry.status == "reviewing"
     st.set_draft(REPO, 2, False)
     await settle(sb)
-    assert (await dep.entry(2)).status == "reviewing"
+    entry = await dep.entry(2)
+    assert not entry.draft and entry.status == "reviewing"
     st.close_pull(REPO, 2)
     await settle(sb)
     assert (await dep.entry(2)).closed_seen_at is not None

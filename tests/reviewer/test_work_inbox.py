@@ -33,6 +33,7 @@ from dsh_harness.storage.json_backend import JsonBackend
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 REPO = "acme/shop"
 HEAD, HEAD2, BASE, BASE2 = "a" * 40, "c" * 40, "b" * 40, "d" * 40
+DRAFT_LINE = " is a draft; reviewed only if its base says auto_review.drafts = true"
 
 
 def key(number: int = 1, repo: str = REPO) -> str:
@@ -203,24 +204,33 @@ async def test_a_record_without_a_base_ref_adopts_it_without_a_review(store):
     assert rec.status == "reviewed" and rec.base_ref == "release"
 
 
-async def test_drafts_and_ignored_authors_owe_nothing(store, caplog):
+async def test_a_draft_owes_the_procedure_its_decision_and_ignored_authors_nothing(store,
+                                                                                 caplog):
     caplog.set_level(logging.INFO, logger="dsh_github_reviewer.work.inbox")
     ib = inbox(store, ignore_authors=["dependabot*"])
-    for _ in range(2):
-        touched = await record(ib, pulls=[pull(1, draft=True),
-                                          pull(2, author="dependabot[bot]")])
-    assert touched == [] and await store.pr(key(1)) is None and await store.pr(key(2)) is None
+    touched = await record(ib, pulls=[pull(1, draft=True), pull(2, author="dependabot[bot]")])
+    assert touched == [key(1)] and await store.pr(key(2)) is None
+    rec = await store.pr(key(1))
+    assert rec.draft and rec.status == "reviewing" and rec.due_at(60, T0) == T0, \
+        "the review procedure reads whether the base reviews drafts"
+    rec.draft_waits = HEAD                      # it said no for this head: nothing is due
+    assert rec.due_at(60, T0) is None
+    assert await record(ib, pulls=[pull(1, draft=True), pull(2, author="dependabot[bot]")]) \
+        == []
     messages = [r.getMessage() for r in caplog.records]
-    assert messages == [f"{key(1)} is a draft; not reviewed",
+    assert messages == [f"{key(1)}" + DRAFT_LINE,
                         f"{key(2)}: author dependabot[bot] is ignored"], "each logged once"
 
 
 async def test_turning_draft_holds_the_owed_work_and_ready_releases_it(store):
     await put(store, reviewed(status="reviewing", trigger=auto()))
     ib = inbox(store)
-    assert await record(ib, pulls=[pull(draft=True)]) == []
+    assert await record(ib, pulls=[pull(draft=True)]) == [key()], "the procedure decides"
     rec = await store.pr(key())
-    assert rec.draft and rec.status == "reviewing" and rec.due_at(60, T0) is None
+    assert rec.draft and rec.status == "reviewing" and rec.due_at(60, T0) == T0
+    rec.draft_waits = HEAD                      # the procedure found it must wait
+    await put(store, rec)
+    assert (await store.pr(key())).due_at(60, T0) is None
     assert await record(ib, pulls=[pull()]) == [key()]
     rec = await store.pr(key())
     assert not rec.draft and rec.due_at(60, T0) == T0
@@ -497,9 +507,7 @@ async def test_the_draft_and_cap_lines_are_logged_once_per_pr_and_head(store, ca
     await record(ib, pulls=[pull(1, draft=True), pull(2, draft=True)])
     await record(ib, pulls=[pull(1, HEAD2, draft=True)])
     await record(ib, pulls=[pull(1, HEAD2, draft=True)])
-    assert caplog.messages == [f"{key(1)} is a draft; not reviewed",
-                               f"{key(2)} is a draft; not reviewed",
-                               f"{key(1)} is a draft; not reviewed"]
+    assert caplog.messages == [key(1) + DRAFT_LINE, key(2) + DRAFT_LINE, key(1) + DRAFT_LINE]
 
 
 async def test_the_cap_line_names_the_pr_and_the_head(store, caplog):
@@ -580,7 +588,8 @@ async def test_a_command_on_an_unrecorded_draft_records_the_draft(store, caplog)
     rec = await store.pr(key())
     assert rec.draft and rec.head_sha == HEAD and rec.updated_at == T0
     assert rec.reactions == [Reaction(comment_id=114, source="issue", content="confused")]
-    assert rec.due_at(60, T0) == T0 and rec.review_due_at(60, T0) is None, "only the 😕 runs"
+    assert rec.due_at(60, T0) == T0 and rec.trigger == auto(), \
+        "the 😕, and the procedure reads whether the base reviews drafts (not the /review)"
     assert "refusing command comment 114 on a draft pull request (#1)" in caplog.messages
 
 
