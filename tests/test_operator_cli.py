@@ -50,6 +50,16 @@ def test_output_piped_into_a_reader_that_stops_is_no_error(tmp_path):
         assert proc.wait(timeout=60) == 141 and err == "", (args, err)
 
 
+def test_the_demo_runs_from_an_empty_directory_without_a_warning(tmp_path):
+    proc = dsh("github-reviewer", "demo", cwd=tmp_path, timeout=180)
+    if proc.returncode == 1 and "port 80" in proc.stderr:
+        pytest.skip(proc.stderr.strip())
+    assert proc.returncode == 0, proc.stderr
+    assert "turn flow" in proc.stdout and "Reply to /bot" in proc.stdout
+    assert "WARNING" not in proc.stderr and "no price" not in proc.stderr, proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_broken_config_does_not_hide_commands_that_need_none(tmp_path):
     (tmp_path / "dsh.toml").write_text("[storage]\nbakend = 'x'\n")
     proc = dsh("github-reviewer", "demo", "--help", cwd=tmp_path)

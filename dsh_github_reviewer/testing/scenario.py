@@ -114,6 +114,9 @@ lease_ttl_s = {lease_ttl_s}
 base_url = "{model.base_url}"
 api_key = "scripted-model"
 retry_base_s = 0.05
+# Any model it serves is priced by DeepSeek's list (the defaults), without the warning a
+# model missing from a price table gets: the demo's first line must not be a WARNING.
+[providers.scripted.unlisted_model]
 
 [plugins.github-reviewer]
 {blocks}''' + (f"\n[plugins.github-reviewer.webhook]\n{webhook}\n" if webhook else "")
