@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
 import re
 import sys
 from datetime import datetime
@@ -102,14 +103,28 @@ class Running:
             return
         self.state.update(config=cfg.label, done=done, spent_usd=round(spent, 6),
                           updated_at=utcnow().isoformat(timespec="seconds"))
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _home_dir(self.path.parent)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.state), encoding="utf-8")
+        _owner_only(tmp, json.dumps(self.state))
         tmp.replace(self.path)
 
     def done(self) -> None:
         if self.path is not None:
             self.path.unlink(missing_ok=True)
+
+
+def _home_dir(d: Path) -> None:
+    """``<home>/eval``, owner-only like everything else dsh writes in a home (0700)."""
+    d.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    d.mkdir(exist_ok=True, mode=0o700)
+
+
+def _owner_only(path: Path, text: str) -> None:
+    """Write ``text`` to a 0600 file, whatever the umask."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def _write(report: dict[str, Any], out: Path | None, home: Path | None) -> list[Path]:
@@ -124,10 +139,10 @@ def _write(report: dict[str, Any], out: Path | None, home: Path | None) -> list[
         written.append(out / "report.html")
     if home is not None:  # what the web UI's eval page shows
         d = home / "eval"
-        d.mkdir(parents=True, exist_ok=True)
-        (d / f"report-{stamp}.json").write_text(text, encoding="utf-8")
+        _home_dir(d)
+        _owner_only(d / f"report-{stamp}.json", text)
         tmp = d / "latest.json.tmp"
-        tmp.write_text(text, encoding="utf-8")
+        _owner_only(tmp, text)
         tmp.replace(d / "latest.json")
         written.append(d / "latest.json")
     return written

@@ -142,3 +142,32 @@ def test_report_escapes_what_the_model_wrote():
         "push": 1, "path": "app/calc.py", "line": 6, "start_line": None, "kind": "hit",
         "target": "div", "body": None}
     assert json.loads(json.dumps(report)) == report
+
+
+def test_reports_in_the_home_are_owner_only(tmp_path):
+    """The home holds 0600 files in 0700 directories; the eval's reports and progress file are
+    no exception, whatever the umask (and a home the eval creates is 0700 too)."""
+    import os
+    import stat
+
+    from dsh_github_reviewer.eval.command import Running, _write
+    from dsh_github_reviewer.eval.run import ConfigResult
+
+    report = build_report([case()], [ConfigResult(EvalConfig(MODEL), [CaseRun(
+        case_id="calc", findings=[], reviewed=[1, 2])])], started_at=res_started())
+    home = tmp_path / "home"
+    old = os.umask(0o022)
+    try:
+        running = Running(home, res_started(), [MODEL], 1)
+        running.update(EvalConfig(MODEL), 1, 1, 0.0)
+        running_mode = stat.S_IMODE(os.stat(home / "eval" / "running.json").st_mode)
+        _write(report, None, home)
+    finally:
+        os.umask(old)
+    assert running_mode == 0o600
+    for d in (home, home / "eval"):
+        assert stat.S_IMODE(os.stat(d).st_mode) == 0o700, d
+    files = list((home / "eval").iterdir())
+    assert {f.name.split("-")[0] for f in files} >= {"latest.json", "report", "running.json"}
+    for f in files:
+        assert stat.S_IMODE(os.stat(f).st_mode) == 0o600, f
