@@ -78,7 +78,9 @@ async def test_feed_marks_never_pass_an_unrecorded_command(tmp_path, sandbox80, 
 
 async def test_a_failed_bot_is_retried_and_the_queue_behind_it_answered(tmp_path, sandbox80,
                                                                        model):
-    dep, clock = await reviewed_shop(tmp_path, sandbox80, model)
+    # The test clock runs with real time: a backoff of a minute or more keeps the failed /bot
+    # from falling due while the four chats behind it run on a loaded machine.
+    dep, clock = await reviewed_shop(tmp_path, sandbox80, model, poll_interval_s=60)
     st = sandbox80.state
     model.inject(*[Fault.server_error()] * 6)   # more than the provider's retries: one chat fails
     cmds = [st.add_issue_comment(REPO, 1, "maintainer", f"/bot question {i}?") for i in range(5)]
