@@ -44,6 +44,8 @@ async def status_data(harness: Harness) -> list[dict[str, Any]]:
                 "last_error": e.last_error, "updated_at": _iso(e.updated_at),
                 "config_error": e.config_error,
                 "closed": e.closed_seen_at is not None,
+                # A draft whose base does not review drafts: its review waits until ready.
+                "draft": e.draft,
                 # Replicas: who runs this PR's work now (its lease), else None.
                 "lease": held.get(f"pr:{key}"),
                 "queued": [{"comment_id": c.comment_id, "attempts": c.attempts,

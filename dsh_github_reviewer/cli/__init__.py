@@ -114,6 +114,8 @@ async def cmd_status(harness: Harness, args: argparse.Namespace) -> int:
                 line += f", failures {p['fail_count']}"
             if p["backoff_until"]:
                 line += f", backoff until {p['backoff_until']}"
+            if p.get("draft"):
+                line += ", draft (waits until ready for review)"
             if p["queued"]:
                 line += f", {len(p['queued'])} /bot queued"
             if p["last_error"]:

@@ -82,6 +82,8 @@ def record_row(key: tuple[str, str, str, int], rec: PrRecord, web_url: str) -> P
         row.last_outcome = f"gave up on {gave_up[-1].what}: {gave_up[-1].error}"
     elif rec.last_error:
         row.last_outcome = f"not posted ({rec.last_error})"
+    elif rec.draft and rec.status == "reviewing":
+        row.last_outcome = "draft: waits until ready for review"
     else:
         row.last_outcome = f"no review yet ({rec.status})"
     row.reviews = rec.reviews_done

@@ -4,9 +4,12 @@ it is a draft; ready for review again, the owed work runs once."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from dsh_github_reviewer.testing.scenario import REPO, build_shop
+from dsh_harness import cli
 
 from .conftest import Deployment
 from .fault_kit import Clock, no_pending_reviews, replies_to
@@ -81,7 +84,7 @@ async def test_work_recorded_just_before_the_pr_turned_draft_does_not_run(tmp_pa
 @pytest.mark.parametrize("config", ["[auto_review]\ndrafts = true\n",
                                     "[auto_review]\ndrafts = false\n", None])
 async def test_the_base_config_decides_whether_a_draft_is_reviewed(tmp_path, sandbox80, model,
-                                                                   config):
+                                                                   config, capsys):
     """auto_review.drafts = true in the base's .github/dsh-review.toml: a draft is reviewed
     automatically; otherwise not, and the base is asked once per head, not on every tick."""
     build_shop(sandbox80)
@@ -106,6 +109,12 @@ async def test_the_base_config_decides_whether_a_draft_is_reviewed(tmp_path, san
         await dep.tick()
         await dep.tick()
         assert len(sandbox80.requests("GET", "dsh-review.toml")) == reads, "asked once per head"
+        if config is None:
+            await dep.stop()                          # status reads the store on its own
+            assert await asyncio.to_thread(cli.main, ["--config", str(dep.write_config()),
+                                                      "github-reviewer", "status"]) == 0
+            assert "draft (waits until ready for review)" in capsys.readouterr().out
+            return
         head = st.commit(REPO, "feature-1", {"shop/notes.txt": "more\n"})
         await dep.tick()
         assert (await dep.entry()).draft_waits == head and dep.reviews() == []
