@@ -2,40 +2,59 @@
 PostgreSQL database, and database transactions per review.
 
 Each run: a fresh database on a throwaway cluster, the sandbox GitHub with N open PRs, the
-scripted reviewer model with a fixed pause per streamed chunk (a model of fixed latency), and
-``k`` replicas started together; the clock runs from their start until every PR has a review.
-Database work is read from ``pg_stat_database`` (committed + rolled back transactions: every
-statement outside a transaction is one, so this counts round trips that changed or read
-something, a lower bound of all round trips). The caps hold across replicas
-(``max_concurrent_reviews`` per account, ``max_concurrent_turns`` in all): throughput can only
-grow with replicas while one replica cannot fill the cap by itself.
+scripted reviewer model with a fixed latency per response (``--latency``: the pause is spread
+over the response's streamed chunks, so the model server's event loop is never blocked), and
+``k`` replicas started together. ``time s`` runs from their start until every PR has a review;
+``reviews/min`` is the steady rate from the first review to the last (start-up, which grows
+with the number of processes on two cores, left out); ``all/min`` includes start-up. Database
+work is read from ``pg_stat_database`` (committed + rolled back transactions: every statement
+outside a transaction is one, so this counts round trips that changed or read something, a
+lower bound of all round trips).
 
-Measured on the 2-core development machine (shared with other work), this build:
+Caps with replicas: ``max_concurrent_reviews`` (per account) holds across all replicas
+together (slot leases in the database); ``max_concurrent_turns`` is per process, so each
+replica adds its own turns until the account's cap is reached. The default scenario is bound by
+the process cap (2 turns per process, account cap 8): 1 -> 2 -> 4 replicas should scale
+near-linearly, and past 4 replicas (8 turns) the account's cap holds the rate flat.
 
-    24 PRs, max_concurrent_reviews 8, chunk delay 0.05 s
-    replicas  reviews   time s  first s  reviews/min  db xacts/review
-           1       24     15.9      5.6         90.5              100
-           2       24     16.1      6.2         89.6              110
-           4       24     22.1     12.3         65.1              127
+Measured on the 2-core development machine (shared with other work). Before: the turn cap held
+across all replicas together (pg's build: 90.5 / 89.6 / 65.1 reviews/min with 24 PRs, cap 8;
+replicas bought availability, not throughput). With the process cap per replica but a replica
+keeping the work lease of every PR it had no turn for (32 PRs, --latency 1): 23.8 / 24.3 / 24.3
+(flat: the first replica leased every PR). This build (the lease is let go when no turn is free):
 
-    32 PRs, max_concurrent_reviews 4, chunk delay 0.2 s
-           1       32    133.1     18.1         14.4              132
-           2       32    131.1     17.6         14.6              166
-           4       32    154.6     38.4         12.4              244
+    24 PRs, max_concurrent_reviews 8, max_concurrent_turns 2 per process, latency 2 s
+    replicas  reviews   time s  first s  reviews/min  all/min  db xacts/review  cpu s/review
+           1       24    112.2      9.4         13.4     12.8              141          0.44
+           2       24     55.3      9.1         29.9     26.0              142          0.47
+           4       24     47.0      9.9         37.2     30.7              177          0.53
 
-Flat, not linear: the caps now hold across replicas, and one replica already fills them; on two
-cores more processes only add start-up and contention. Replicas buy availability (a killed
-replica's work is taken over after lease_ttl_s), not throughput past the caps. The extra
-transactions per review with more replicas are lease traffic (slot and PR leases, renewals,
-non-polling replicas' rescans).
+    32 PRs, same caps, latency 1 s
+           1       32     84.6      6.4         23.8     22.7              127
+           2       32     61.5      8.9         35.4     31.2              137
+           4       32     62.4     11.0         36.2     30.8              168
 
-Usage: python bench/replicas.py [--prs 24] [--replicas 1,2,4] [--cap 8] [--chunk-delay 0.05]
-(as root: the sandbox GitHub binds 127.0.0.N:80). Prints a table; asserts nothing.
+1 -> 2 replicas is linear; 2 -> 4 is not (x1.24 at 2 s, x1.02 at 1 s) although 4 x 2 turns
+equal the account's cap of 8 and CPU (0.5 s per review) is far from the limit: a replica that
+found a PR leased by another holds it for lease_ttl_s, so PRs end up queued on the replicas
+that first took (and let go) their leases, and a replica whose own queue is empty idles while
+others still have PRs queued. Database transactions per review, read from the server's
+statement log (2 replicas, 16 PRs): ~26 session-log appends (one transaction per line), ~22
+record reads, ~11 lease acquire/release, ~6 record writes; besides, the pool checks every
+connection before each use (an empty statement: ~60 round trips per review, not counted
+above), the largest avoidable cost, left as is (it is how a terminated backend costs a
+reconnect instead of an error).
+
+Usage: python bench/replicas.py [--prs 32] [--replicas 1,2,4] [--cap 8] [--turns 2]
+[--latency 1.0] (as root: the sandbox GitHub binds 127.0.0.N:80). Prints a table; asserts
+nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import resource
 import signal
 import subprocess
 import sys
@@ -49,7 +68,7 @@ from dsh_github_reviewer.testing import SandboxGitHub
 from dsh_github_reviewer.testing.deployment import Deployment
 from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
 from dsh_github_reviewer.testing.scenario import REPO, build_shop
-from dsh_harness.testing import PostgresCluster, ScriptedModelServer
+from dsh_harness.testing import PostgresCluster, Reply, ScriptedModelServer
 
 
 def transactions(dsn: str) -> int:
@@ -59,30 +78,59 @@ def transactions(dsn: str) -> int:
     return int(row[0]) if row else 0
 
 
-def one_run(cluster: PostgresCluster, replicas: int, prs: int, cap: int,
-            chunk_delay_s: float) -> dict[str, float]:
+def cpu_s() -> float:
+    """CPU seconds of this process (the sandbox GitHub, the model server) and of the replicas
+    that ended (with the MCP servers they waited for)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def chunks(reply: Reply, chunk_chars: int) -> int:
+    """How many chunks the scripted server streams for ``reply`` (it pauses after each)."""
+    def pieces(text: str) -> int:
+        return max(1, -(-len(text) // chunk_chars))
+    n = 1 + 2  # the role chunk; the finish chunk and the usage chunk
+    n += pieces(reply.reasoning) if reply.reasoning else 0
+    n += pieces(reply.content) if reply.content else 0
+    for _, args in reply.tool_calls:
+        text = args if isinstance(args, str) else json.dumps(args)
+        n += 1 + (pieces(text) if text else 0)
+    return n
+
+
+def one_run(cluster: PostgresCluster, replicas: int, prs: int, cap: int, turns: int,
+            latency_s: float) -> dict[str, float]:
     name = f"bench_{replicas}"
     with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
     dsn = cluster.dsn(name)
 
+    model = ScriptedModelServer()
+
     def paced(req):
         reply = reviewer_policy(req)
-        reply.chunk_delay_s = chunk_delay_s
+        reply.chunk_delay_s = latency_s / chunks(reply, model.chunk_chars)
         return reply
 
-    with tempfile.TemporaryDirectory() as tmp, SandboxGitHub.on_loopback_80() as sb, \
-            ScriptedModelServer(policy=paced) as model:
+    model.policy = paced
+    with tempfile.TemporaryDirectory() as tmp, SandboxGitHub.on_loopback_80() as sb, model:
         build_shop(sb, prs=prs)
-        config = Deployment(Path(tmp), sb, model, dsn=dsn, poll_interval_s=1.0,
-                            extra_account=f"max_concurrent_reviews = {cap}\n").write_config()
+        toml = Deployment(Path(tmp), sb, model, dsn=dsn, poll_interval_s=1.0,
+                          extra_account=f"max_concurrent_reviews = {cap}\n").toml()
+        head = "\n[plugins.github-reviewer]\n"
+        assert head in toml
+        toml = toml.replace(head, f"{head}max_concurrent_turns = {turns}\n", 1)
+        config = Path(tmp) / "dsh.toml"
+        config.write_text(toml)
         before = transactions(dsn)
+        cpu_before = cpu_s()
         started = time.monotonic()
         procs = [subprocess.Popen([sys.executable, "-m", "dsh_harness.cli", "--config",
                                    str(config), "run"], cwd=tmp, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL) for _ in range(replicas)]
-        first = None
+        first = last = None
         try:
             deadline = started + 900
             while time.monotonic() < deadline:
@@ -90,8 +138,9 @@ def one_run(cluster: PostgresCluster, replicas: int, prs: int, cap: int,
                 if done and first is None:
                     first = time.monotonic() - started
                 if done >= prs:
+                    last = time.monotonic() - started
                     break
-                time.sleep(0.2)
+                time.sleep(0.1)
             elapsed = time.monotonic() - started
         finally:
             for proc in procs:
@@ -104,31 +153,38 @@ def one_run(cluster: PostgresCluster, replicas: int, prs: int, cap: int,
                     proc.wait()
         reviews = sum(len(sb.state.reviews_of(REPO, n)) for n in range(1, prs + 1))
         after = transactions(dsn)
+        cpu = cpu_s() - cpu_before
+    first, last = first or 0.0, last or elapsed
     return {"replicas": replicas, "reviews": reviews, "elapsed_s": elapsed,
-            "first_s": first or 0.0, "per_min": reviews / elapsed * 60,
-            "xacts_per_review": (after - before) / max(reviews, 1)}
+            "first_s": first, "all_per_min": reviews / elapsed * 60,
+            "per_min": (prs - 1) / max(last - first, 1e-9) * 60,
+            "xacts_per_review": (after - before) / max(reviews, 1),
+            "cpu_per_review": cpu / max(reviews, 1)}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--prs", type=int, default=24)
+    parser.add_argument("--prs", type=int, default=32)
     parser.add_argument("--replicas", default="1,2,4")
-    parser.add_argument("--cap", type=int, default=8, help="max_concurrent_reviews")
-    parser.add_argument("--chunk-delay", type=float, default=0.05,
-                        help="seconds between streamed chunks of every model response")
+    parser.add_argument("--cap", type=int, default=8, help="max_concurrent_reviews (account)")
+    parser.add_argument("--turns", type=int, default=2,
+                        help="max_concurrent_turns (per process)")
+    parser.add_argument("--latency", type=float, default=1.0,
+                        help="seconds of every model response")
     args = parser.parse_args()
     rows = []
     with PostgresCluster() as cluster:
         for k in (int(x) for x in args.replicas.split(",")):
-            rows.append(one_run(cluster, k, args.prs, args.cap, args.chunk_delay))
+            rows.append(one_run(cluster, k, args.prs, args.cap, args.turns, args.latency))
             print(f"  {k} replica(s) done in {rows[-1]['elapsed_s']:.0f} s", file=sys.stderr)
-    print(f"{args.prs} PRs, max_concurrent_reviews {args.cap}, chunk delay "
-          f"{args.chunk_delay:g} s, 2 cores shared")
+    print(f"{args.prs} PRs, max_concurrent_reviews {args.cap}, max_concurrent_turns "
+          f"{args.turns} per process, model latency {args.latency:g} s per response")
     print(f"{'replicas':>8} {'reviews':>8} {'time s':>8} {'first s':>8} {'reviews/min':>12} "
-          f"{'db xacts/review':>16}")
+          f"{'all/min':>8} {'db xacts/review':>16} {'cpu s/review':>13}")
     for r in rows:
         print(f"{r['replicas']:>8} {r['reviews']:>8} {r['elapsed_s']:>8.1f} {r['first_s']:>8.1f} "
-              f"{r['per_min']:>12.1f} {r['xacts_per_review']:>16.0f}")
+              f"{r['per_min']:>12.1f} {r['all_per_min']:>8.1f} {r['xacts_per_review']:>16.0f} "
+              f"{r['cpu_per_review']:>13.2f}")
     return 0
 
 

@@ -6,8 +6,11 @@ PR key -> when its work is next due (built by one scan at start, refreshed for e
 is woken or finishes). A due PR gets one task, so the work of one PR runs in order and a slow
 or stuck PR delays only itself. Model turns are bounded per account (``max_concurrent_reviews``
 reviews, and as many ``/bot`` chats in a pool of their own, so a ``/bot`` on an idle PR is
-answered while long reviews run) and process-wide (``max_concurrent_turns`` reviews). With
-replicas both caps hold across all of them, through slot leases in the database.
+answered while long reviews run) and per process (``max_concurrent_turns`` reviews). With
+replicas the per-account caps hold across all of them together, through slot leases in the
+database (they protect the account: its GitHub rate limit, its model quota), while the process
+cap stays per process (it protects this process's CPU, memory and connections), so each replica
+adds its own capacity until the account's cap is reached.
 
 ``stop(grace_s)`` waits for running PR tasks up to the bound, then cancels them: their work
 stays recorded and resumes at the next start.
@@ -17,7 +20,9 @@ Replicas (several ``dsh run`` on one shared database): a PR's work runs under th
 storage writes are fenced by the lease's token. A PR whose lease another replica holds waits
 here until about when that lease would expire. A replica that cannot renew (the lease was taken
 over after it expired: a pause, a partition) cancels that work at once; had it written late, the
-fencing token would have refused the write.
+fencing token would have refused the write. A PR owed a review that finds every turn of its
+process taken lets its lease go at once (``NoRoom``) and waits in ``lane.waiting`` until a turn
+here ends, so a replica with free turns takes it: one replica never sits on every PR's lease.
 """
 
 from __future__ import annotations
@@ -68,6 +73,14 @@ class AccountLane:
     held: dict[str, datetime] = field(default_factory=dict)
     # Dispatcher passes and drain rounds: each should follow a change, never a busy loop.
     passes: int = 0
+    # Replicas: PRs owed a review that this process had no free turn for; their work lease
+    # was let go (another replica with room may take them) and one comes back each time a
+    # turn of this process ends.
+    waiting: dict[str, None] = field(default_factory=dict)
+
+
+class NoRoom(Exception):
+    """A review turn is due but every turn of this process is taken (replicas only)."""
 
 
 class Scheduler:
@@ -93,10 +106,19 @@ class Scheduler:
 
         @asynccontextmanager
         async def review_slot() -> AsyncIterator[None]:
-            async with reviews, self._turns, \
-                    self._shared_slot(f"slot:reviews:{key}", cap), \
-                    self._shared_slot("slot:turns", self.process_cap):
-                yield
+            if self.leases is not None and self._turns.locked():
+                # Replicas: do not sit on the PR's lease while this process has no free turn
+                # (one replica would hold every PR and the others none); let it go (``_run``)
+                # so a replica with room takes it, and come back when a turn ends here.
+                raise NoRoom
+            # The local semaphores first: a turn this process has no room for waits here, asking
+            # the database nothing; the account's slot lease is taken last.
+            try:
+                async with reviews, self._turns, \
+                        self._shared_slot(f"slot:reviews:{key}", cap):
+                    yield
+            finally:
+                self._readmit()
 
         @asynccontextmanager
         async def chat_slot() -> AsyncIterator[None]:
@@ -135,7 +157,7 @@ class Scheduler:
             lane.passes += 1
             lane.changed.clear()
             pending = lane.rescan or bool(lane.dirty) or bool(self._due_now(lane))
-            if not pending and not lane.running and not lane.acks:
+            if not pending and not lane.running and not lane.acks and not lane.waiting:
                 return
             # Wake the dispatcher only when it has something to do; while PR tasks merely
             # run, wait for one of them to finish (waking it each round was a busy loop:
@@ -172,7 +194,8 @@ class Scheduler:
     def _due_now(self, lane: AccountLane) -> list[str]:
         now = self.clock()
         return [k for k, at in lane.due.items()
-                if at <= now and k not in lane.running and lane.held.get(k, now) <= now]
+                if at <= now and k not in lane.running and k not in lane.waiting
+                and lane.held.get(k, now) <= now]
 
     async def _refresh(self, lane: AccountLane) -> None:
         if lane.rescan:
@@ -192,6 +215,10 @@ class Scheduler:
                 # The PR's work is busy (a long review): acknowledge the new command now.
                 lane.acks[key] = asyncio.create_task(self._acknowledge(lane, key),
                                                      name=f"ack:{key}")
+            if key in lane.waiting and (rec is None or rec.reactions):
+                # Waiting for a turn: a new command's reaction does not wait (the PR's run
+                # adds it first, then waits again); a PR gone from the records stops waiting.
+                del lane.waiting[key]
             at = lane.worker.due_at(rec)
             if at is None:
                 lane.due.pop(key, None)
@@ -216,7 +243,7 @@ class Scheduler:
             lane.changed.set()
             now = self.clock()
             waiting = [max(at, lane.held.get(k, at)) for k, at in lane.due.items()
-                       if k not in lane.running]
+                       if k not in lane.running and k not in lane.waiting]
             wait = min(((at - now).total_seconds() for at in waiting), default=None)
             await self._sleep(lane, None if wait is None else max(wait, 0.01))
 
@@ -243,6 +270,8 @@ class Scheduler:
             lane.held.pop(key, None)
         except asyncio.CancelledError:
             raise
+        except NoRoom:
+            lane.waiting[key] = None
         except LeaseLost as exc:
             log.warning("%s: another replica took this work over: %s", key, exc)
             lane.held[key] = self.clock() + timedelta(seconds=self.lease_ttl_s)
@@ -258,6 +287,23 @@ class Scheduler:
             lane.dirty.add(key)
             lane.wakeup.set()
             lane.changed.set()
+            if key not in lane.waiting:
+                # A task that ended without using its turn (done elsewhere, nothing due)
+                # leaves the room to a waiting PR.
+                self._readmit()
+
+    def _readmit(self) -> None:
+        """A turn of this process may be free: one waiting PR (of any account) is due again."""
+        if self._turns.locked():
+            return
+        for lane in self.lanes.values():
+            if lane.waiting:
+                key = next(iter(lane.waiting))
+                del lane.waiting[key]
+                lane.dirty.add(key)
+                lane.wakeup.set()
+                lane.changed.set()
+                return
 
     # -- replicas -------------------------------------------------------------------------
 

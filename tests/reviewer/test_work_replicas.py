@@ -251,3 +251,151 @@ async def test_the_review_cap_holds_across_replicas(backend):
         await sched.stop(1)
     assert not store.owed
     assert state["max"] == 2, f"{state['max']} reviews ran at once across 3 replicas (cap 2)"
+
+
+class GatedSlotWorker:
+    """Holds a review slot until ``gate`` opens; counts the turns in a slot, per replica and
+    across replicas, and sets ``state['reached']`` once ``state['goal']`` run at once."""
+
+    def __init__(self, replica: str, store: Store, review_slot, state: dict,
+                 gate: asyncio.Event):
+        self.replica, self.store, self.review_slot = replica, store, review_slot
+        self.state, self.gate = state, gate
+
+    def due_at(self, rec):
+        return None if rec is None else NOW
+
+    async def run(self, key):
+        if key not in self.store.owed:
+            return
+        s = self.state
+        s["tried"].setdefault(self.replica, set()).add(key)
+        async with self.review_slot():
+            s["now"] += 1
+            s["max"] = max(s["max"], s["now"])
+            mine = s["by"][self.replica] = s["by"].get(self.replica, 0) + 1
+            s["most_by"][self.replica] = max(s["most_by"].get(self.replica, 0), mine)
+            if s["now"] >= s["goal"]:
+                s["reached"].set()
+            try:
+                await self.gate.wait()
+            finally:
+                s["now"] -= 1
+                s["by"][self.replica] -= 1
+        self.store.owed.discard(key)
+
+
+def _slot_state(goal: int) -> dict:
+    return {"now": 0, "max": 0, "by": {}, "most_by": {}, "goal": goal,
+            "reached": asyncio.Event(), "tried": {}}
+
+
+def _counting(leases, refused: list[int]):
+    """Count the account-slot leases this replica asked for and was refused (all held)."""
+    acquire = leases.acquire
+
+    async def counted(name, ttl_s):
+        got = await acquire(name, ttl_s)
+        if got is None and name.startswith("slot:reviews:"):
+            refused[0] += 1
+        return got
+    leases.acquire = counted
+    return leases
+
+
+async def _replicas(backend, store, keys, state, gate, *, process_cap, account_cap,
+                    refused=None):
+    made = []
+    for n, name in enumerate(("r1", "r2")):
+        view = Slice(store, keys[n::2])
+        leases = backend.leases(name)
+        if refused is not None:
+            leases = _counting(leases, refused)
+        sched = Scheduler(process_cap=process_cap, clock=lambda: NOW, leases=leases)
+        sched.add_account("a", view, lambda review, chat, view=view, name=name: GatedSlotWorker(
+            name, view, review, state, gate), 60, account_cap)
+        made.append(sched)
+    for sched in made:
+        sched.start()
+    return made
+
+
+async def test_each_replica_adds_its_own_process_cap(backend):
+    # max_concurrent_turns = 2 per process, max_concurrent_reviews = 8 per account: two
+    # replicas run 2 + 2 turns at once (the process cap is per process, not per cluster).
+    keys = [f"a:o/r#{i}" for i in range(8)]
+    store, gate, state = Store(keys), asyncio.Event(), _slot_state(goal=4)
+    replicas = await _replicas(backend, store, keys, state, gate, process_cap=2,
+                               account_cap=8)
+    try:
+        await asyncio.wait_for(state["reached"].wait(), 30)
+        assert state["by"] == {"r1": 2, "r2": 2}, state["by"]
+    finally:
+        gate.set()
+        await asyncio.wait_for(asyncio.gather(*(s.drain("a") for s in replicas)), 60)
+        for sched in replicas:
+            await sched.stop(1)
+    assert not store.owed
+    assert state["most_by"] == {"r1": 2, "r2": 2}, "no replica passed its own process cap"
+    assert state["max"] == 4
+
+
+async def test_the_account_cap_holds_although_each_replica_has_room(backend):
+    # max_concurrent_turns = 4 per process (8 across the two replicas), max_concurrent_reviews
+    # = 3: never more than 3 turns of the account at once across both.
+    keys = [f"a:o/r#{i}" for i in range(8)]
+    store, gate, state = Store(keys), asyncio.Event(), _slot_state(goal=3)
+    refused = [0]
+    replicas = await _replicas(backend, store, keys, state, gate, process_cap=4,
+                               account_cap=3, refused=refused)
+    try:
+        await asyncio.wait_for(state["reached"].wait(), 30)
+        # Turns that have room in their process ask the database for an account slot and are
+        # refused: wait for several full rounds of refusals (no clock involved) before looking.
+        for _ in range(3000):
+            if refused[0] >= 30:
+                break
+            await asyncio.sleep(0.01)
+        assert refused[0] >= 30, "turns beyond the account's cap kept asking for a slot"
+        assert state["now"] == 3 and state["max"] == 3, state
+    finally:
+        gate.set()
+        await asyncio.wait_for(asyncio.gather(*(s.drain("a") for s in replicas)), 60)
+        for sched in replicas:
+            await sched.stop(1)
+    assert not store.owed
+    assert state["max"] == 3, f"{state['max']} turns of one account at once (cap 3)"
+
+
+async def test_a_replica_without_a_free_turn_leaves_the_prs_to_others(backend):
+    # Replica r1 starts first and sees all 8 PRs owed at once; it has 2 turns. Were it to keep
+    # the work lease of every PR it cannot run yet, r2 (started later, 2 turns of its own)
+    # would find them all held and the two replicas would review no faster than one.
+    keys = [f"a:o/r#{i}" for i in range(8)]
+    store, gate, state = Store(keys), asyncio.Event(), _slot_state(goal=4)
+    made = {}
+    for name in ("r1", "r2"):
+        sched = Scheduler(process_cap=2, clock=lambda: NOW, leases=backend.leases(name))
+        sched.add_account("a", store, lambda review, chat, name=name: GatedSlotWorker(
+            name, store, review, state, gate), 60, 8)
+        made[name] = sched
+    made["r1"].start()
+    try:
+        for _ in range(3000):  # r1 has tried every PR and fills its own 2 turns
+            if len(state["tried"].get("r1", ())) == len(keys) and state["by"].get("r1") == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert state["by"].get("r1") == 2 and len(state["tried"]["r1"]) == len(keys)
+        made["r2"].start()
+        await asyncio.wait_for(state["reached"].wait(), 30)
+        assert state["by"] == {"r1": 2, "r2": 2}, state["by"]
+    finally:
+        gate.set()
+        for sched in made.values():
+            if not sched.lanes["a"].task:
+                sched.start()
+        await asyncio.wait_for(asyncio.gather(*(s.drain("a") for s in made.values())), 60)
+        for sched in made.values():
+            await sched.stop(1)
+    assert not store.owed, "every PR reviewed, those let go included"
+    assert state["most_by"] == {"r1": 2, "r2": 2}
