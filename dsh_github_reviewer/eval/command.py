@@ -47,9 +47,23 @@ def check_team(team: tuple[str, ...], instructions: str) -> None:
 
 
 def select(cases: list[Case], only: list[str], limit: int | None) -> list[Case]:
+    """The cases ``--only`` keeps; with ``--limit N``, N of them taken in turn from each
+    language (so a quick sample is not all of one language), in the corpus order."""
     if only:
         cases = [c for c in cases if any(fnmatch.fnmatchcase(c.id, g) for g in only)]
-    return cases[:limit] if limit is not None else cases
+    if limit is None:
+        return cases
+    by_language: dict[str, list[Case]] = {}
+    for c in cases:
+        by_language.setdefault(c.language, []).append(c)
+    picked: list[Case] = []
+    queues = [list(q) for q in by_language.values()]
+    while len(picked) < limit and any(queues):
+        for q in queues:
+            if q and len(picked) < limit:
+                picked.append(q.pop(0))
+    order = {c.id: i for i, c in enumerate(cases)}
+    return sorted(picked, key=lambda c: order[c.id])
 
 
 def estimate(harness: Harness, cases: list[Case], cfg: EvalConfig) -> dict[str, Any]:

@@ -130,3 +130,16 @@ def test_scratch_config_keeps_the_users_providers_and_review_tuning_only(tmp_pat
     assert (r.exclude, r.max_tool_calls) == (["*.lock"], 12)  # the user's tuning is measured
     assert (r.require_instructions, r.max_reviews_per_pr, r.models) == (False, 0, [])
     assert r.team.personas == ["security"] and r.default_instructions == "Be strict."
+
+
+def test_limit_takes_cases_in_turn_from_each_language():
+    """A quick sample (--limit 4) of the shipped corpus covers every language, not the first
+    four cases in alphabetical order (which are all Go)."""
+    from dsh_github_reviewer.eval.command import select
+
+    cases = load_cases()
+    picked = select(cases, [], 4)
+    assert len(picked) == 4
+    assert {c.language for c in picked} == {c.language for c in cases}
+    assert select(cases, ["go-*"], 2) == [c for c in cases if c.id.startswith("go-")][:2]
+    assert select(cases, [], None) == cases
