@@ -9,6 +9,7 @@ from typing import Any
 from dsh_harness import Harness
 
 from ..core.clock import utcnow
+from ..sources.poll import POLL_PAUSES
 from ..sources.webhook.status import webhook_status
 from ..work.records import DOMAIN, split_pr_key
 from ..work.store import WorkStore
@@ -70,6 +71,8 @@ async def status_data(harness: Harness) -> list[dict[str, Any]]:
             # Rejected credentials (or the MCP server rate limited): nothing runs until then.
             "paused_until": _iso(account.paused_until) if account.paused_until else None,
             "pause_reason": account.pause_reason if account.paused_until else None,
+            # A rejected token or GitHub's rate limit also skips the polls until then.
+            "polls_paused": bool(account.paused_until and account.pause in POLL_PAUSES),
             "last_error": account.last_error,
             "webhook": hooks.get(acct.instance),  # None: polling only
             # Replicas on shared storage ([] for one process): who is alive, who polls.

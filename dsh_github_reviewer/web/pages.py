@@ -330,7 +330,8 @@ def register(router: Any) -> None:
                 repo, _, number = p["pr"].rpartition("#")
                 p["session"] = sessions.get((a["account"], repo.lower(), int(number)))
                 p["list_url"] = "/prs?" + urlencode({"repo": repo, "q": f"#{number}"})
-        return await router.render(request, "reviewer_status.html", accounts=data)
+        return await router.render(request, "reviewer_status.html", accounts=data,
+                                   default_model=router.harness.config.default_model)
 
     async def status_api(request):
         return router.json(await status_data(router.harness))

@@ -74,3 +74,29 @@ async def test_status_page_shows_replicas_and_who_runs_a_pr(tmp_path, server, pg
         await h.close()
     assert "1 replica(s)" in page and h.replica_id in page
     assert f"running on {h.replica_id}" in page
+
+
+async def test_status_page_names_the_default_model_and_a_pause_that_skips_polls(
+        tmp_path, server):  # noqa: F811
+    from datetime import timedelta
+
+    from dsh_github_reviewer.core.clock import utcnow
+    from dsh_github_reviewer.work.records import DOMAIN
+    from dsh_github_reviewer.work.store import WorkStore
+
+    shell = make(tmp_path, server, {"GITHUB_TOKEN": TOKEN, "GITHUB_REPOSITORIES": "acme/shop"})
+    try:
+        await ReviewerApp.of(shell).record_start()
+        store = WorkStore(await shell.storage.domain(DOMAIN), "demo")
+
+        def paused(a):
+            a.pause, a.paused_until = "github", utcnow() + timedelta(minutes=15)
+            a.pause_reason = "GitHub rejected the token (HTTP 401)"
+            a.next_tick_at = utcnow() + timedelta(seconds=120)
+        await store.update_account(paused)
+        async with client(shell) as c:
+            page = (await c.get("/github-reviewer")).text
+    finally:
+        await shell.close()
+    assert f"models {shell.config.default_model} (default_model)" in page
+    assert "next poll after the pause" in page
