@@ -223,7 +223,8 @@ async def cmd_sessions_copy(harness: Harness, args: argparse.Namespace) -> int:
             try:
                 report = await copy_sessions(source, target, ids=args.session_ids,
                                              force=args.force,
-                                             backup_dir=harness.home / "backups" / "sessions")
+                                             backup_dir=harness.home / "backups" / "sessions",
+                                             backups_keep=harness.config.storage.backups_keep)
             finally:
                 await target.close()
         finally:

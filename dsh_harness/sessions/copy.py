@@ -12,6 +12,7 @@ its bytes were saved to a backup file.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,7 +38,8 @@ async def _raw(store: SessionStore, session_id: str) -> bytes:
 
 
 async def copy_sessions(source: SessionStore, target: SessionStore, *, ids: list[str] | None,
-                        force: bool, backup_dir: Path) -> SessionsCopyReport:
+                        force: bool, backup_dir: Path, backups_keep: int = 5
+                        ) -> SessionsCopyReport:
     if source.name == target.name:
         raise SessionLogError("sessions copy: --from and --to name the same store")
     wanted = ids if ids else await source.list_ids()
@@ -78,7 +80,17 @@ async def copy_sessions(source: SessionStore, target: SessionStore, *, ids: list
             raise SessionLogError(f"sessions copy: session {sid!r} did not verify in the "
                                   f"{target.name} store (its bytes differ after the write)")
         report.copied.append(sid)
+    if report.backups is not None:
+        _prune_backups(backup_dir, target.name, backups_keep)
     return report
+
+
+def _prune_backups(directory: Path, store: str, keep: int) -> None:
+    """Only the newest ``keep`` backup folders of a store stay (``storage.backups_keep``, as
+    for storage copies): each holds whole session logs, so they would pile up forever."""
+    folders = sorted(p for p in directory.glob(f"*.{store}") if p.is_dir())
+    for old in folders[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _backup(directory: Path, store: str, session_id: str, data: bytes) -> Path:

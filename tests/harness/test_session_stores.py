@@ -370,3 +370,16 @@ async def test_web_catalog_follows_a_postgres_log_by_its_tail(tmp_path, pg_dsn):
         assert entries["t:other"].turns == 2
         assert reads == [("t:other", at)], "the index reads the changed log's tail only"
         await h.close()
+
+
+def test_only_the_newest_session_backups_of_a_store_are_kept(tmp_path):
+    """``storage.backups_keep`` bounds session-copy backups too (whole logs, one folder each)."""
+    from dsh_harness.sessions.copy import _prune_backups
+
+    for day in range(1, 8):
+        (tmp_path / f"202612{day:02d}T000000Z.postgres").mkdir()
+    (tmp_path / "20261101T000000Z.jsonl").mkdir()
+    _prune_backups(tmp_path, "postgres", 5)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["20261101T000000Z.jsonl",
+                    *(f"202612{d:02d}T000000Z.postgres" for d in range(3, 8))]
