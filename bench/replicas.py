@@ -21,33 +21,29 @@ Measured on the 2-core development machine (shared with other work). Before: the
 across all replicas together (pg's build: 90.5 / 89.6 / 65.1 reviews/min with 24 PRs, cap 8;
 replicas bought availability, not throughput). With the process cap per replica but a replica
 keeping the work lease of every PR it had no turn for (32 PRs, --latency 1): 23.8 / 24.3 / 24.3
-(flat: the first replica leased every PR). This build (the lease is let go when no turn is free):
+(flat: the first replica leased every PR). With the lease let go when no turn is free, but PRs
+found leased elsewhere held back for lease_ttl_s (24 PRs, --latency 2): 13.4 / 29.9 / 37.2
+(1 -> 2 linear, 2 -> 4 x1.24: PRs stayed queued on the replicas that first leased them). This
+build (a replica whose turn ends with nothing queued retries the PRs it found leased elsewhere):
 
     24 PRs, max_concurrent_reviews 8, max_concurrent_turns 2 per process, latency 2 s
     replicas  reviews   time s  first s  reviews/min  all/min  db xacts/review  cpu s/review
-           1       24    112.2      9.4         13.4     12.8              141          0.44
-           2       24     55.3      9.1         29.9     26.0              142          0.47
-           4       24     47.0      9.9         37.2     30.7              177          0.53
+           1       24    107.9      8.2         13.8     13.3              142          0.38
+           2       24     67.1     10.4         24.3     21.5              151          0.45
+           4       24     33.9     14.6         71.6     42.5              164          0.54
 
-    32 PRs, same caps, latency 1 s
-           1       32     84.6      6.4         23.8     22.7              127
-           2       32     61.5      8.9         35.4     31.2              137
-           4       32     62.4     11.0         36.2     30.8              168
+Runs this short are noisy on a shared machine (the 2-replica rate was 29.9 in the run before);
+4 x 2 turns equal the account's cap of 8, so a fifth replica would add no speed.
 
-1 -> 2 replicas is linear; 2 -> 4 is not (x1.24 at 2 s, x1.02 at 1 s) although 4 x 2 turns
-equal the account's cap of 8 and CPU (0.5 s per review) is far from the limit: a replica that
-found a PR leased by another holds it for lease_ttl_s, so PRs end up queued on the replicas
-that first took (and let go) their leases, and a replica whose own queue is empty idles while
-others still have PRs queued. Database transactions per review, read from the server's
-statement log (2 replicas, 16 PRs): ~26 session-log appends (one transaction per line), ~22
-record reads, ~11 lease acquire/release, ~6 record writes; besides, the pool checks every
-connection before each use (an empty statement: ~60 round trips per review, not counted
-above), the largest avoidable cost, left as is (it is how a terminated backend costs a
-reconnect instead of an error).
+Database transactions per review, read from the server's statement log (2 replicas, 16 PRs):
+~26 session-log appends (one transaction per line), ~22 record reads, ~11 lease
+acquire/release, ~6 record writes. Besides, the pool checks every connection before each use
+(an empty statement: ~60 round trips per review, not counted above), the largest avoidable
+cost, left as is (it is how a terminated backend costs a reconnect instead of an error).
 
 Usage: python bench/replicas.py [--prs 32] [--replicas 1,2,4] [--cap 8] [--turns 2]
-[--latency 1.0] (as root: the sandbox GitHub binds 127.0.0.N:80). Prints a table; asserts
-nothing.
+[--latency 1.0] (the figures above: --prs 24 --latency 2; as root: the sandbox GitHub binds
+127.0.0.N:80). Prints a table; asserts nothing.
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ over after it expired: a pause, a partition) cancels that work at once; had it w
 fencing token would have refused the write. A PR owed a review that finds every turn of its
 process taken lets its lease go at once (``NoRoom``) and waits in ``lane.waiting`` until a turn
 here ends, so a replica with free turns takes it: one replica never sits on every PR's lease.
+A PR found leased elsewhere is held back (``lane.elsewhere``) and tried again when a turn here
+ends with nothing waiting, so work let go by a busy replica moves to an idle one.
 """
 
 from __future__ import annotations
@@ -77,6 +79,9 @@ class AccountLane:
     # was let go (another replica with room may take them) and one comes back each time a
     # turn of this process ends.
     waiting: dict[str, None] = field(default_factory=dict)
+    # Replicas: PRs held back because another replica held their lease; a turn of this process
+    # that ends with nothing waiting here tries them again (another replica may have let them go).
+    elsewhere: set[str] = field(default_factory=set)
 
 
 class NoRoom(Exception):
@@ -118,7 +123,7 @@ class Scheduler:
                         self._shared_slot(f"slot:reviews:{key}", cap):
                     yield
             finally:
-                self._readmit()
+                self._readmit(turn_ended=True)
 
         @asynccontextmanager
         async def chat_slot() -> AsyncIterator[None]:
@@ -292,8 +297,12 @@ class Scheduler:
                 # leaves the room to a waiting PR.
                 self._readmit()
 
-    def _readmit(self) -> None:
-        """A turn of this process may be free: one waiting PR (of any account) is due again."""
+    def _readmit(self, turn_ended: bool = False) -> None:
+        """A turn of this process may be free: one waiting PR (of any account) is due again.
+        When a turn ended and nothing waits here, the PRs held back because another replica
+        held their lease are tried again, once each: that replica may have let them go for
+        want of a turn (work goes to the replica with room). Only a turn's end starts such a
+        round, so replicas never retry each other's leases in a loop."""
         if self._turns.locked():
             return
         for lane in self.lanes.values():
@@ -304,6 +313,16 @@ class Scheduler:
                 lane.wakeup.set()
                 lane.changed.set()
                 return
+        if not turn_ended:
+            return
+        for lane in self.lanes.values():
+            if lane.elsewhere:
+                for key in lane.elsewhere:
+                    lane.held.pop(key, None)
+                lane.dirty.update(lane.elsewhere)
+                lane.elsewhere.clear()
+                lane.wakeup.set()
+                lane.changed.set()
 
     # -- replicas -------------------------------------------------------------------------
 
@@ -357,7 +376,9 @@ class Scheduler:
         lease = await leases.acquire(f"pr:{key}", ttl)
         if lease is None:
             lane.held[key] = self.clock() + timedelta(seconds=ttl)
+            lane.elsewhere.add(key)
             return False
+        lane.elsewhere.discard(key)
         lost = asyncio.Event()
         with leases.fenced(lease):  # the work's task copies the fence with the context
             work = asyncio.create_task(lane.worker.run(key), name=f"pr-work:{key}")

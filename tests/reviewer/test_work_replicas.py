@@ -399,3 +399,35 @@ async def test_a_replica_without_a_free_turn_leaves_the_prs_to_others(backend):
             await sched.stop(1)
     assert not store.owed, "every PR reviewed, those let go included"
     assert state["most_by"] == {"r1": 2, "r2": 2}
+
+
+async def test_a_replica_with_a_free_turn_takes_prs_another_replica_let_go(backend):
+    # r0 stands for a busy replica: it holds the work leases of 6 PRs when r2 first looks, so
+    # r2 holds them back (for a lease's lifetime, 60 s) and runs the 2 others. r0 then lets
+    # them go for want of a turn, as a replica does; when r2's turns end it takes them over
+    # instead of idling for the rest of the minute.
+    keys = [f"a:o/r#{i}" for i in range(8)]
+    store, gate, state = Store(keys), asyncio.Event(), _slot_state(goal=2)
+    r0 = backend.leases("r0")
+    busy = [await r0.acquire(f"pr:{k}", 60) for k in keys[2:]]
+    sched = Scheduler(process_cap=2, clock=lambda: NOW, leases=backend.leases("r2"))
+    sched.add_account("a", store, lambda review, chat: GatedSlotWorker(
+        "r2", store, review, state, gate), 60, 8)
+    lane = sched.lanes["a"]
+    sched.start()
+    try:
+        await asyncio.wait_for(state["reached"].wait(), 30)
+        for _ in range(3000):
+            if len(lane.held) == 6:
+                break
+            await asyncio.sleep(0.01)
+        assert sorted(lane.held) == sorted(keys[2:]), "held back: another replica has them"
+        for lease in busy:
+            await r0.release(lease)
+        gate.set()
+        await asyncio.wait_for(sched.drain("a"), 60)
+    finally:
+        gate.set()
+        await sched.stop(1)
+    assert not store.owed, f"left for a lease's lifetime: {sorted(store.owed)}"
+    assert state["tried"]["r2"] == set(keys) and state["most_by"]["r2"] == 2
