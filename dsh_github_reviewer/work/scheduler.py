@@ -211,6 +211,12 @@ class Scheduler:
                 at = lane.worker.due_at(rec)
                 if at is not None:
                     lane.due[key] = at
+            if lane.elsewhere and not lane.waiting and not self._turns.locked():
+                # Idle turns here (a replica that found every PR leased at its first look has
+                # no turn end to wait for): try the PRs leased elsewhere again, once per scan.
+                for key in lane.elsewhere:
+                    lane.held.pop(key, None)
+                lane.elsewhere.clear()
             return
         while lane.dirty:
             key = lane.dirty.pop()

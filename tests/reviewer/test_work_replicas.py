@@ -431,3 +431,31 @@ async def test_a_replica_with_a_free_turn_takes_prs_another_replica_let_go(backe
         await sched.stop(1)
     assert not store.owed, f"left for a lease's lifetime: {sorted(store.owed)}"
     assert state["tried"]["r2"] == set(keys) and state["most_by"]["r2"] == 2
+
+
+async def test_an_idle_replica_takes_let_go_prs_at_its_next_scan(backend):
+    # r2 finds every PR leased by r0 at its first look, so no turn of its own ever ends; once
+    # r0 lets them go, r2's next scan of the records (each poll interval) takes them.
+    keys = [f"a:o/r#{i}" for i in range(4)]
+    store, gate, state = Store(keys), asyncio.Event(), _slot_state(goal=2)
+    gate.set()
+    r0 = backend.leases("r0")
+    busy = [await r0.acquire(f"pr:{k}", 60) for k in keys]
+    sched = Scheduler(process_cap=2, clock=lambda: NOW, leases=backend.leases("r2"))
+    sched.add_account("a", store, lambda review, chat: GatedSlotWorker(
+        "r2", store, review, state, gate), 60, 8)
+    lane = sched.lanes["a"]
+    sched.start()
+    try:
+        for _ in range(3000):
+            if len(lane.held) == 4:
+                break
+            await asyncio.sleep(0.01)
+        assert sorted(lane.held) == sorted(keys)
+        for lease in busy:
+            await r0.release(lease)
+        sched.wake("a")  # the poll interval's rescan
+        await asyncio.wait_for(sched.drain("a"), 60)
+    finally:
+        await sched.stop(1)
+    assert not store.owed, f"left for a lease's lifetime: {sorted(store.owed)}"
