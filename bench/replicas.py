@@ -23,17 +23,19 @@ replicas bought availability, not throughput). With the process cap per replica 
 keeping the work lease of every PR it had no turn for (32 PRs, --latency 1): 23.8 / 24.3 / 24.3
 (flat: the first replica leased every PR). With the lease let go when no turn is free, but PRs
 found leased elsewhere held back for lease_ttl_s (24 PRs, --latency 2): 13.4 / 29.9 / 37.2
-(1 -> 2 linear, 2 -> 4 x1.24: PRs stayed queued on the replicas that first leased them). This
-build (a replica whose turn ends with nothing queued retries the PRs it found leased elsewhere):
+(1 -> 2 linear, 2 -> 4 x1.24: PRs stayed queued on the replicas that first leased them). With
+those PRs retried when a turn ends with nothing queued: 13.8 / 24.3 / 71.6, and a rerun took
+111 s with 2 replicas (the second found every PR leased at its first look and had no turn end
+to wait for). This build (an idle replica also retries them at each scan of the records):
 
     24 PRs, max_concurrent_reviews 8, max_concurrent_turns 2 per process, latency 2 s
     replicas  reviews   time s  first s  reviews/min  all/min  db xacts/review  cpu s/review
-           1       24    107.9      8.2         13.8     13.3              142          0.38
-           2       24     67.1     10.4         24.3     21.5              151          0.45
-           4       24     33.9     14.6         71.6     42.5              164          0.54
+           1       24    108.3      8.5         13.8     13.3              142          0.39
+           2       24     62.3      8.3         25.6     23.1              150          0.39
+           4       24     37.8      9.8         49.1     38.1              172          0.56
 
-Runs this short are noisy on a shared machine (the 2-replica rate was 29.9 in the run before);
-4 x 2 turns equal the account's cap of 8, so a fifth replica would add no speed.
+Near-linear (x1.86, x3.56); runs this short are noisy on a shared machine. 4 x 2 turns equal
+the account's cap of 8, so a fifth replica would add no speed.
 
 Database transactions per review, read from the server's statement log (2 replicas, 16 PRs):
 ~26 session-log appends (one transaction per line), ~22 record reads, ~11 lease
