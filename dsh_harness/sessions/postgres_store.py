@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import StorageError
-from ..storage.postgres import describe, error_text, is_driver_error, open_pool
+from ..storage.postgres import describe, error_text, is_driver_error, open_pool, prepare_schema
 from .events import SessionHeader
 from .jsonl_store import SessionLogError, _parse, dump_line, file_name
 from .store import LoadedLog, SessionStore
@@ -257,24 +257,5 @@ class PostgresSessionStore(SessionStore):
 
 
 async def _prepare(conn: Any, where: str) -> None:
-    """Create the schema once (several processes may start together) and check its layout."""
-    try:
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-            for statement in SCHEMA:
-                await conn.execute(statement)
-            cur = await conn.execute("SELECT value FROM dsh_meta WHERE key = 'sessions_layout'")
-            row = await cur.fetchone()
-            if row is None:
-                await conn.execute("INSERT INTO dsh_meta (key, value) "
-                                   "VALUES ('sessions_layout', %s)", (str(LAYOUT_VERSION),))
-            elif row[0] != str(LAYOUT_VERSION):
-                raise SessionLogError(f"{where}: session layout {row[0]} is not supported (this "
-                                      f"dsh reads layout {LAYOUT_VERSION}); it was left untouched")
-    except SessionLogError:
-        raise
-    except Exception as exc:
-        if is_driver_error(exc):
-            raise SessionLogError(f"{where}: cannot prepare the session schema: "
-                                  f"{error_text(exc)}") from None
-        raise
+    await prepare_schema(conn, lock=SCHEMA_LOCK, schema=SCHEMA, layout_key="sessions_layout",
+                         layout=LAYOUT_VERSION, what="session", where=where, error=SessionLogError)

@@ -8,7 +8,7 @@ password).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StorageError
@@ -85,3 +85,30 @@ def is_driver_error(exc: BaseException) -> bool:
     except ImportError:
         return False
     return isinstance(exc, psycopg.Error)
+
+
+async def prepare_schema(conn: Any, *, lock: int, schema: Sequence[str], layout_key: str,
+                         layout: int, what: str, where: str,
+                         error: type[Exception]) -> None:
+    """Create a schema once (several processes may start together, hence the advisory lock)
+    and check the layout version it records under ``layout_key`` in ``dsh_meta``; a database of
+    another layout raises ``error`` and is left untouched. ``what``: "storage" or "session"."""
+    try:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
+            for statement in schema:
+                await conn.execute(statement)
+            cur = await conn.execute("SELECT value FROM dsh_meta WHERE key = %s", (layout_key,))
+            row = await cur.fetchone()
+            if row is None:
+                await conn.execute("INSERT INTO dsh_meta (key, value) VALUES (%s, %s)",
+                                   (layout_key, str(layout)))
+            elif row[0] != str(layout):
+                raise error(f"{where}: {what} layout {row[0]} is not supported (this dsh reads "
+                            f"layout {layout}); it was left untouched")
+    except error:
+        raise
+    except Exception as exc:
+        if is_driver_error(exc):
+            raise error(f"{where}: cannot prepare the {what} schema: {error_text(exc)}") from None
+        raise

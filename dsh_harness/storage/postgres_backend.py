@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import StorageError
 from .base import DomainSpec, StorageBackend, StoredDomain, WriteOp
 from .leases import FENCE, Lease, LeaseLost, Leases, Replica
-from .postgres import describe, error_text, is_driver_error, open_pool
+from .postgres import describe, error_text, is_driver_error, open_pool, prepare_schema
 
 LAYOUT_VERSION = 1
 # Arbitrary constant ("dsh" + 1): the advisory lock under which the schema is created.
@@ -219,27 +219,8 @@ class PostgresBackend(StorageBackend):
 
 
 async def _prepare(conn: Any, where: str) -> None:
-    """Create the schema once (several processes may start together) and check its layout."""
-    try:
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-            for statement in SCHEMA:
-                await conn.execute(statement)
-            cur = await conn.execute("SELECT value FROM dsh_meta WHERE key = 'storage_layout'")
-            row = await cur.fetchone()
-            if row is None:
-                await conn.execute("INSERT INTO dsh_meta (key, value) "
-                                   "VALUES ('storage_layout', %s)", (str(LAYOUT_VERSION),))
-            elif row[0] != str(LAYOUT_VERSION):
-                raise StorageError(f"{where}: storage layout {row[0]} is not supported (this "
-                                   f"dsh reads layout {LAYOUT_VERSION}); it was left untouched")
-    except StorageError:
-        raise
-    except Exception as exc:
-        if is_driver_error(exc):
-            raise StorageError(f"{where}: cannot prepare the storage schema: "
-                               f"{error_text(exc)}") from None
-        raise
+    await prepare_schema(conn, lock=SCHEMA_LOCK, schema=SCHEMA, layout_key="storage_layout",
+                         layout=LAYOUT_VERSION, what="storage", where=where, error=StorageError)
 
 
 async def _check_fence(conn: Any, lease: Lease) -> None:
