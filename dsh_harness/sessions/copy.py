@@ -11,12 +11,12 @@ its bytes were saved to a backup file.
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..storage.json_backend import atomic_write
 from .jsonl_store import SessionLogError, _parse, file_name
 from .store import SessionStore
 
@@ -98,13 +98,5 @@ def _backup(directory: Path, store: str, session_id: str, data: bytes) -> Path:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     folder = directory / f"{stamp}.{store}"
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = folder / file_name(session_id)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    atomic_write(folder / file_name(session_id), data)
     return folder
