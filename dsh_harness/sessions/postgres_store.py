@@ -12,7 +12,6 @@ after the mark; a log replaced since (a forced copy) has a new ``generation`` an
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import StorageError
-from ..storage.postgres import describe, error_text, is_driver_error, open_pool, prepare_schema
+from ..storage.postgres import LazyPool, describe, error_text, is_driver_error, prepare_schema
 from .events import SessionHeader
 from .jsonl_store import SessionLogError, _parse, dump_line, file_name
 from .store import LoadedLog, SessionStore
@@ -61,8 +60,7 @@ class PostgresSessionStore(SessionStore):
     def __init__(self, dsn: str):
         self._dsn = dsn
         self.where = describe(dsn)
-        self._pool: Any = None
-        self._opening = asyncio.Lock()
+        self._pools = LazyPool(dsn, "dsh-sessions", lambda conn: _prepare(conn, self.where))
         # Per session opened for writing: the PgMark of what this process knows.
         self._known: dict[str, PgMark] = {}
 
@@ -70,25 +68,12 @@ class PostgresSessionStore(SessionStore):
         return f"session {session_id!r} on {self.where}"
 
     async def _get_pool(self) -> Any:
-        if self._pool is not None:
-            return self._pool
-        async with self._opening:  # concurrent first uses open ONE pool
-            return await self._open_pool()
-
-    async def _open_pool(self) -> Any:
-        if self._pool is None:
-            try:
-                pool = await open_pool(self._dsn, name="dsh-sessions")
-            except StorageError as exc:
-                raise SessionLogError(str(exc)) from None
-            try:
-                async with pool.connection() as conn:
-                    await _prepare(conn, self.where)
-            except BaseException:
-                await pool.close()
-                raise
-            self._pool = pool
-        return self._pool
+        try:
+            return await self._pools.get()
+        except SessionLogError:
+            raise
+        except StorageError as exc:   # the server cannot be reached: a session-log error
+            raise SessionLogError(str(exc)) from None
 
     @asynccontextmanager
     async def _conn(self) -> AsyncIterator[Any]:
@@ -251,9 +236,7 @@ class PostgresSessionStore(SessionStore):
 
     async def close(self) -> None:
         self._known.clear()
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            await pool.close()
+        await self._pools.close()
 
 
 async def _prepare(conn: Any, where: str) -> None:

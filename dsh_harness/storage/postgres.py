@@ -8,7 +8,8 @@ password).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StorageError
@@ -112,3 +113,33 @@ async def prepare_schema(conn: Any, *, lock: int, schema: Sequence[str], layout_
         if is_driver_error(exc):
             raise error(f"{where}: cannot prepare the {what} schema: {error_text(exc)}") from None
         raise
+
+
+class LazyPool:
+    """A connection pool opened, and its schema prepared, on first use — once, however many
+    first uses run concurrently; a failed preparation closes the pool it opened."""
+
+    def __init__(self, dsn: str, name: str, prepare: Callable[[Any], Awaitable[None]]):
+        self._dsn, self._name, self._prepare = dsn, name, prepare
+        self._pool: Any = None
+        self._opening = asyncio.Lock()
+
+    async def get(self) -> Any:
+        if self._pool is not None:
+            return self._pool
+        async with self._opening:
+            if self._pool is None:
+                pool = await open_pool(self._dsn, name=self._name)
+                try:
+                    async with pool.connection() as conn:
+                        await self._prepare(conn)
+                except BaseException:
+                    await pool.close()
+                    raise
+                self._pool = pool
+            return self._pool
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()

@@ -13,7 +13,6 @@ To keep several deployments in one database, give each its own schema through th
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
@@ -24,7 +23,7 @@ from typing import Any
 from ..errors import StorageError
 from .base import DomainSpec, StorageBackend, StoredDomain, WriteOp
 from .leases import FENCE, Lease, LeaseLost, Leases, Replica
-from .postgres import describe, error_text, is_driver_error, open_pool, prepare_schema
+from .postgres import LazyPool, describe, error_text, is_driver_error, prepare_schema
 
 LAYOUT_VERSION = 1
 # Arbitrary constant ("dsh" + 1): the advisory lock under which the schema is created.
@@ -177,27 +176,11 @@ class PostgresBackend(StorageBackend):
     def __init__(self, dsn: str):
         self._dsn = dsn
         self.where = describe(dsn)
-        self._pool: Any = None
-        self._opening = asyncio.Lock()
+        self._pools = LazyPool(dsn, "dsh-storage", lambda conn: _prepare(conn, self.where))
 
     async def pool(self) -> Any:
         """The backend's connection pool, opened (and the schema checked) on first use."""
-        if self._pool is not None:
-            return self._pool
-        async with self._opening:  # concurrent first uses open ONE pool
-            return await self._open_pool()
-
-    async def _open_pool(self) -> Any:
-        if self._pool is None:
-            pool = await open_pool(self._dsn, name="dsh-storage")
-            try:
-                async with pool.connection() as conn:
-                    await _prepare(conn, self.where)
-            except BaseException:
-                await pool.close()
-                raise
-            self._pool = pool
-        return self._pool
+        return await self._pools.get()
 
     def leases(self, owner: str) -> PostgresLeases:
         return PostgresLeases(self, owner)
@@ -213,9 +196,7 @@ class PostgresBackend(StorageBackend):
             return [r[0] for r in await cur.fetchall()]
 
     async def close(self) -> None:
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            await pool.close()
+        await self._pools.close()
 
 
 async def _prepare(conn: Any, where: str) -> None:
