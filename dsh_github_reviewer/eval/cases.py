@@ -1,7 +1,7 @@
 """The eval case format: one TOML file per pull request, ``<id>.toml``.
 
 ```toml
-language = "python"            # python | javascript | typescript | go
+language = "python"            # python | javascript | typescript | go | java | rust | sql | yaml
 title = "Add order search"     # the PR's title
 body = "Adds search."          # the PR's description (optional)
 
@@ -21,6 +21,8 @@ lines = [12, 13]               # first and last line in this push's head, on cha
 category = "injection"         # see CATEGORIES
 severity = "critical"          # critical | major | minor
 description = "The customer name is concatenated into the SQL text."
+also = [{path = "shop/api.py", lines = [40, 40]}]   # other acceptable places (optional): e.g.
+                               # the symptom beside the cause, or a stale caller in another file
 
 [[push.decoys]]                # safe code that looks suspicious: a finding here is a false
 id = "fstring-log"             # positive (reported as a decoy hit)
@@ -44,11 +46,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 CASES_DIR = Path(__file__).parent / "cases"
-LANGUAGES = ("python", "javascript", "typescript", "go")
+LANGUAGES = ("python", "javascript", "typescript", "go", "java", "rust", "sql", "yaml")
 CATEGORIES = ("off-by-one", "wrong-condition", "error-handling", "resource-leak", "injection",
               "secret", "race", "api-misuse", "edge-case", "performance")
 SEVERITIES = ("critical", "major", "minor")
-Language = Literal["python", "javascript", "typescript", "go"]
+Language = Literal["python", "javascript", "typescript", "go", "java", "rust", "sql", "yaml"]
 Category = Literal["off-by-one", "wrong-condition", "error-handling", "resource-leak",
                    "injection", "secret", "race", "api-misuse", "edge-case", "performance"]
 Severity = Literal["critical", "major", "minor"]
@@ -69,6 +71,15 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class Location(_Model):
+    """Another place a defect may rightly be reported (its symptom beside its cause, a stale
+    caller in another file), in the same head as the defect's own ``path``/``lines``."""
+    path: str = Field(min_length=1)
+    lines: Lines
+
+    _lines = field_validator("lines")(_check_lines)
+
+
 class Defect(_Model):
     id: str = Field(min_length=1)
     path: str = Field(min_length=1)
@@ -76,8 +87,14 @@ class Defect(_Model):
     category: Category
     severity: Severity
     description: str = Field(min_length=1)
+    also: tuple[Location, ...] = ()
 
     _lines = field_validator("lines")(_check_lines)
+
+    @property
+    def locations(self) -> tuple[Location, ...]:
+        """Every acceptable place: the defect's own first, then ``also``."""
+        return (Location(path=self.path, lines=self.lines), *self.also)
 
 
 class Decoy(_Model):
