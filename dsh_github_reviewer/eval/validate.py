@@ -10,8 +10,12 @@ from pathlib import PurePosixPath
 from .cases import Case
 
 EXTENSIONS = {"python": (".py",), "javascript": (".js", ".jsx", ".mjs", ".cjs"),
-              "typescript": (".ts", ".tsx"), "go": (".go",)}
-_CODE = tuple(e for exts in EXTENSIONS.values() for e in exts)
+              "typescript": (".ts", ".tsx"), "go": (".go",), "java": (".java",),
+              "rust": (".rs",), "sql": (".sql",), "yaml": (".yml", ".yaml")}
+# A service's change often carries a migration or a CI file beside its code: SQL and YAML
+# files may accompany a case of any language; two programming languages in one case may not.
+_COMPANION = ("sql", "yaml")
+_CODE = tuple(e for lang, exts in EXTENSIONS.items() if lang not in _COMPANION for e in exts)
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 
 
@@ -84,6 +88,11 @@ def check_case(case: Case) -> list[str]:
             problem = _range_problem(case, i, key, d.path, d.lines)
             if problem:
                 problems.append(problem)
+        for d in push.defects:  # other acceptable places are in the head of the same push
+            for n, loc in enumerate(d.also, 1):
+                problem = _range_problem(case, i, f"{d.id} also.{n}", loc.path, loc.lines)
+                if problem:
+                    problems.append(problem)
         if i > 1:
             for d in push.defects:
                 # A re-review scores "the new defect found": it must be new in this push,
@@ -103,7 +112,7 @@ def check_case(case: Case) -> list[str]:
         changed |= {p for p in set(base) | set(after) if base.get(p) != after.get(p)}
     code = [p for p in changed if PurePosixPath(p).suffix in _CODE]
     own = EXTENSIONS[case.language]
-    if not any(PurePosixPath(p).suffix in own for p in code):
+    if not any(PurePosixPath(p).suffix in own for p in changed):
         problems.append(f"language {case.language}: no changed {'/'.join(own)} file")
     for p in sorted(code):
         if PurePosixPath(p).suffix not in own:

@@ -45,6 +45,26 @@ def test_validator_names_what_is_wrong(edit, problem):
     assert any(problem in p and p.startswith("calc: ") for p in problems), problems
 
 
+def test_other_locations_are_checked_and_companion_files_accepted():
+    """A defect's ``also`` places obey the same rule as its own range; a SQL migration or a
+    CI file may accompany code of any language, a second programming language may not."""
+    text = TWO_PUSH.replace('description = "one past the end"',
+                            'description = "one past the end"\nalso = [{path = "app/calc.py", '
+                            'lines = [2, 2]}]', 1)
+    assert check_cases([case(text)]) == [
+        "calc: loop also.1: lines [2, 2] of app/calc.py hold no added line at push 1 (added in "
+        "that hunk: [4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])"]
+    text = TWO_PUSH.replace('[push.files]\n', '[push.files]\n"db/001.sql" = "create table t();"\n'
+                            '".ci/x.yml" = "on: push"\n', 1)
+    assert check_cases([case(text)]) == []
+    java = text.replace('"db/001.sql"', '"app/Calc.java"', 1)
+    assert check_cases([case(java)]) == [
+        "calc: language python: changed file app/Calc.java is another language"]
+    sql = text.replace('language = "python"', 'language = "sql"', 1)
+    assert "calc: language sql: changed file app/calc.py is another language" in check_cases(
+        [case(sql)])
+
+
 def test_a_range_without_an_added_line_is_refused():
     # Line 3 is context inside the hunk (the base's last line), not a change.
     text = TWO_PUSH.replace("lines = [6, 6]", "lines = [3, 3]", 1)
