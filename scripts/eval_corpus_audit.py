@@ -1,0 +1,104 @@
+"""Audit the eval corpus' ground truth beyond ``--check-cases``: print the lines each defect,
+``also`` location and decoy points at, and flag ranges that are too wide, decoys within 8 lines
+of a defect, and per-case changed-line counts.
+
+    PYTHONPATH=$PWD .venv/bin/python scripts/eval_corpus_audit.py [--show] [ID-GLOB ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import fnmatch
+import sys
+
+from dsh_github_reviewer.eval.cases import Case, load_cases
+from dsh_github_reviewer.eval.validate import check_cases, hunks
+
+MAX_WIDTH = 6        # a defect range wider than this is suspicious (tight: the wrong lines)
+DECOY_GAP = 8        # a decoy nearer than this to a defect location sits inside the tolerance
+
+
+def changed_lines(case: Case) -> int:
+    total = 0
+    for i in range(1, len(case.push) + 1):
+        before, after = case.tree(i - 1), case.tree(i)
+        for path in set(before) | set(after):
+            old = before.get(path, "").splitlines()
+            new = after.get(path, "").splitlines()
+            if old == new:
+                continue
+            for line in difflib.unified_diff(old, new, n=0, lineterm=""):
+                if line[:1] in "+-" and not line.startswith(("+++", "---")):
+                    total += 1
+    return total
+
+
+def gap(a: tuple[int, int], b: tuple[int, int]) -> int:
+    """Lines between two ranges (0 when they overlap)."""
+    return max(0, max(a[0], b[0]) - min(a[1], b[1]))
+
+
+def audit(case: Case, show: bool) -> list[str]:
+    warn: list[str] = []
+    for i in range(1, len(case.push) + 1):
+        head = case.tree(i)
+        base = case.tree(0)
+        live = case.live(i)
+        decoys = case.live_decoys(i)
+        new_here = {d.id for d in case.push[i - 1].defects}
+        locs = []
+        for d in live.values():
+            places = [(d.path, d.lines)]
+            if d.id in new_here:
+                places += [(loc.path, loc.lines) for loc in d.also]
+            for path, lines in places:
+                locs.append((d.id, path, lines))
+                width = lines[1] - lines[0] + 1
+                if width > MAX_WIDTH:
+                    warn.append(f"push {i}: {d.id} at {path}:{list(lines)} is {width} lines wide")
+                added = {n for _, _, a in hunks(base.get(path, ""), head.get(path, ""))
+                         for n in a}
+                if added and width > 0.3 * len(added) and width > 3:
+                    warn.append(f"push {i}: {d.id} covers {width} of {len(added)} added lines "
+                                f"of {path}")
+        for x in decoys.values():
+            for did, path, lines in locs:
+                if path == x.path and gap(lines, x.lines) < DECOY_GAP:
+                    warn.append(f"push {i}: decoy {x.id} {list(x.lines)} is "
+                                f"{gap(lines, x.lines)} lines from {did} {list(lines)}")
+        if show:
+            print(f"--- {case.id} push {i}")
+            items = [(f"defect {did}", p, ln) for did, p, ln in locs]
+            items += [(f"decoy {x.id}", x.path, x.lines) for x in decoys.values()]
+            for what, path, lines in items:
+                text = head.get(path, "").splitlines()
+                print(f"  {what} {path}:{lines[0]}-{lines[1]}")
+                for n in range(lines[0], min(lines[1], len(text)) + 1):
+                    print(f"    {n:4} | {text[n - 1]}")
+    return warn
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--show", action="store_true", help="print the lines each range points at")
+    ap.add_argument("only", nargs="*", help="case id globs")
+    args = ap.parse_args()
+    cases = [c for c in load_cases()
+             if not args.only or any(fnmatch.fnmatch(c.id, g) for g in args.only)]
+    bad = 0
+    for p in check_cases(cases):
+        print("INVALID", p)
+        bad += 1
+    for c in cases:
+        n = changed_lines(c)
+        kind = "clean" if c.clean else f"{len(c.defects)} defects"
+        print(f"{c.id:40} {c.language:10} {n:4} changed lines  {kind}")
+        for w in audit(c, args.show):
+            print("  WARN", w)
+            bad += 1
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
