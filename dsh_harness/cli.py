@@ -181,6 +181,11 @@ async def cmd_sessions_list(harness: Harness, args: argparse.Namespace) -> int:
         _print_json([s.model_dump(mode="json") | {"cache_hit_pct": round(s.cache_hit_pct, 2)}
                      for s in summaries])
         return 0
+    if not summaries:
+        # Say so (on stderr, so a script reading the list still gets no lines): an empty
+        # output reads like a hang or a wrong home.
+        print(f"dsh: no sessions in {harness.home}", file=sys.stderr)
+        return 0
     for s in summaries:
         u = s.usage
         print(f"{s.id}\t{s.title or '-'}\tturns={s.turns}\tin={u.uncached_input} "

@@ -112,6 +112,8 @@ def test_scripts_run_on_a_fresh_copy_creates_dsh_toml_and_names_the_variables(tm
     assert "GITHUB_REPOSITORIES" in proc.stderr  # without it a token account idles
     assert "Traceback" not in proc.stderr
     assert (clone / "dsh.toml").read_text() == (clone / "dsh.example.toml").read_text()
+    # Owner-only like `dsh init`'s: the operator's file may come to hold tokens.
+    assert (clone / "dsh.toml").stat().st_mode & 0o777 == 0o600
 
 
 def test_wheel_ships_the_eval_corpus(installed, tmp_path):

@@ -128,6 +128,16 @@ async def test_corruption_in_the_middle_is_reported_not_skipped(tmp_path, server
     await h2.close()
 
 
+def test_cli_sessions_list_with_no_sessions_says_so_on_stderr(tmp_path, capsys, monkeypatch):
+    """An empty list reads like a wrong home or a hang: say so, keeping stdout empty for scripts."""
+    from dsh_harness import cli
+
+    monkeypatch.setattr(cli, "Harness", lambda loaded: make_harness(tmp_path, "http://127.0.0.1:9"))
+    assert cli.main(["sessions", "list"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and "no sessions in" in err
+
+
 def test_cli_sessions_list_and_show(tmp_path, server, capsys, monkeypatch):
     from dsh_harness import cli
 
