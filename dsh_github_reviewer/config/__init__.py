@@ -131,7 +131,13 @@ class TeamSettings(Strict):
 
 
 class ReviewSettings(Strict):
+    # A turn's two budgets, kept apart so a model that reads a lot can still post inline:
+    # reads (pull_request_read, get_file_contents) and inline findings. max_tool_calls is the
+    # older name of the read budget (used when max_read_calls is not set).
     max_tool_calls: int = Field(default=30, ge=1, le=1000)
+    max_read_calls: int | None = Field(default=None, ge=1, le=1000)
+    # Findings past it are still accepted and listed in the review body, never dropped.
+    max_comment_calls: int = Field(default=50, ge=1, le=1000)
     tool_timeout_s: float = Field(default=30.0, gt=0, le=3600)
     tool_result_limit: int = Field(default=60_000, ge=1_000, le=10_000_000)
     turn_timeout_s: float = Field(default=900.0, gt=0, le=86_400)
@@ -177,6 +183,11 @@ class ReviewSettings(Strict):
         return out
     # Failed attempts at one head (or one /bot) before the bot gives up visibly.
     max_attempts: int = Field(default=5, ge=1, le=100)
+
+    @property
+    def read_calls(self) -> int:
+        """The read budget per turn: max_read_calls, else max_tool_calls."""
+        return self.max_read_calls if self.max_read_calls is not None else self.max_tool_calls
 
     @field_validator("command_author_associations")
     @classmethod

@@ -1,7 +1,8 @@
 """The four guarded tools: the only way the model touches GitHub.
 
 Every call runs the same pipeline: no active turn → error; chat turn + write tool → error;
-validate and normalize (``guard_rules``; errors cost no budget); budget; the call (MCP for
+validate and normalize (``guard_rules``; errors cost no budget); the turn's read or
+posting budget (kept apart, ``FindingLimits``); the call (MCP for
 reads, the local draft and one REST post for writes); the result capped by the harness.
 The tools are stable objects in every PR's world; the per-turn scope lives in ``GuardTurn``,
 registered by the runner for the duration of a turn and looked up by session id.
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dsh_harness import BudgetExhausted, Tool, ToolContext, ToolRejected, ToolText
+from dsh_harness import Tool, ToolContext, ToolRejected, ToolText
 
 from ..core.sanitizer import sanitize_code
 from . import tool_specs
@@ -24,6 +25,7 @@ from .dialects import Dialect, DialectError, detect
 from .diff import commentable_lines
 from .errors import GitHubError
 from .guard_rules import (
+    SEVERITY_REFUSED,
     ChangedFiles,
     Rejected,
     Scope,
@@ -45,11 +47,11 @@ READ_TOOLS = ("get_file_contents", "pull_request_read")
 READ_ONLY_FLOWS = ("chat", "persona")
 
 
-BUDGET_SPENT = ("tool budget spent (review.max_tool_calls): no more reads in this turn. "
-                "Posting still works and is never budgeted: if you have not yet, call "
-                "pull_request_review_write method=create, add your findings with "
-                "add_comment_to_pending_review (past the budget they are listed in the review "
-                "body), then pull_request_review_write method=submit_pending event=COMMENT now.")
+BUDGET_SPENT = ("read budget spent ({n} reads, review.max_read_calls): no more reads in "
+                "this turn. Posting has a budget of its own and still works: if you have not "
+                "yet, call pull_request_review_write method=create, add your findings with "
+                "add_comment_to_pending_review, then pull_request_review_write "
+                "method=submit_pending event=COMMENT now.")
 
 
 class ToolFailed(ToolRejected):
@@ -78,9 +80,15 @@ class GuardTurn:
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     # Which drafted findings go inline (review.min_severity / max_findings).
     limits: FindingLimits = field(default_factory=FindingLimits)
-    # The turn's tool budget ran out: findings after it are listed, and a draft the model
-    # never submitted is submitted by the bot (``submit_draft``).
+    # Reads and inline findings so far, each against its own budget (``limits``).
+    reads: int = 0
+    comments: int = 0
+    # A budget ran out (reads refused, or findings listed instead of inline); a draft the
+    # model never submitted is submitted by the bot (``submit_draft``).
     budget_spent: bool = False
+    # Findings refused because their severity was missing or invalid (the model was told
+    # how to resend them); the session log's tool results carry the same fact as their note.
+    severity_refusals: int = 0
     # The bot's open threads on the PR (root comment id -> "path:line"), as the review message
     # lists them: the ones submit_pending may name as fixed.
     fixable: dict[int, str] = field(default_factory=dict)
@@ -142,12 +150,21 @@ class GuardTurn:
             previous={f.previous_filename for f in files if f.previous_filename},
             lines={f.filename: commentable_lines(f.patch) for f in files})
 
-    def read_budget(self, ctx: ToolContext) -> None:
-        try:
-            ctx.consume_budget()
-        except BudgetExhausted:
+    def read_budget(self) -> None:
+        """One read against ``limits.read_calls``; refused (free) once it is spent."""
+        if self.reads >= self.limits.read_calls:
             self.budget_spent = True
-            raise Rejected(BUDGET_SPENT) from None
+            raise Rejected(BUDGET_SPENT.format(n=self.limits.read_calls))
+        self.reads += 1
+
+    def comment_budget(self) -> bool:
+        """One inline finding against ``limits.comment_calls``: False once it is spent (the
+        finding is kept and listed in the review body)."""
+        if self.comments >= self.limits.comment_calls:
+            self.budget_spent = True
+            return False
+        self.comments += 1
+        return True
 
     async def submit(self, body: str) -> Review:
         """Post the draft as this trigger's one review (once: an earlier post is reused)."""
@@ -225,14 +242,14 @@ class Guard:
             tool, server_args = dialect.pr_read(method, out)
         except DialectError as exc:
             raise Rejected(str(exc)) from None
-        turn.read_budget(ctx)
+        turn.read_budget()
         return await turn.call(tool, server_args)
 
     async def get_file_contents(self, args: dict[str, Any], ctx: ToolContext) -> str:
         turn = self._turn(ctx)
         out = check_file(args, turn.scope, await turn.changed_files())
         dialect = await turn.ensure_dialect()
-        turn.read_budget(ctx)
+        turn.read_budget()
         tool, server_args = dialect.file_read(out, turn.scope)
         return await turn.call(tool, server_args)
 
@@ -270,23 +287,27 @@ class Guard:
 
     async def add_comment_to_pending_review(self, args: dict[str, Any], ctx: ToolContext) -> str:
         turn = self._turn(ctx, write=True)
-        out = check_comment(args, turn.scope, await turn.changed_files())
+        try:
+            out = check_comment(args, turn.scope, await turn.changed_files())
+        except Rejected as exc:
+            if exc.note == SEVERITY_REFUSED:
+                turn.severity_refusals += 1
+                log.info("%s: a finding was refused for its severity (%d in this turn)",
+                         turn.scope.pr_label, turn.severity_refusals)
+            raise
         if turn.submitted is not None:
             raise Rejected("the review for this trigger was already submitted")
         if turn.draft is None:
             raise Rejected("no pending review: call pull_request_review_write method=create "
                            "first")
-        try:
-            ctx.consume_budget()
-            over = False
-        except BudgetExhausted:
-            turn.budget_spent = over = True
+        over = not turn.comment_budget()
         turn.draft.comments.append(DraftComment(
             path=out["path"], body=out["body"], subject_type=out["subjectType"],
             line=out.get("line"), side=out.get("side"), start_line=out.get("startLine"),
             start_side=out.get("startSide"), severity=out["severity"], over_budget=over))
         if over:
-            return (f"Added ({len(turn.draft.comments)} pending); the tool budget is spent, so "
-                    "this finding will be listed in the review body instead of inline. Submit "
-                    "with pull_request_review_write method=submit_pending (never budgeted).")
+            return (f"Added ({len(turn.draft.comments)} pending); the posting budget "
+                    f"(review.max_comment_calls, {turn.limits.comment_calls}) is spent, so this "
+                    "finding will be listed in the review body instead of inline. Submit with "
+                    "pull_request_review_write method=submit_pending (never budgeted).")
         return f"Added ({len(turn.draft.comments)} pending)."

@@ -6,6 +6,7 @@ the text the model gets back. Rejected calls never reach GitHub and never use th
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,28 @@ WRITE_METHODS = ("create", "submit_pending")
 
 class Rejected(ToolRejected):
     pass
+
+
+# The session log's note on a finding refused for its severity (counted per turn and shown
+# to people; the model gets the message).
+SEVERITY_REFUSED = "rejected: severity missing or invalid"
+SEVERITY_MEANINGS = ("critical: breaks production, security or data loss; major: fix before "
+                     "merging; minor: low risk; nit: optional")
+
+
+def severity_refused(args: dict[str, Any]) -> Rejected:
+    """A finding without a valid severity: nothing is added, and the message repeats the
+    allowed values and the exact call to resend, so a weak model that just copies it back
+    loses no finding."""
+    given = args.get("severity")
+    what = ("severity is missing" if given is None else
+            f"severity {json.dumps(given, ensure_ascii=False)[:40]} is not allowed")
+    resend = {**{k: v for k, v in args.items() if k != "severity"}, "severity": "minor"}
+    call = json.dumps(resend, ensure_ascii=False, separators=(",", ":"))
+    return Rejected(f"{what}; this finding was NOT added. severity must be one of "
+                    f"{', '.join(SEVERITIES)} ({SEVERITY_MEANINGS}). Resend it now as "
+                    f"add_comment_to_pending_review {call} — with \"minor\" replaced by the "
+                    "severity that fits.", note=SEVERITY_REFUSED)
 
 
 @dataclass
@@ -226,9 +249,7 @@ def check_comment(args: dict[str, Any], scope: Scope, changed: ChangedFiles | No
     body = _string(args, "body")
     severity = args.get("severity")
     if severity not in SEVERITIES:
-        raise Rejected(f"severity must be one of {', '.join(SEVERITIES)} (critical: breaks "
-                       "production, security or data loss; major: fix before merging; minor: "
-                       "low risk; nit: optional)")
+        raise severity_refused(args)
     subject = args.get("subjectType")
     if subject not in ("FILE", "LINE"):
         raise Rejected("subjectType must be FILE or LINE")

@@ -34,7 +34,7 @@ class DraftComment:
     start_line: int | None = None
     start_side: str | None = None
     severity: str = "minor"
-    # Drafted after the turn's tool budget was spent: listed in the review body, not inline.
+    # Drafted after the turn's posting budget was spent: listed in the review body.
     over_budget: bool = False
 
     @property
@@ -51,10 +51,15 @@ _FIXED = re.compile(re.escape(FIXED_MARKER.split("{")[0]) + r"([0-9,]*) -->")
 
 @dataclass(frozen=True)
 class FindingLimits:
-    """What goes inline: at least ``min_severity``, at most ``max_findings`` (0 = no cap)."""
+    """What goes inline: at least ``min_severity``, at most ``max_findings`` (0 = no cap); and
+    a turn's two budgets, kept apart so reading never starves posting: ``read_calls`` reads
+    (``review.max_read_calls``), ``comment_calls`` findings drafted inline
+    (``review.max_comment_calls``; later ones are listed in the review body)."""
 
     min_severity: str = "nit"
     max_findings: int = 0
+    read_calls: int = 30
+    comment_calls: int = 50
 
 
 @dataclass
@@ -117,8 +122,9 @@ def review_payload(draft: Draft, body: str, trigger: Trigger | str
     if notes:
         parts.append("File comments:\n\n" + "\n\n".join(notes))
     inline, listed = split_findings(draft)
-    heads = {"budget": "Findings drafted after this review's tool budget "
-                       "(`review.max_tool_calls`) was spent, not posted inline",
+    heads = {"budget": "Findings drafted after this review's posting budget "
+                       f"(`review.max_comment_calls`, {draft.limits.comment_calls}) was spent, "
+                       "not posted inline",
              "cap": f"Findings past `max_findings` ({draft.limits.max_findings}), not posted "
                     "inline",
              "severity": f"Findings below `min_severity` ({draft.limits.min_severity}), not "

@@ -51,13 +51,15 @@ def facts(pr: PullRequest) -> PrFacts:
 
 def finding_limits(acct: ConnectedAccount, instructions: TrustedInstructions | None = None
                    ) -> FindingLimits:
-    """The account's min_severity/max_findings, overridden by the repository config."""
+    """The account's min_severity/max_findings (overridden by the repository config) and its
+    read and posting budgets."""
     review = acct.config.review
     repo = instructions.repo.config if instructions is not None and instructions.repo else None
     return FindingLimits(
         min_severity=(repo.min_severity if repo and repo.min_severity else review.min_severity),
         max_findings=(repo.max_findings if repo and repo.max_findings is not None
-                      else review.max_findings))
+                      else review.max_findings),
+        read_calls=review.read_calls, comment_calls=review.max_comment_calls)
 
 
 def repo_turn_notes(instructions: TrustedInstructions | None, paths: list[str]

@@ -135,7 +135,7 @@ class SingleReviewer:
         if "did not finish within" in (result.error or ""):
             why = "the agent's step limit was reached"
         elif turn.budget_spent:
-            why = "its tool budget, review.max_tool_calls, was spent"
+            why = "its read budget, review.max_read_calls, was spent"
         elif result.ok:
             why = "the reviewer finished without submitting"
         else:

@@ -40,7 +40,9 @@ def build_world(key: PrKey, acct: ConfiguredAccount, inputs: WorldInputs) -> Age
         tools=tools,
         hide_global_tools=True,
         model=inputs.model,
-        max_tool_calls=review.max_tool_calls,
+        # The guard keeps the read and posting budgets itself (self-budgeted tools); the
+        # harness's count is a backstop above both.
+        max_tool_calls=review.read_calls + review.max_comment_calls,
         # The MCP host enforces tool_timeout_s on the handshake and on each call; the
         # harness bound is a backstop above both.
         tool_timeout_s=2 * review.tool_timeout_s + 5,

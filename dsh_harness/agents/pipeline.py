@@ -48,7 +48,7 @@ async def execute(tools: dict[str, Tool], call: ToolCall, ctx: ToolContext,
         async with asyncio.timeout(timeout_s):
             text = await tool.handler(args, ctx)
     except ToolRejected as exc:
-        return ToolOutcome(cap(str(exc), result_limit), True, "rejected")
+        return ToolOutcome(cap(str(exc), result_limit), True, exc.note or "rejected")
     except TimeoutError:
         return ToolOutcome(f"tool {call.name} timed out after {timeout_s:g}s", True, "timeout")
     except asyncio.CancelledError:

@@ -13,8 +13,14 @@ from ..errors import DshError
 class ToolRejected(DshError):
     """Raised by a tool handler to refuse a call; the text goes back to the model as an error.
 
-    A rejected call does not use the turn's tool budget.
+    A rejected call does not use the turn's tool budget. ``note`` (optional) goes to the
+    session log's tool result instead of the plain "rejected", so a plugin can record why as
+    data (e.g. "rejected: severity missing") for people and counts; the model never sees it.
     """
+
+    def __init__(self, message: str = "", *, note: str | None = None) -> None:
+        super().__init__(message)
+        self.note = note
 
 
 class BudgetExhausted(ToolRejected):

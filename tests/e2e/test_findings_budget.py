@@ -23,21 +23,21 @@ def all_findings_text(dep: Deployment) -> tuple[list[str], str]:
     return [c.body for c in dep.sb.state.comments_of_review(review.id)], review.body
 
 
-async def test_forty_findings_with_a_thirty_call_budget_all_posted_or_listed(
+async def test_forty_findings_with_a_thirty_comment_budget_all_posted_or_listed(
         tmp_path, sandbox80, model):
     build_shop(sandbox80)
     sandbox80.state.commit(REPO, "feature-1", {"shop/calc.py": CALC}, message="calc")
     dep = await Deployment(tmp_path, sandbox80, model,
-                           extra_account="review = { max_tool_calls = 30 }\n").start()
+                           extra_account="review = { max_comment_calls = 30 }\n").start()
     try:
         await dep.tick()
         assert (await dep.entry()).status == "reviewed"
         inline, body = all_findings_text(dep)
         # 37 eval() in calc.py + 3 in the shop's feature = 40 findings drafted.
-        assert len(inline) == 30, "the budget: 30 comments inline (create is free)"
+        assert len(inline) == 30, "the posting budget: 30 comments inline (create is free)"
         listed = re.findall(r"^- \*\*\[(\w+)\]\*\* `([^`]+)`", body, re.M)
         assert len(listed) == 10, body
-        assert "tool budget (`review.max_tool_calls`) was spent" in body
+        assert "posting budget (`review.max_comment_calls`, 30) was spent" in body
         places = {c.path + ":" + str(c.line) for c in
                   dep.sb.state.comments_of_review(dep.reviews()[0].id)} | {p for _, p in listed}
         expected = {f"shop/calc.py:{2 + 4 * i}" for i in range(37)} | {

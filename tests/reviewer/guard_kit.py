@@ -12,6 +12,7 @@ from dsh_github_reviewer.github.client import GitHubClient
 from dsh_github_reviewer.github.guard import Guard, GuardTurn
 from dsh_github_reviewer.github.guard_rules import Scope
 from dsh_github_reviewer.github.mcp_host import McpRuntime
+from dsh_github_reviewer.github.review_submit import FindingLimits
 from dsh_github_reviewer.testing import SandboxGitHub
 from dsh_harness import BudgetExhausted, ToolContext, ToolRejected
 
@@ -64,10 +65,11 @@ class Driver:
 
 
 async def begin_turn(guard: Guard, sb: SandboxGitHub, http: httpx2.AsyncClient,
-                     runtime: McpRuntime, **scope_kw: Any) -> GuardTurn:
+                     runtime: McpRuntime, limits: FindingLimits | None = None,
+                     **scope_kw: Any) -> GuardTurn:
     client = GitHubClient(sb.api_url, PatAuth(TOKEN), http)
     turn = GuardTurn(scope=scope_for(sb, **scope_kw), client=client, runtime=runtime,
-                     token=TOKEN)
+                     token=TOKEN, limits=limits or FindingLimits())
     guard.begin(SESSION, turn)
     return turn
 

@@ -6,10 +6,13 @@ they are compared whole, and allowed calls are compared as the whole outgoing ar
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from dsh_github_reviewer.github.diff import commentable_lines
 from dsh_github_reviewer.github.guard_rules import (
+    SEVERITY_REFUSED,
     ChangedFiles,
     Rejected,
     Scope,
@@ -317,14 +320,31 @@ def test_comment_allowed_with_whole_outgoing_arguments(args, expected):
     ({**LINE, "path": "old_name.py", "line": 1, "side": "LEFT"},
      "old_name.py is not a file changed by this PR; comment on a changed file"),
     ({**LINE, "body": " ", "line": 11, "side": "RIGHT"}, "body must be a non-blank string"),
-    ({k: v for k, v in LINE.items() if k != "severity"} | {"line": 11, "side": "RIGHT"},
-     SEVERITY_ERR),
-    ({**LINE, "severity": "blocker", "line": 11, "side": "RIGHT"}, SEVERITY_ERR),
-    ({**LINE, "severity": "MAJOR", "line": 11, "side": "RIGHT"}, SEVERITY_ERR),
     ({**LINE, "pullNumber": 8, "line": 11, "side": "RIGHT"}, TARGET_ERR),
 ])
 def test_comment_rejections(args, expected):
     assert rejection(check_comment, args, SCOPE, CHANGED) == expected
+
+
+@pytest.mark.parametrize("given, what", [
+    (None, "severity is missing"), ("blocker", 'severity "blocker" is not allowed'),
+    ("MAJOR", 'severity "MAJOR" is not allowed')])
+def test_a_finding_without_a_valid_severity_is_refused_with_the_call_to_resend(given, what):
+    """A weak model that omits severity gets the allowed values and the exact call back; the
+    resent call is accepted as it stands (nothing else about it was wrong)."""
+    args = {k: v for k, v in LINE.items() if k != "severity"} | {"line": 11, "side": "RIGHT"}
+    if given is not None:
+        args["severity"] = given
+    with pytest.raises(Rejected) as info:
+        check_comment(args, SCOPE, CHANGED)
+    msg = str(info.value)
+    assert msg.startswith(what + "; this finding was NOT added. ") and SEVERITY_ERR in msg
+    assert info.value.note == SEVERITY_REFUSED, "the session log records why, as data"
+    call = msg.split("add_comment_to_pending_review ", 1)[1].split(" — ", 1)[0]
+    resent = json.loads(call)
+    assert resent == {**args, "severity": "minor"}
+    assert check_comment(resent, SCOPE, CHANGED) == {**OUT, "line": 11, "side": "RIGHT",
+                                                     "severity": "minor"}
 
 
 def test_line_one_is_a_valid_line():

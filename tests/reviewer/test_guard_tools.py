@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
 from dsh_github_reviewer.core.triggers import review_marker as marker
 from dsh_github_reviewer.github.guard import Guard
+from dsh_github_reviewer.github.review_submit import FindingLimits
 from dsh_github_reviewer.testing import SandboxGitHub
 
-from .guard_kit import TOKEN, Budget, Driver, begin_turn, make_repo, runtime_for
+from .guard_kit import TOKEN, Driver, begin_turn, make_repo, runtime_for
 
 pytestmark = pytest.mark.slow
 PR = {"owner": "octo", "repo": "app", "pullNumber": 1}
@@ -63,7 +65,7 @@ async def test_reads_through_the_legacy_dialect(sb, http):
         assert err and "limited to the PR's changed files" in msg
         assert [c[0] for c in turn.calls] == ["get_pull_request_diff", "get_pull_request",
                                               "get_pull_request_files", "get_file_contents"]
-        assert drive.budget.used == 4, "rejected calls must not use the budget"
+        assert turn.reads == 4, "rejected calls must not use the budget"
     finally:
         await guard.end("github:default:octo:app:pr:1")
 
@@ -171,29 +173,47 @@ async def test_chat_turns_cannot_write_and_no_turn_means_no_tools(sb, http):
     assert sb.state.reviews == []
 
 
-async def test_budget_counts_executed_reads_and_says_posting_still_works(sb, http):
+async def test_read_budget_counts_executed_reads_and_says_posting_still_works(sb, http):
     guard, runtime = Guard(), runtime_for(sb)
-    await begin_turn(guard, sb, http, runtime)
-    drive = Driver(guard, budget=Budget(limit=2))
+    await begin_turn(guard, sb, http, runtime, limits=FindingLimits(read_calls=2))
+    drive = Driver(guard)
     assert not (await drive("pull_request_read", {**PR, "method": "get"}))[0]
     assert (await drive("pull_request_read", {**PR, "method": "nope"}))[0]
     assert not (await drive("pull_request_read", {**PR, "method": "get_diff"}))[0]
     err, msg = await drive("pull_request_read", {**PR, "method": "get"})
-    assert err and "budget spent" in msg and "never budgeted" in msg
-    assert "submit_pending" in msg, "the error says submit still works"
+    assert err and "read budget spent (2 reads, review.max_read_calls)" in msg
+    assert "submit_pending" in msg and "budget of its own" in msg, "posting still works"
     # create is never budgeted: a model that read a lot can always post.
     err, msg = await drive("pull_request_review_write", {**PR, "method": "create"})
     assert not err, msg
-    assert drive.budget.used == 2
     await guard.end("github:default:octo:app:pr:1")
 
 
-async def test_forty_findings_on_a_thirty_call_budget_are_all_posted_or_listed(sb, http):
-    """Reads spend part of the budget; every finding past it is listed in the review body and
-    create/submit are never refused: 40 drafted → 40 on the PR (inline or listed)."""
+async def test_thirty_reads_leave_the_posting_budget_whole(sb, http):
+    """Reading and posting have separate budgets: a model that spent all 30 reads still posts
+    its findings inline (one shared budget listed every one of them in the body)."""
     guard, runtime = Guard(), runtime_for(sb)
-    await begin_turn(guard, sb, http, runtime, trigger="auto:forty")
-    drive = Driver(guard, budget=Budget(limit=30))
+    await begin_turn(guard, sb, http, runtime, trigger="auto:reader",
+                     limits=FindingLimits(read_calls=30, comment_calls=50))
+    drive = Driver(guard)
+    for _ in range(30):
+        assert not (await drive("pull_request_read", {**PR, "method": "get"}))[0]
+    assert (await drive("pull_request_read", {**PR, "method": "get"}))[0], "reads are spent"
+    results = await review_once(drive, lines=(5, 15), body="Read everything.")
+    assert all(not err for err, _ in results), results
+    await guard.end("github:default:octo:app:pr:1")
+    (review,) = sb.state.reviews_of("octo/app", 1)
+    assert len(sb.state.comments_of_review(review.id)) == 2, "both inline"
+    assert "posting budget" not in review.body
+
+
+async def test_forty_findings_on_a_thirty_comment_budget_are_all_posted_or_listed(sb, http):
+    """Every finding past the posting budget is listed in the review body and create/submit
+    are never refused: 40 drafted → 40 on the PR (inline or listed)."""
+    guard, runtime = Guard(), runtime_for(sb)
+    await begin_turn(guard, sb, http, runtime, trigger="auto:forty",
+                     limits=FindingLimits(read_calls=30, comment_calls=25))
+    drive = Driver(guard)
     for _ in range(5):
         assert not (await drive("pull_request_read", {**PR, "method": "get"}))[0]
     assert not (await drive("pull_request_review_write", {**PR, "method": "create"}))[0]
@@ -213,7 +233,23 @@ async def test_forty_findings_on_a_thirty_call_budget_are_all_posted_or_listed(s
     posted = {i for i in range(40) if any(f"finding number {i:02d}" in b for b in inline)}
     listed = {i for i in range(40) if f"finding number {i:02d}" in review.body}
     assert posted | listed == set(range(40)) and not posted & listed
-    assert "tool budget (`review.max_tool_calls`) was spent" in review.body
+    assert "posting budget (`review.max_comment_calls`, 25) was spent" in review.body
+
+
+async def test_a_finding_without_severity_is_refused_counted_and_accepted_when_resent(sb, http):
+    guard, runtime = Guard(), runtime_for(sb)
+    turn = await begin_turn(guard, sb, http, runtime, trigger="auto:sev")
+    drive = Driver(guard)
+    assert not (await drive("pull_request_review_write", {**PR, "method": "create"}))[0]
+    args = {**PR, "path": "app.py", "body": "no severity", "subjectType": "LINE", "line": 5,
+            "side": "RIGHT"}
+    err, msg = await drive("add_comment_to_pending_review", args)
+    assert err and "critical, major, minor, nit" in msg and turn.severity_refusals == 1
+    assert turn.draft is not None and turn.draft.comments == [], "nothing half-added"
+    resend = msg.split("add_comment_to_pending_review ", 1)[1].split(" — ", 1)[0]
+    assert not (await drive("add_comment_to_pending_review", json.loads(resend)))[0]
+    assert turn.severity_refusals == 1 and len(turn.draft.comments) == 1
+    await guard.end("github:default:octo:app:pr:1")
 
 
 async def test_secrets_are_redacted_from_outbound_text(sb, http):
