@@ -12,6 +12,7 @@ import contextlib
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -69,6 +70,24 @@ def _wait_running(config: Path, count: int, timeout_s: float = 120.0,
             return
         time.sleep(0.2)
     raise RuntimeError(f"fewer than {count} replicas started within {timeout_s:.0f} s")
+
+
+def _wait_listening(ports: list[int], timeout_s: float = 120.0) -> None:
+    """Until every one of ``ports`` on 127.0.0.1 accepts a connection."""
+    deadline = time.monotonic() + timeout_s
+    waiting = list(ports)
+    while waiting:
+        port = waiting[0]
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+                waiting.pop(0)
+                continue
+        except OSError:
+            pass
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"webhook receivers on ports {waiting} did not listen within "
+                               f"{timeout_s:.0f} s")
+        time.sleep(0.1)
 
 
 def running_logs(directory: Path) -> list[Path]:
@@ -133,6 +152,10 @@ def run_replica_loop(tmp: Path, sb: SandboxGitHub, model, dsn: str, *, replicas:
             report.deliveries = proxy.answered
         _wait_running(config, replicas)  # side by side: no home lock turned one away
         if webhook_secret:
+            # Deliveries go out only once every receiver listens: on a loaded machine a
+            # replica logs that it runs well before its receiver binds, and deliveries to
+            # none of them would leave the spread to chance.
+            _wait_listening(ports)
             sb.add_hook(f"{proxy.url}/github/webhook", webhook_secret, repo=REPO)
         _loop(rng, sb, report, config, procs, ports, dsn, kills=kills, max_pause_s=max_pause_s,
               cluster=cluster, outage_s=outage_s, terminate_every=terminate_every)

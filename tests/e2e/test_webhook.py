@@ -137,7 +137,11 @@ async def test_a_dropped_delivery_is_caught_by_reconciliation(tmp_path, sandbox8
         (lost,) = [d for d in sandbox80.webhooks.deliveries("issue_comment")
                    if json.loads(d.body)["comment"]["user"]["login"] == "maintainer"]
         assert lost.status is None and lost.error and "dropped" in lost.error
-        await asyncio.sleep(3.5)  # another reconciliation: still one reply
+        # Another whole reconciliation (the next listing after this point, then one more, so
+        # the first has finished its work): still one reply.
+        listed = len(sandbox80.requests("GET", "/repos/acme/shop/pulls"))
+        await wait_until(lambda: len(sandbox80.requests("GET", "/repos/acme/shop/pulls"))
+                         >= listed + 2, what="two more reconciliation passes")
         assert len(bot_replies(sandbox80)) == 1
     finally:
         await shutdown(dep)

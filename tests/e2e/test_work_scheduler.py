@@ -101,7 +101,10 @@ async def test_full_disk_then_space_freed_reviews_again_without_restart(tmp_path
     (tmpfs_home / "ballast").unlink()
     await wait_until(lambda: len(dep.reviews()) == 2 and replies_to(sandbox80, cmd.id))
     assert dep.reviews()[1].commit_id == head
-    await asyncio.sleep(0.5)
+    # Two more polls after the work was done: nothing was done twice.
+    listed = len(sandbox80.requests("GET", "/repos/acme/shop/pulls"))
+    await wait_until(lambda: len(sandbox80.requests("GET", "/repos/acme/shop/pulls"))
+                     >= listed + 2, what="two more polls")
     assert len(replies_to(sandbox80, cmd.id)) == 1 and len(dep.reviews()) == 2
     await dep.stop()
 

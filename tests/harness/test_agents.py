@@ -13,6 +13,7 @@ from dsh_harness.agents import AgentError
 from dsh_harness.sessions.events import RetryNotice, TitleSet, ToolResult, TurnEnd
 from dsh_harness.testing import Fault, Reply, ScriptedModelServer
 
+from ..waiting import wait_until
 from .agent_kit import SYSTEM, canon, make_harness
 
 
@@ -188,7 +189,9 @@ async def test_deadline_and_cancel_close_the_turn(tmp_path, server):
     outcome = await agent.followup("slow please", deadline=loop.time() + 0.5)
     assert outcome.reason == "deadline"
     fut = agent.followup("slow again")
-    await asyncio.sleep(0.3)
+    # Cancel once the second turn is under way (its model request served, its slow tool
+    # running), whatever the machine's load: a fixed sleep could cancel before the turn began.
+    await wait_until(lambda: len(server.requests) >= 2, what="the second turn's model request")
     agent.cancel()
     assert (await fut).reason == "aborted"
     ends = [e for e in agent.session.events if isinstance(e, TurnEnd)]
