@@ -154,7 +154,7 @@ class SingleReviewer:
     async def chat(self, acct: ConnectedAccount, pr: PullRequest, trigger: str,
                    instructions: TrustedInstructions | None, author: str, message: str,
                    path: str | None, line: int | None) -> TurnResult:
-        async def text(p: PullRequest, _agent: Agent, _turn: GuardTurn) -> str:
+        async def text(p: PullRequest, _agent: Agent, _turn: GuardTurn) -> TurnMessage:
             return chat_message(facts(p), author, message, path, line)
 
         # Answered in the log but never posted (the process died in between): post that

@@ -235,7 +235,8 @@ def told_meta(pr: PrFacts, previous_head: str | None, prepared: ReviewInput,
                        block="" if same_block else digest(block),
                        body="" if same_body else digest(body),
                        facts=prepared.told_facts, threads=prepared.told_threads,
-                       findings=prepared.findings).model_dump(mode="json")}
+                       findings=prepared.findings,
+                       places=prepared.places).model_dump(mode="json")}
 
 
 def _prepared_message(pr: PrFacts, previous_head: str | None, requested_by: str | None,
@@ -289,8 +290,19 @@ def _prepared_message(pr: PrFacts, previous_head: str | None, requested_by: str 
     return "\n\n".join(parts)
 
 
+ASKED = "asked"  # a chat turn's meta: who asked and where, for the web UI
+
+
 def chat_message(pr: PrFacts, author: str, message: str, path: str | None,
-                 line: int | None) -> str:
+                 line: int | None) -> TurnMessage:
+    """The chat turn's user message; its meta says who asked and where as data (the web UI
+    reads that, never the wording)."""
+    return TurnMessage(_chat_text(pr, author, message, path, line),
+                       {ASKED: {"by": author, "path": path, "line": line}})
+
+
+def _chat_text(pr: PrFacts, author: str, message: str, path: str | None,
+               line: int | None) -> str:
     where = ""
     if path:
         where = f"\nThe question was asked on {sanitize_line(path, 200)}" + (

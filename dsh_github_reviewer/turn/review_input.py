@@ -41,7 +41,7 @@ from .feedback import (
     thread_states,
     told_facts,
 )
-from .told import Conversation
+from .told import Conversation, ThreadPlace
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,9 @@ class ReviewInput:
     # The bot's threads still open (root id -> (path:line, first line)): those a re-review
     # may name as fixed (``fixedThreads``).
     open_threads: dict[int, tuple[str, str]] = field(default_factory=dict)
+    # Where each thread named above stands (open ones and those with feedback), for the turn
+    # meta: the web UI pairs thread ids with posted findings by these.
+    places: dict[str, ThreadPlace] = field(default_factory=dict)
 
     @property
     def whole_diff(self) -> bool:
@@ -203,6 +206,8 @@ async def prepare_review(client: GitHubClient, pr: PullRequest, settings: Review
         result.open_threads = open_threads(comments, mine, states)
         result.feedback = render(news)
         result.told_facts, result.told_threads = told_facts(news)
+        result.places = thread_places(comments, {*result.open_threads,
+                                                 *(n.root.id for n in news)})
         if result.kind == "again":
             result.findings = earlier_findings(comments, mine)
     except RateLimited:
@@ -334,4 +339,16 @@ def earlier_findings(comments: Sequence[ReviewComment], mine: Sequence[Review]) 
             where = sanitize_line(c.path or "", 200) + (f":{c.line}" if c.line else "")
             first = sanitize_line((c.body or "").strip().split("\n", 1)[0], 160)
             out.append(f"{where}: {first}")
+    return out
+
+
+def thread_places(comments: Sequence[ReviewComment], ids: set[int]) -> dict[str, ThreadPlace]:
+    """The place of each of these root comments: path, the line it was posted on and its first
+    line without the severity label (as data, so a path with spaces is still one path)."""
+    out: dict[str, ThreadPlace] = {}
+    for c in comments:
+        if c.id in ids and c.in_reply_to_id is None:
+            first = parse_severity((c.body or "").strip())[1].split("\n", 1)[0]
+            out[str(c.id)] = ThreadPlace(path=c.path or "", line=c.original_line or c.line,
+                                         first=first[:160])
     return out

@@ -34,6 +34,18 @@ REVIEW_FLOW = "Flow: review"
 Resolution = Literal["resolved", "reopened"]
 
 
+class ThreadPlace(BaseModel):
+    """Where one of the bot's threads stands, as GitHub lists its root comment: the PR page
+    pairs the thread ids a turn names (resolutions, reactions, ``fixedThreads``) with the
+    findings it posted by these, never by the prompt's wording."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    path: str
+    line: int | None = None   # the line it was posted on (GitHub's ``original_line``)
+    first: str = ""           # its first line, severity label left out
+
+
 class Told(BaseModel):
     """The facts one review turn gave the model (the turn meta's ``told``)."""
 
@@ -51,6 +63,8 @@ class Told(BaseModel):
     facts: list[str] = Field(default_factory=list)   # keys of the feedback facts reported
     threads: dict[str, Resolution] = Field(default_factory=dict)   # root id -> resolution
     findings: list[str] = Field(default_factory=list)   # earlier findings listed
+    # The threads this turn names (open ones and those with feedback): root id -> place.
+    places: dict[str, ThreadPlace] = Field(default_factory=dict)
 
 
 def digest(text: str) -> str:

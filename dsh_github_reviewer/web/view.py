@@ -14,14 +14,18 @@ from typing import Any
 from ..core.session_key import parse_session_id
 from ..core.severity import SEVERITIES
 from ..core.triggers import Trigger
+from ..turn.prompts import ASKED
 from .facts import COMMENT_TOOL, CREATE, REVIEW_TOOLS, SUBMIT, call_method, review_url
 from .findings import FindingBook
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 _FILE = re.compile(r"^diff --git a/(.*?) b/(.*)$")
-_QUESTION = re.compile(r"<question>\n?(.*?)\n?</question>", re.S)
-_ASKER = re.compile(r"^Flow: chat\. (.*?) asked with /bot")
-_WHERE = re.compile(r"The question was asked on (.*?)(?: line (\d+))? \(a review-thread")
+_LEGACY_ASKER = re.compile(r"^Flow: chat\. (\S+) asked with /bot on ")
+_LEGACY_WHERE = ("The question was asked on ", " (a review-thread comment).")
+_LINE_AT_END = re.compile(r" line (\d+)$")
+QUESTION = ("\n\n<question>\n", "\n</question>")
+BODY_END = "\n</pull_request_body>"
+DIFF_START = "\n\n<diff>\n"
 EXCERPT_LINES = 6
 
 
@@ -132,6 +136,44 @@ class Exchange:
     link: str | None = None
 
 
+def diff_part(text: str) -> str:
+    """The prepared diff of a user message: the bot's ``<diff>`` part after the PR body (a
+    body, written by the PR author, could hold a look-alike one)."""
+    at = text.find(DIFF_START, max(0, text.rfind(BODY_END)))
+    if at < 0:
+        return ""
+    end = text.find("\n</diff>", at)
+    return text[at:end if end >= 0 else None]
+
+
+def asked(turn: int, at: str, meta: dict[str, Any], text: str) -> Exchange:
+    """A ``/bot`` question: who asked and where from the turn meta (``asked``); the question
+    is the bot's ``<question>`` part that ends the message. A turn recorded before the meta
+    existed reads who and where from the bot's own first two lines only (a question's text
+    comes after them and cannot reach them)."""
+    question = text
+    head, sep, rest = text.partition(QUESTION[0])
+    if sep and rest.endswith(QUESTION[1]):
+        question = rest[:-len(QUESTION[1])]
+    info = meta.get(ASKED)
+    if isinstance(info, dict):
+        path = info.get("path") if isinstance(info.get("path"), str) else None
+        return Exchange(turn=turn, at=at, asker=str(info.get("by") or "someone"),
+                        question=question, path=path,
+                        line=_int(info.get("line")) if path else None)
+    who, path, line = "someone", None, None
+    if sep:
+        lines = head.split("\n")
+        if m := _LEGACY_ASKER.match(lines[0]):
+            who = m.group(1)
+        if len(lines) > 1 and lines[1].startswith(_LEGACY_WHERE[0]) \
+                and lines[1].endswith(_LEGACY_WHERE[1]):
+            path = lines[1][len(_LEGACY_WHERE[0]):-len(_LEGACY_WHERE[1])]
+            if m := _LINE_AT_END.search(path):
+                path, line = path[:m.start()], int(m.group(1))
+    return Exchange(turn=turn, at=at, asker=who, question=question, path=path, line=line)
+
+
 def build(session: Any, events: list, facts: dict[str, Any]) -> dict[str, Any] | None:
     key = parse_session_id(session.id)
     if key is None:
@@ -145,10 +187,11 @@ def build(session: Any, events: list, facts: dict[str, Any]) -> dict[str, Any] |
     calls: dict[str, tuple[str, str, dict[str, Any]]] = {}
     drafted: list[dict[str, Any]] = []
     book = FindingBook()
+    turn_meta: dict[str, Any] = {}
     for e in events:
         kind = e.type
         if kind == "turn_start":
-            meta = e.meta or {}
+            meta = turn_meta = e.meta or {}
             flow = str(meta.get("flow", ""))
             info = meta.get("pr") if isinstance(meta.get("pr"), dict) else {}
             review = Review(turn=e.turn, head=info.get("head")) if flow == "review" else None
@@ -157,18 +200,10 @@ def build(session: Any, events: list, facts: dict[str, Any]) -> dict[str, Any] |
             calls, drafted = {}, []
         elif kind == "user_message":
             if flow == "review":
-                book.told(e.content)
-            if "diff --git" in e.content:
-                diff.update(parse_diff(e.content))
+                book.review_turn(turn_meta, e.content)
+            diff.update(parse_diff(diff_part(e.content)))
             if flow == "chat" and chat is None:
-                q = _QUESTION.search(e.content)
-                who = _ASKER.match(e.content)
-                where = _WHERE.search(e.content)
-                chat = Exchange(turn=e.turn, at=e.at.isoformat(),
-                                asker=who.group(1) if who else "someone",
-                                question=q.group(1) if q else e.content,
-                                path=where.group(1) if where else None,
-                                line=int(where.group(2)) if where and where.group(2) else None)
+                chat = asked(e.turn, e.at.isoformat(), turn_meta, e.content)
                 chat.link = question_link(pr_url, trigger, chat.path is not None)
                 chats.append(chat)
         elif kind == "assistant_message":

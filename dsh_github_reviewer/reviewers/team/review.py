@@ -117,7 +117,8 @@ class TeamReview:
         return result
 
     async def chat(self, acct: ConnectedAccount, pr: PullRequest, trigger: str,
-                   instructions: TrustedInstructions | None, message: str) -> AttemptResult:
+                   instructions: TrustedInstructions | None,
+                   message: str | TurnMessage) -> AttemptResult:
         """A /bot question, answered by the coordinator, who holds the team's reports (both
         modes, so the conversation is the same session wherever it continues)."""
         key = session_key(acct, pr)
@@ -138,7 +139,8 @@ class TeamReview:
 
     async def run_turn(self, acct: ConnectedAccount, key: PrKey, pr: PullRequest,
                        instructions: TrustedInstructions | None, model: str | None,
-                       flow: str, trigger: str, message: str | MessageFor, timeout_s: float,
+                       flow: str, trigger: str, message: str | TurnMessage | MessageFor,
+                       timeout_s: float,
                        finalize=None) -> tuple[AttemptResult, GuardTurn | None]:
         """One attempt of one session's turn, on a fresh agent whose world is built from
         ``instructions`` and this attempt's ``model``; ``message`` may be built from the opened
@@ -162,7 +164,8 @@ class TeamReview:
                                  limits=finding_limits(acct, instructions))
                 acct.guard.begin(sid, turn)
                 try:
-                    text = message if isinstance(message, str) else await message(agent, turn)
+                    text = (message if isinstance(message, (str, TurnMessage))
+                            else await message(agent, turn))
                     told = {}
                     if isinstance(text, TurnMessage):
                         text, told = text.text, text.meta
