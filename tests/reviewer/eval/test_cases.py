@@ -153,13 +153,15 @@ def test_scratch_config_keeps_the_users_providers_and_review_tuning_only(tmp_pat
 
 
 def test_limit_takes_cases_in_turn_from_each_language():
-    """A quick sample (--limit 4) of the shipped corpus covers every language, not the first
-    four cases in alphabetical order (which are all Go)."""
+    """A quick sample of the shipped corpus takes a case of each language in turn, not the
+    first cases in alphabetical order (which are all Go): --limit 4 gives four languages, a
+    limit of one case per language covers them all."""
     from dsh_github_reviewer.eval.command import select
 
     cases = load_cases()
     picked = select(cases, [], 4)
-    assert len(picked) == 4
-    assert {c.language for c in picked} == {c.language for c in cases}
+    assert len(picked) == 4 and len({c.language for c in picked}) == 4
+    languages = {c.language for c in cases}
+    assert {c.language for c in select(cases, [], len(languages))} == languages
     assert select(cases, ["go-*"], 2) == [c for c in cases if c.id.startswith("go-")][:2]
     assert select(cases, [], None) == cases
