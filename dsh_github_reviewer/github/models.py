@@ -107,6 +107,9 @@ class ReviewComment(Comment):
     line: int | None = None
     original_line: int | None = None
     side: str | None = None
+    # A multi-line comment's first line (None for one line).
+    start_line: int | None = None
+    start_side: str | None = None
     in_reply_to_id: int | None = None
     pull_request_review_id: int | None = None
     node_id: str | None = None

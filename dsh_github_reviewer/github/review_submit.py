@@ -78,6 +78,12 @@ def fixed_threads(body: str | None) -> list[int]:
 
 
 LISTED_CHARS = 600
+# GitHub rejects a review body over 65,536 characters (422) and the whole review with it.
+BODY_CHARS = 65_536
+# Kept free for the markers, the section heads and the "…and N more" line.
+BODY_RESERVE = 2_000
+MODEL_BODY_CHARS = 20_000   # the model's own summary text
+NOTE_CHARS = 4_000          # one file-level comment
 
 
 def _listed(c: DraftComment) -> str:
@@ -112,13 +118,42 @@ def split_findings(draft: Draft) -> tuple[list[DraftComment], dict[str, list[Dra
     return candidates, listed
 
 
+class _Room:
+    """What is left of the review body's size limit: items are taken while they fit, the
+    rest only counted."""
+
+    def __init__(self, chars: int):
+        self.chars, self.left_out = chars, 0
+
+    def take(self, items: list[str], sep: str) -> list[str]:
+        kept = []
+        for item in items:
+            if len(item) + len(sep) <= self.chars:
+                kept.append(item)
+                self.chars -= len(item) + len(sep)
+            else:
+                self.left_out += 1
+        return kept
+
+
+def _capped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit].rstrip() + "\n\n…[cut: too long]"
+
+
 def review_payload(draft: Draft, body: str, trigger: Trigger | str
                    ) -> tuple[str, list[dict[str, Any]]]:
     """The review body (redacted, file-level notes and findings not posted inline folded in,
-    marker last) and the line comments, each led by its severity."""
-    notes = [f"**`{c.path}`**: {severity.render(c.severity, redact_secrets(c.body))}"
-             for c in draft.comments if c.subject_type == "FILE"]
-    parts = [redact_secrets(body).strip()]
+    marker last) and the line comments, each led by its severity.
+
+    The body stays under GitHub's limit (a 422 would lose the whole review): the model's text
+    is capped, then listed findings are taken while they fit and the rest are counted in one
+    line — they stay in the PR's summary comment and the session log."""
+    room = _Room(BODY_CHARS - BODY_RESERVE)
+    parts = [_capped(redact_secrets(body).strip(), MODEL_BODY_CHARS)]
+    room.chars -= len(parts[0])
+    notes = room.take([f"**`{c.path}`**: "
+                       + severity.render(c.severity, _capped(redact_secrets(c.body), NOTE_CHARS))
+                       for c in draft.comments if c.subject_type == "FILE"], "\n\n")
     if notes:
         parts.append("File comments:\n\n" + "\n\n".join(notes))
     inline, listed = split_findings(draft)
@@ -130,13 +165,17 @@ def review_payload(draft: Draft, body: str, trigger: Trigger | str
              "severity": f"Findings below `min_severity` ({draft.limits.min_severity}), not "
                          "posted inline"}
     for reason in ("budget", "cap"):
-        if listed[reason]:
-            parts.append(f"**{heads[reason]}:**\n\n"
-                         + "\n".join(_listed(c) for c in listed[reason]))
-    if listed["severity"]:
+        lines = room.take([_listed(c) for c in listed[reason]], "\n")
+        if lines:
+            parts.append(f"**{heads[reason]}:**\n\n" + "\n".join(lines))
+    lines = room.take([_listed(c) for c in listed["severity"]], "\n")
+    if lines:
         parts.append(f"<details><summary>{heads['severity']}: {len(listed['severity'])}"
-                     "</summary>\n\n" + "\n".join(_listed(c) for c in listed["severity"])
-                     + "\n\n</details>")
+                     "</summary>\n\n" + "\n".join(lines) + "\n\n</details>")
+    if room.left_out:
+        parts.append(f"…and {room.left_out} more finding(s) not listed here: GitHub limits a "
+                     "review body to 65,536 characters. They are in this PR's summary comment "
+                     "and in the review session.")
     if draft.fixed:
         parts.append(FIXED_MARKER.format(ids=",".join(map(str, draft.fixed))))
     parts.append(review_marker(trigger))

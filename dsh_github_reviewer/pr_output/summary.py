@@ -37,6 +37,19 @@ class Finding:
     status: str          # open | fixed | dismissed
     text: str            # the finding's first line
     url: str = ""
+    side: str | None = None          # LEFT: a removed (old) line
+    start_line: int | None = None    # a range's first line
+    # Listed in a review body instead of inline (budget, cap, min_severity, a file-level
+    # comment): it has no thread, so it stays open.
+    listed: bool = False
+
+    @property
+    def where(self) -> str:
+        if not self.line:
+            return self.path
+        lines = (f"{self.start_line}–{self.line}" if self.start_line
+                 and self.start_line != self.line else str(self.line))
+        return f"{self.path}:{lines}" + (" (LEFT, old code)" if self.side == "LEFT" else "")
 
 
 @dataclass
@@ -85,13 +98,17 @@ def render(s: Summary) -> str:
         counts = {k: sum(1 for f in s.findings if f.status == k) for k in STATUS_ICON}
         rows = ["| Where | Severity | Status | Finding |", "|---|---|---|---|"]
         for f in s.findings[:FINDINGS_SHOWN]:
-            where = f"{f.path}:{f.line}" if f.line else f.path
-            where = f"[`{_cell(where)}`]({f.url})" if f.url.startswith("http") else \
-                f"`{_cell(where)}`"
-            rows.append(f"| {where} | {f.severity or '—'} | {STATUS_ICON[f.status]} | "
+            where = f"[`{_cell(f.where)}`]({f.url})" if f.url.startswith(("https://",
+                                                                          "http://")) \
+                else f"`{_cell(f.where)}`"
+            status = STATUS_ICON[f.status] + (" (in the review body)" if f.listed else "")
+            rows.append(f"| {where} | {f.severity or '—'} | {status} | "
                         f"{_cell(f.text)[:160]} |")
         more = len(s.findings) - FINDINGS_SHOWN
-        parts.append(f"### Findings ({counts['open']} open, {counts['fixed']} fixed, "
+        listed = sum(1 for f in s.findings if f.listed)
+        open_ = f"{counts['open']} open" + (f" ({listed} of them listed in a review body)"
+                                            if listed else "")
+        parts.append(f"### Findings ({open_}, {counts['fixed']} fixed, "
                      f"{counts['dismissed']} dismissed)\n\n" + "\n".join(rows)
                      + (f"\n\n…and {more} more." if more > 0 else ""))
     else:
@@ -130,7 +147,47 @@ def findings_of(comments: Sequence[ReviewComment], review_ids: set[int],
         else:
             status = "open"
         out.append(Finding(path=c.path or "", line=c.line, severity=sev, status=status,
-                           text=text.split("\n", 1)[0], url=c.html_url))
+                           text=text.split("\n", 1)[0], url=c.html_url, side=c.side,
+                           start_line=c.start_line))
+    return out
+
+
+@dataclass(frozen=True)
+class Drafted:
+    """One finding the model drafted in a review turn (its accepted tool call's arguments,
+    from the session log), and the review turn's trigger."""
+
+    trigger: str
+    path: str
+    body: str
+    severity: str | None
+    line: int | None = None
+    side: str | None = None
+    start_line: int | None = None
+
+
+def listed_findings(drafted: Sequence[Drafted], reviews: dict[str, str],
+                    comments: Sequence[ReviewComment], review_ids: set[int]) -> list[Finding]:
+    """The drafted findings of posted reviews that are not inline: listed in the review body
+    (or left out of it for its size, which the body says). ``reviews``: trigger -> the posted
+    review's URL. Matched to the bot's inline comments by place (the line they were posted
+    at, which stays when a push outdates them) and text, so each finding shows once."""
+    seen = {(c.path, c.original_line or c.line, c.side or "RIGHT",
+             parse_severity((c.body or "").strip())[1].split("\n", 1)[0])
+            for c in comments
+            if c.in_reply_to_id is None and c.pull_request_review_id in review_ids}
+    out = []
+    for d in drafted:
+        if d.trigger not in reviews:
+            continue   # that turn's review is not on GitHub: nothing of it was reported
+        text = redact_secrets(d.body).strip().split("\n", 1)[0]
+        ident = (d.path, d.line, d.side or "RIGHT", text)
+        if ident in seen:
+            continue
+        seen.add(ident)
+        out.append(Finding(path=d.path, line=d.line, severity=d.severity, status="open",
+                           text=text, url=reviews[d.trigger], side=d.side,
+                           start_line=d.start_line, listed=True))
     return out
 
 

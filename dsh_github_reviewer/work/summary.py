@@ -4,17 +4,28 @@ It never fails the work it follows: a GitHub error is logged and the next update
 
 from __future__ import annotations
 
+import json
 import logging
+from typing import Any
 
 from ..core.session_key import PrKey
-from ..core.triggers import is_review_post
+from ..core.severity import SEVERITIES
+from ..core.triggers import is_review_post, review_trigger
 from ..github.errors import GitHubError
 from ..github.threads import thread_states
-from ..pr_output.summary import Summary, findings_of, render, upsert
+from ..pr_output.summary import (
+    Drafted,
+    Summary,
+    findings_of,
+    listed_findings,
+    render,
+    upsert,
+)
 from .context import WorkContext, repo_of
 
 log = logging.getLogger(__name__)
 FILES_PAGE_CAP = 30
+COMMENT_TOOL = "add_comment_to_pending_review"
 
 
 async def update_summary(ctx: WorkContext, key: str, *, reviewing: str | None,
@@ -35,23 +46,31 @@ async def update_summary(ctx: WorkContext, key: str, *, reviewing: str | None,
         summary = Summary(files=files, findings=findings_of(comments, ids, states),
                           reviewing=reviewing, last_reviewed=last_reviewed,
                           reviews=len(reviews))
-        await _usage(ctx, key, summary)
+        drafted = await _from_session(ctx, key, summary)
+        posted = {str(t): r.html_url for r in reviews
+                  if (t := review_trigger(r.body)) is not None}
+        summary.findings += listed_findings(drafted, posted, comments, ids)
         await upsert(client, owner, name, number, render(summary))
     except GitHubError as exc:
         log.warning("%s: summary comment not updated: %s", key, exc)
 
 
-async def _usage(ctx: WorkContext, key: str, summary: Summary) -> None:
-    """The PR session's tokens and cost, read from its log (no model call)."""
+async def _from_session(ctx: WorkContext, key: str, summary: Summary) -> list[Drafted]:
+    """From the PR session's log (no model call): its tokens and cost, into ``summary``, and
+    the findings each review trigger's last attempt drafted (the accepted
+    add_comment_to_pending_review calls: facts the log keeps as data), returned."""
     owner, name, number = repo_of(key)
     sid = PrKey(ctx.acct.key, owner, name, number).session_id
     harness = getattr(ctx.runner, "harness", None)   # the reviewers hold the harness
     if harness is None:
-        return
+        return []
     try:
         log_ = await harness.sessions.read(sid)
     except Exception:   # no session yet (or unreadable): the summary goes without cost
-        return
+        return []
+    by_trigger: dict[str, list[Drafted]] = {}
+    trigger: str | None = None
+    calls: dict[str, dict[str, Any]] = {}
     for e in log_.events:
         usage = getattr(e, "usage", None) if e.type in ("assistant_message",
                                                         "compaction") else None
@@ -59,3 +78,43 @@ async def _usage(ctx: WorkContext, key: str, summary: Summary) -> None:
             summary.cost_usd += usage.cost_usd
             summary.prompt_tokens += usage.prompt
             summary.cache_read_tokens += usage.cache_read
+        if e.type == "turn_start":
+            meta = e.meta or {}
+            trigger = str(meta.get("trigger", "")) if meta.get("flow") == "review" else None
+            if trigger:
+                by_trigger[trigger] = []   # a new attempt: only the last one posted
+            calls = {}
+        elif e.type == "assistant_message" and trigger:
+            for c in e.tool_calls:
+                if c.name == COMMENT_TOOL:
+                    calls[c.id] = _args(c.arguments)
+        elif e.type == "tool_result" and trigger and not e.is_error and e.call_id in calls:
+            if (d := _drafted(trigger, calls.pop(e.call_id))) is not None:
+                by_trigger[trigger].append(d)
+    return [d for found in by_trigger.values() for d in found]
+
+
+def _args(arguments: str) -> dict[str, Any]:
+    try:
+        args = json.loads(arguments)
+    except (json.JSONDecodeError, TypeError):
+        return {}
+    return args if isinstance(args, dict) else {}
+
+
+def _drafted(trigger: str, args: dict[str, Any]) -> Drafted | None:
+    """An accepted call's arguments (the guard validated them before accepting)."""
+    path, body = args.get("path"), args.get("body")
+    if not isinstance(path, str) or not isinstance(body, str):
+        return None
+
+    def number(k: str) -> int | None:
+        v = args.get(k)
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    line = number("line") if args.get("subjectType") == "LINE" else None
+    sev = args.get("severity")
+    return Drafted(trigger=trigger, path=path.strip().removeprefix("./"), body=body,
+                   severity=sev if sev in SEVERITIES else None, line=line,
+                   side=args.get("side") if line and args.get("side") == "LEFT" else None,
+                   start_line=number("startLine") if line else None)

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from dsh_github_reviewer.core import severity
+from dsh_github_reviewer.core.triggers import SUMMARY_MARKER
 from dsh_github_reviewer.testing.scenario import REPO, build_shop
 from dsh_harness.testing import ModelRequest, Reply
 
@@ -44,6 +45,11 @@ async def test_forty_findings_with_a_thirty_comment_budget_all_posted_or_listed(
             "shop/cart.py:2", "shop/orders.py:10", "shop/orders.py:15"}
         assert places == expected, "every finding posted or listed, none twice"
         assert all(severity.parse(b)[0] in severity.SEVERITIES for b in inline)
+        # The summary counts every reported finding, inline or listed in the body.
+        (summary,) = [c.body for c in dep.sb.state.issue_comments_of(REPO, 1)
+                      if SUMMARY_MARKER in c.body]
+        assert "Findings (40 open (10 of them listed in a review body), 0 fixed" in summary
+        assert summary.count("🔴 open (in the review body)") == 10
     finally:
         await dep.stop()
 

@@ -57,3 +57,21 @@ def test_file_comments_carry_their_severity_in_the_body():
                                      severity="major")])
     body, inline = review_payload(draft, "S", "t")
     assert inline == [] and "**`b.py`**: **[major]** whole file" in body
+
+
+def test_a_long_listing_stays_under_githubs_body_limit_and_says_how_many_were_left_out():
+    """GitHub refuses a review body over 65,536 characters (422) and the whole review with it:
+    listed findings are taken while they fit and the rest are counted, never silently cut."""
+    long = "x" * 590
+    comments = [DraftComment(path=f"src/m{n}.py", body=f"finding {n} {long}", line=n,
+                             subject_type="LINE", side="RIGHT", severity="minor",
+                             over_budget=True) for n in range(1, 301)]
+    comments += [DraftComment(path="big.py", body="y" * 50_000, subject_type="FILE",
+                              severity="major")]
+    body, inline = review_payload(Draft("h", comments), "S" * 100_000, "t")
+    assert inline == [] and len(body) <= 65_536
+    shown = sum(1 for n in range(1, 301) if f"`src/m{n}.py:{n}`" in body)
+    assert 0 < shown < 300
+    assert "**`big.py`**: **[major]** yyy" in body and "[cut: too long]" in body
+    assert f"…and {300 - shown} more finding(s) not listed here" in body
+    assert "summary comment" in body and body.endswith(review_marker("t"))

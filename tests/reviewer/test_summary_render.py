@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from dsh_github_reviewer.core.triggers import SUMMARY_MARKER
-from dsh_github_reviewer.github.models import PullFile
-from dsh_github_reviewer.pr_output.summary import Finding, Summary, render
+from dsh_github_reviewer.github.models import PullFile, ReviewComment, User
+from dsh_github_reviewer.pr_output.summary import (
+    Drafted,
+    Finding,
+    Summary,
+    findings_of,
+    listed_findings,
+    render,
+)
 
 
 def files(n: int, directory: str = "src") -> list[PullFile]:
@@ -43,3 +52,42 @@ def test_cost_line_only_with_usage():
     assert "Cost of this PR" not in render(Summary())
     body = render(Summary(cost_usd=0.0123, prompt_tokens=1000, cache_read_tokens=900))
     assert "Cost of this PR's reviews and answers: $0.0123 · prompt cache hit 90 %" in body
+
+
+def test_left_side_and_ranges_show_where_the_finding_is():
+    body = render(Summary(findings=[
+        Finding("a.py", 7, "major", "open", "removed check", side="LEFT"),
+        Finding("b.py", 12, "minor", "open", "whole block", start_line=10, side="RIGHT"),
+        Finding("c.py", 4, "nit", "open", "same line", start_line=4)]))
+    assert "| `a.py:7 (LEFT, old code)` | major |" in body
+    assert "| `b.py:10–12` | minor |" in body and "| `c.py:4` | nit |" in body
+
+
+AT = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def comment(cid: int, path: str, line: int, body: str, review: int = 1) -> ReviewComment:
+    return ReviewComment(id=cid, body=body, path=path, line=line, original_line=line,
+                         side="RIGHT", pull_request_review_id=review, html_url=f"https://g/{cid}",
+                         pull_request_url="https://api/repos/o/r/pulls/1",
+                         user=User(login="bot"), created_at=AT, updated_at=AT)
+
+
+def test_findings_listed_in_the_review_body_count_as_open_and_show_once():
+    """The summary used to show only inline comments: 30 open when 40 were reported."""
+    inline = [comment(i, "a.py", i, f"**[minor]** finding {i}") for i in range(1, 4)]
+    drafted = [Drafted("acct:auto:h1", "a.py", f"finding {i}", "minor", line=i)
+               for i in range(1, 6)]
+    drafted += [Drafted("acct:auto:h1", "b.py", "file-level note", "major"),
+                Drafted("acct:auto:h1", "c.py", "gone\nmore", "nit", line=9, side="LEFT",
+                        start_line=8),
+                Drafted("acct:auto:never-posted", "d.py", "never posted", "major", line=1)]
+    findings = findings_of(inline, {1}, {})
+    findings += listed_findings(drafted, {"acct:auto:h1": "https://g/review"}, inline, {1})
+    assert [(f.where, f.listed) for f in findings] == [
+        ("a.py:1", False), ("a.py:2", False), ("a.py:3", False), ("a.py:4", True),
+        ("a.py:5", True), ("b.py", True), ("c.py:8–9 (LEFT, old code)", True)]
+    body = render(Summary(findings=findings))
+    assert "Findings (7 open (4 of them listed in a review body), 0 fixed, 0 dismissed)" in body
+    assert "| [`c.py:8–9 (LEFT, old code)`](https://g/review) | nit | 🔴 open (in the review " \
+        "body) | gone |" in body
