@@ -78,7 +78,8 @@ class ActionsCache:
         return entry.key
 
     def save(self, path: Path, key: str, version: str = "") -> bool:
-        """False when the key exists (GitHub skips the save) or the path is missing."""
+        """False when the key exists (GitHub skips the save) or the path is missing (GitHub
+        then warns: ``PATH_VALIDATION_WARNING``)."""
         with self._lock:
             if key in self.entries or not path.is_dir():
                 return False
@@ -87,6 +88,11 @@ class ActionsCache:
             shutil.copytree(path, target)
             self.entries[key] = CacheEntry(key, target, self._order, version)
             return True
+
+
+# What actions/cache/save prints (and annotates the run with) when its path does not exist.
+PATH_VALIDATION_WARNING = ("Warning: Path Validation Error: Path(s) specified in the action for "
+                           "caching do(es) not exist, hence no cache is being saved.")
 
 
 def _lookup(context: dict[str, Any], dotted: str) -> Any:
@@ -99,11 +105,18 @@ def _lookup(context: dict[str, Any], dotted: str) -> Any:
 
 
 def evaluate(expression: str, context: dict[str, Any]) -> Any:
-    """The subset of Actions expressions action.yml uses: paths, 'literals', ``a || b``,
-    ``x != ''`` and ``always()``."""
+    """The subset of Actions expressions action.yml uses: paths, 'literals', ``a && b``,
+    ``a || b``, ``x != ''``/``x == 'y'`` and ``always()``."""
     expression = expression.strip()
     if expression == "always()":
         return True
+    if " && " in expression:
+        value: Any = True
+        for part in expression.split(" && "):
+            value = evaluate(part, context)
+            if value in (None, "", 0, False):
+                return value
+        return value
     if " || " in expression:
         for part in expression.split(" || "):
             value = evaluate(part, context)
@@ -212,6 +225,9 @@ class ActionsSimulator:
             "GITHUB_ACTION_PATH": str(self.action_dir), "RUNNER_TEMP": str(temp),
             "GITHUB_ACTOR": actor if actor is not None
             else str(((payload.get("sender") or {}).get("login")) or ""),
+            # The test's own import path (a checkout run without installing it) reaches the
+            # steps like its virtual environment does.
+            **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}),
             **(env or {})}
         result = RunResult(run_id, runner, None, None)
         failed = False
@@ -219,6 +235,9 @@ class ActionsSimulator:
             name = step.get("name") or step.get("uses") or step.get("run", "")[:40]
             condition = str(step.get("if", "")).strip()
             if failed and "always()" not in condition:
+                result.steps.append(StepRun(name, "skipped"))
+                continue
+            if condition and not evaluate(condition, context):
                 result.steps.append(StepRun(name, "skipped"))
                 continue
             if name in self.skip_steps or str(step.get("uses", "")).startswith(SKIPPED_USES):
@@ -255,15 +274,24 @@ class ActionsSimulator:
         if uses.startswith("actions/cache/save@"):
             saved = self.cache.save(path, with_["key"], version)
             result.saved_key = with_["key"] if saved else None
-            return StepRun(name, "success", output=f"cache saved: {saved}\n")
+            warning = "" if path.is_dir() else PATH_VALIDATION_WARNING + "\n"
+            return StepRun(name, "success", output=f"{warning}cache saved: {saved}\n")
         if "run" not in step:
             raise ValueError(f"step {name!r}: the simulator does not know {uses!r}")
         step_env = dict(base_env)
         step_env.update({k: interpolate(str(v), context)
                          for k, v in (step.get("env") or {}).items()})
+        outputs = Path(base_env["GITHUB_STEP_SUMMARY"]).with_suffix(".outputs")
+        outputs.touch()
+        step_env["GITHUB_OUTPUT"] = str(outputs)
         proc = subprocess.run(["bash", "-e", "-c", interpolate(step["run"], context)],
                               env=step_env, cwd=base_env["GITHUB_WORKSPACE"],
                               capture_output=True, text=True, timeout=timeout_s)
+        if step.get("id"):
+            # ``name=value`` lines a step appends to $GITHUB_OUTPUT become steps.<id>.outputs.
+            pairs = (line.partition("=") for line in
+                     outputs.read_text(encoding="utf-8").splitlines() if "=" in line)
+            context["steps"][step["id"]] = {"outputs": {k: v for k, _, v in pairs}}
         return StepRun(name, "success" if proc.returncode == 0 else "failure",
                        proc.returncode, proc.stdout + proc.stderr)
 

@@ -13,6 +13,7 @@ import pytest
 from dsh_github_reviewer.core.session_key import PrKey
 from dsh_github_reviewer.testing import SandboxGitHub
 from dsh_github_reviewer.testing.actions import (
+    PATH_VALIDATION_WARNING,
     ActionsSimulator,
     issue_comment_event,
     pull_request_event,
@@ -248,11 +249,13 @@ def test_one_review_per_head_a_saved_rerun_and_the_step_summary(sim, tmp_path):
     assert f"| Session memory | restored ({first.saved_key}) |" in again.summary
     assert "| Result | already reviewed" in again.summary
     assert "| Prefix-cache hit | no model call |" in again.summary
+    assert again.saved_key is None, "nothing new: no identical entry under a new key"
 
-    # "Re-run all jobs" of the first run: attempt 2 saves its own entry (the key holds the
-    # attempt), so nothing a re-run adds to the memory is lost.
+    # "Re-run all jobs" of the first run: it too finds the complete review and adds nothing
+    # to the memory, so it saves no copy (a re-run that does add something saves its own
+    # entry under a key with the attempt: see the failed-closed re-run test).
     rerun = job(sim, "pull_request", event, run_kw={"run_id": first.run_id, "run_attempt": 2})
-    assert rerun.saved_key == f"{KEY_PREFIX}{first.run_id}-2", rerun.output
+    assert rerun.saved_key is None and "save=false" in rerun.output, rerun.output
     assert len(sb.state.reviews_of(REPO, 1)) == 1
 
 
@@ -304,6 +307,8 @@ def test_fail_on_never_and_a_dependabot_pr_without_secrets(sim):
     assert len(notices) == 1 and "Dependabot" in notices[0], dep.output
     assert st.reviews_of(REPO, pr.number) == [] and len(model.served) == served
     assert "not reviewed: Dependabot PR runs get no secrets" in dep.summary
+    # Nothing to save: the save step is skipped, without actions/cache's path warning.
+    assert dep.saved_key is None and PATH_VALIDATION_WARNING not in dep.output
     bad = job(sim, "pull_request", pull_request_event(sb, REPO, 1, "opened"),
               inputs={"fail-on": "sometimes"})
     assert bad.exit_code == 2 and "--fail-on 'sometimes': use one of cannot-merge, never" \
@@ -331,6 +336,7 @@ def test_fork_pr_without_secrets_posts_nothing(sim):
               no_secrets=True)
     assert run.exit_code == 0, run.output
     assert "comes from a fork" in run.output
+    assert run.saved_key is None and PATH_VALIDATION_WARNING not in run.output
     assert st.reviews_of(REPO, pr.number) == [] and model.served == []
 
 

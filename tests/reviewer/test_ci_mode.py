@@ -119,6 +119,31 @@ def test_expressions_of_action_yml():
     ctx["github"]["event"]["pull_request"] = {"number": 3}
     assert interpolate(RESTORE, ctx) == "dsh-review-acme/shop-3-"
     assert evaluate("steps.x.outputs.k != ''", {"steps": {"x": {"outputs": {"k": "a"}}}})
+    saved = {"steps": {"c": {"outputs": {"save": "true"}}}}
+    assert evaluate("always() && steps.c.outputs.save == 'true'", saved)
+    assert not evaluate("always() && steps.c.outputs.save == 'true'", {"steps": {}})
+
+
+def test_the_sessions_are_saved_only_when_they_exist_and_changed(tmp_path, monkeypatch):
+    from dsh_github_reviewer.ci import fingerprint as fp
+
+    sessions, mark, out = tmp_path / "sessions", tmp_path / "mark", tmp_path / "out"
+    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
+    assert fp.main(["record", str(sessions), str(mark)]) == 0  # nothing restored
+    assert fp.main(["changed", str(sessions), str(mark)]) == 0
+    sessions.mkdir()
+    assert fp.main(["changed", str(sessions), str(mark)]) == 0  # an empty directory
+    (sessions / "a.jsonl").write_text("one\n")
+    assert fp.main(["changed", str(sessions), str(mark)]) == 0  # new: worth saving
+    assert fp.main(["record", str(sessions), str(mark)]) == 0
+    assert fp.main(["changed", str(sessions), str(mark)]) == 0  # as restored
+    (sessions / "a.jsonl").write_text("one\ntwo\n")
+    assert fp.main(["changed", str(sessions), str(mark)]) == 0
+    assert out.read_text().split() == ["save=false", "save=false", "save=true", "save=false",
+                                       "save=true"]
+    # A file renamed with the same bytes is a change; paths and bytes cannot run together.
+    assert fp.fingerprint(sessions) != fp.fingerprint(tmp_path) != ""
+    assert fp.main(["bogus"]) == 2
 
 
 def test_action_yml_restores_runs_and_saves_the_sessions():
@@ -127,8 +152,12 @@ def test_action_yml_restores_runs_and_saves_the_sessions():
     steps = action["runs"]["steps"]
     uses = [s.get("uses", "run") for s in steps]
     assert uses == ["actions/setup-python@v5", "run", "run", "actions/cache/restore@v4", "run",
-                    "actions/cache/save@v4", "run"]
-    install, clear, restore, review, save, remove = steps[1:]
+                    "run", "run", "actions/cache/save@v4", "run"]
+    install, clear, restore, record, review, changed, save, remove = steps[1:]
+    # Saved only when the sessions exist and changed since the restore.
+    assert "fingerprint record .dsh-review/sessions" in record["run"]
+    assert "fingerprint changed .dsh-review/sessions" in changed["run"]
+    assert changed["if"] == "always()" and changed["id"] == "changed"
     assert 'pip install --quiet "$GITHUB_ACTION_PATH"' in install["run"]
     # The key carries the run attempt: a re-run's save is a new entry, not a skipped one.
     assert restore["with"]["key"] == KEY and save["with"]["key"] == KEY
@@ -154,7 +183,8 @@ def test_action_yml_restores_runs_and_saves_the_sessions():
                       ("DSH_MAX_PROMPT_TOKENS", "max-prompt-tokens")]:
         assert review["env"][env] == f"${{{{ inputs.{name} }}}}" and name in action["inputs"]
     assert action["inputs"]["fail-on"]["default"] == "cannot-merge"
-    assert save["if"] == "always()", "memory of the completed personas survives a failed check"
+    assert save["if"] == "always() && steps.changed.outputs.save == 'true'", \
+        "memory of the completed personas survives a failed check"
     assert action["inputs"]["github-token"]["default"] == "${{ github.token }}"
     assert (ROOT / "dsh_github_reviewer/ci/dsh-ci.toml").is_file()
 
