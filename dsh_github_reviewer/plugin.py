@@ -17,6 +17,7 @@ from .core.session_key import PrKey, parse_session_id
 from .eval import web_page as eval_page
 from .sources.webhook import deliveries as webhook_deliveries
 from .web import facts as web_facts
+from .web import lessons as web_lessons
 from .web import pages as web_pages
 from .web import view as web_view
 from .work import store as work_store
@@ -133,6 +134,7 @@ def dsh_register_web_routes(router):
     router.add_template_dir(Path(__file__).parent / "web" / "templates")
     web_pages.register(router)
     eval_page.register(router)
+    web_lessons.register(router)
 
 
 @hookimpl

@@ -47,6 +47,8 @@ async def status_data(harness: Harness) -> list[dict[str, Any]]:
                 "closed": e.closed_seen_at is not None,
                 # A draft whose base does not review drafts: its review waits until ready.
                 "draft": e.draft,
+                # /bot pause: who paused automatic reviews (None: not paused).
+                "paused_by": e.paused_by, "paused_at": _iso(e.paused_at),
                 # Replicas: who runs this PR's work now (its lease), else None.
                 "lease": held.get(f"pr:{key}"),
                 "queued": [{"comment_id": c.comment_id, "attempts": c.attempts,

@@ -116,6 +116,8 @@ async def cmd_status(harness: Harness, args: argparse.Namespace) -> int:
                 line += f", backoff until {p['backoff_until']}"
             if p.get("draft"):
                 line += ", draft (waits until ready for review)"
+            if p.get("paused_by"):
+                line += f", paused by {p['paused_by']} (/bot resume)"
             if p["queued"]:
                 line += f", {len(p['queued'])} /bot queued"
             if p["last_error"]:

@@ -42,6 +42,7 @@ from .models import (
     PullFile,
     PullRequest,
     PullSummary,
+    Reaction,
     Repo,
     Review,
     ReviewComment,
@@ -478,6 +479,14 @@ class GitHubClient:
         path = f"repos/{seg(owner, repo)}/{kind}/comments/{int(comment_id)}/reactions"
         resp = await self.request("POST", path, json={"content": content})
         return resp.status == 201
+
+    async def list_reactions(self, owner: str, repo: str, comment_id: int, *,
+                             review_comment: bool) -> list[Reaction]:
+        """Every reaction on an issue or review comment: who reacted, with what."""
+        kind = "pulls" if review_comment else "issues"
+        path = f"repos/{seg(owner, repo)}/{kind}/comments/{int(comment_id)}/reactions"
+        items, _ = await self.paginate(path)
+        return self.parse_list(Reaction, items, f"GET {path}")
 
     async def list_reviews(self, owner: str, repo: str, number: int) -> list[Review]:
         path = f"repos/{seg(owner, repo)}/pulls/{int(number)}/reviews"

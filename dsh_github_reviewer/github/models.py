@@ -101,6 +101,13 @@ class Reactions(Payload):
     minus_one: int = Field(default=0, alias="-1")
 
 
+class Reaction(Payload):
+    """One reaction on a comment (``GET …/comments/{id}/reactions``): who, and which."""
+
+    content: str
+    user: User | None = None
+
+
 class ReviewComment(Comment):
     pull_request_url: str
     path: str

@@ -18,6 +18,9 @@ from ..github.guard import GuardTurn
 from ..github.guard_rules import Scope
 from ..github.models import PullRequest
 from ..github.review_submit import FindingLimits
+from ..turn.extras import extras_of
+from ..turn.lessons import LESSONS_META, lessons_part
+from ..turn.lessons import known as known_lessons
 from ..turn.prompts import PrFacts, TrustedInstructions, TurnMessage, review_message, told_meta
 from ..turn.repo_config import REPO_CONFIG_PATH, steering_edits
 from ..turn.review_input import ReviewInput, prepare_review
@@ -105,6 +108,7 @@ async def review_turn_message(acct: ConnectedAccount, pr: PullRequest, previous_
     the session's last completed review, and people's feedback on the bot's threads — and what
     it told the model, as data for the turn meta (``turn/told.py``)."""
     pr_facts = facts(pr)
+    extras = extras_of(instructions)
 
     async def build(seen: list) -> tuple[ReviewInput, str, Conversation]:
         conv = Conversation(seen)
@@ -113,7 +117,8 @@ async def review_turn_message(acct: ConnectedAccount, pr: PullRequest, previous_
         if repo is not None and repo.config.exclude:
             settings = settings.model_copy(update={
                 "exclude": [*settings.exclude, *repo.config.exclude]})
-        prepared = await prepare_review(acct.client, pr, settings, previous_head, conv)
+        prepared = await prepare_review(acct.client, pr, settings, previous_head, conv,
+                                        full=extras.full)
         return (prepared, review_message(pr_facts, previous_head, requested_by, prepared, conv),
                 conv)
 
@@ -134,4 +139,11 @@ async def review_turn_message(acct: ConnectedAccount, pr: PullRequest, previous_
         text += "\n\n" + extra
     if note:
         turn.body_notes.append(note)
-    return TurnMessage(text, told_meta(pr_facts, previous_head, prepared, conv))
+    meta = told_meta(pr_facts, previous_head, prepared, conv)
+    # The repository's lessons go last: appended, they leave the prefix of every message
+    # before them (and the system prompt) as it was.
+    taught, given = lessons_part(extras.lessons, known_lessons(kept))
+    if taught:
+        text += "\n\n" + taught
+        meta[LESSONS_META] = given
+    return TurnMessage(text, meta)

@@ -88,6 +88,8 @@ class RestRoutes:
         add("POST", rf"/repos/{O_R}/pulls/(?P<n>\d+)/comments/(?P<cid>\d+)/replies", self.reply)
         add("POST", rf"/repos/{O_R}/(?P<kind>issues|pulls)/comments/(?P<cid>\d+)/reactions",
             self.add_reaction)
+        add("GET", rf"/repos/{O_R}/(?P<kind>issues|pulls)/comments/(?P<cid>\d+)/reactions",
+            self.list_reactions)
         add("GET", rf"/repos/{O_R}/pulls/(?P<n>\d+)/reviews", self.list_reviews)
         add("POST", rf"/repos/{O_R}/pulls/(?P<n>\d+)/reviews", self.create_review)
         add("POST", rf"/repos/{O_R}/pulls/(?P<n>\d+)/reviews/(?P<rid>\d+)/events",
@@ -307,6 +309,19 @@ class RestRoutes:
                                            "content": content,
                                            "user": self.p.user(login),
                                            "created_at": self.state.now().isoformat()})
+
+    def list_reactions(self, ctx: Ctx, owner: str, repo: str, kind: str, cid: str) -> Reply:
+        """Like GitHub: every reaction on the comment (who and what), 404 for an unknown
+        comment."""
+        comments = self.state.issue_comments if kind == "issues" else self.state.review_comments
+        full = f"{owner}/{repo}".lower()
+        if not any(c.id == int(cid) and c.repo.lower() == full for c in comments):
+            return not_found()
+        items = [{"id": int(cid) * 10 + REACTIONS.index(content), "content": content,
+                  "user": self.p.user(login), "created_at": self.state.now().isoformat()}
+                 for content, logins in sorted(self.state.reactions.get(int(cid), {}).items())
+                 for login in sorted(logins)]
+        return self._page(ctx, items)
 
     def list_reviews(self, ctx: Ctx, owner: str, repo: str, n: str) -> Reply:
         pr = self._pr(owner, repo, n)

@@ -84,6 +84,9 @@ class TrustedInstructions:
     # What the base's .github/dsh-review.toml says (``turn.repo_config.RepoSettings``): per-turn
     # settings, not part of the system prompt (its ``instructions`` are already in ``text``).
     repo: Any = field(default=None, compare=False)
+    # What the PR's work adds to this turn (``turn.extras.TurnExtras``: lessons, /review full,
+    # the second look): per-turn data, never part of the system prompt.
+    extras: Any = field(default=None, compare=False)
 
 
 _REF_IN_SOURCE = re.compile(r"^([^@:]+)@[^:]+:(.+)$")
@@ -199,6 +202,10 @@ _FOCUS = {
     "base_changed": "This is a re-review after the pull request's base branch changed (last "
                     "reviewed head: {previous}), so its whole prepared diff against the new "
                     "base is below. Do not repeat unchanged findings.",
+    "full": "This is a full re-review requested with /review full (last reviewed head: "
+            "{previous}): review the whole pull request again, not only what changed. Its whole "
+            "prepared diff is below. Do not repeat findings still open unless you have more to "
+            "say about them.",
     "push": "This is a re-review after new commits. Below is only what changed since the head "
             "you last reviewed ({previous}): the new commits and their diff, restricted to the "
             "PR's files. Review the new code, say which earlier findings it fixes, and do not "

@@ -52,8 +52,8 @@ COMMIT_MESSAGE_LIMIT = 500
 
 @dataclass
 class ReviewInput:
-    """The per-turn material; ``kind`` is first | again | base_changed | push | force_push |
-    unchanged | retry | unavailable."""
+    """The per-turn material; ``kind`` is first | again | base_changed | full | push |
+    force_push | unchanged | retry | unavailable."""
 
     kind: str
     diff: str = ""
@@ -75,7 +75,7 @@ class ReviewInput:
 
     @property
     def whole_diff(self) -> bool:
-        return self.kind in ("first", "again", "base_changed") and bool(self.diff)
+        return self.kind in ("first", "again", "base_changed", "full") and bool(self.diff)
 
 
 SIZES_PER_QUERY = 50
@@ -176,7 +176,10 @@ async def _between_heads(client: GitHubClient, owner: str, repo: str, old: str, 
 
 async def prepare_review(client: GitHubClient, pr: PullRequest, settings: ReviewSettings,
                          previous_head: str | None,
-                         history: Conversation | Sequence[str]) -> ReviewInput:
+                         history: Conversation | Sequence[str], *,
+                         full: bool = False) -> ReviewInput:
+    """``full``: ``/review full`` — the PR's whole prepared diff even when the conversation
+    holds the last review (the earlier findings still count as told)."""
     conv = Conversation.of(history)
     base = pr.base.repo
     assert base is not None
@@ -191,7 +194,12 @@ async def prepare_review(client: GitHubClient, pr: PullRequest, settings: Review
             # the bot's last review on GitHub says which head it was.
             previous_head = next((r.commit_id for r in reversed(mine) if r.commit_id), None)
         files = await client.list_pull_files(owner, repo, number, max_pages=FILES_PAGE_CAP)
-        result = await _diff_part(client, pr, files, previous_head, conv, patterns, budget)
+        if full and previous_head and conv.reviewed:
+            result = ReviewInput("full", diff=await _shown(client, pr, files, patterns,
+                                                             budget))
+        else:
+            result = await _diff_part(client, pr, files, previous_head, conv, patterns,
+                                      budget)
         result.files, result.previous_head = files, previous_head
     except RateLimited:
         raise  # the turn fails and the account backs off; the tools would fail too
@@ -218,6 +226,15 @@ async def prepare_review(client: GitHubClient, pr: PullRequest, settings: Review
     return result
 
 
+async def _shown(client: GitHubClient, pr: PullRequest, chosen: list[PullFile],
+                 patterns: list[str], budget: int) -> str:
+    base = pr.base.repo
+    assert base is not None
+    binary = [f.filename for f in chosen if is_binary(f) and not excluded(f.filename, patterns)]
+    sizes = await blob_sizes(client, base.owner.login, base.name, pr.head.sha, binary)
+    return prepare(chosen, patterns, budget, sizes).render()
+
+
 async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile],
                      previous_head: str | None, conv: Conversation, patterns: list[str],
                      budget: int) -> ReviewInput:
@@ -226,10 +243,7 @@ async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile
     owner, repo = base.owner.login, base.name
 
     async def shown(chosen: list[PullFile]) -> str:
-        binary = [f.filename for f in chosen
-                  if is_binary(f) and not excluded(f.filename, patterns)]
-        sizes = await blob_sizes(client, owner, repo, pr.head.sha, binary)
-        return prepare(chosen, patterns, budget, sizes).render()
+        return await _shown(client, pr, chosen, patterns, budget)
 
     if _material_above(pr, previous_head, conv):
         # The last attempt was given this material and ended without a review (no submit):

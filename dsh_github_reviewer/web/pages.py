@@ -84,6 +84,8 @@ def record_row(key: tuple[str, str, str, int], rec: PrRecord, web_url: str) -> P
         row.last_outcome = f"not posted ({rec.last_error})"
     elif rec.draft and rec.status == "reviewing":
         row.last_outcome = "draft: waits until ready for review"
+    elif rec.paused_by:
+        row.last_outcome = f"paused by {rec.paused_by}: automatic reviews wait for /bot resume"
     else:
         row.last_outcome = f"no review yet ({rec.status})"
     row.reviews = rec.reviews_done

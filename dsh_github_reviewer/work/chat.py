@@ -18,6 +18,7 @@ from ..core.triggers import Trigger
 from ..github.errors import BadCredentials, GitHubError, RateLimited
 from ..pr_output.replies import already_replied, post_reply
 from ..turn.prompts import TrustedInstructions
+from . import bot_commands
 from . import pause as account_pause
 from .context import WorkContext, repo_of, short_error
 from .records import Command, Notice, PrRecord, backoff
@@ -55,6 +56,11 @@ class CommandProcedure:
     async def _run(self, key: str, rec: PrRecord, cmd: Command) -> None:
         ctx = self.ctx
         owner, name, number = repo_of(key)
+        if cmd.action != "chat":
+            # The bot's own commands: no model turn, no PR read (``bot_commands``).
+            await bot_commands.answer(ctx, key, cmd)
+            await self._done(key, cmd)
+            return
         if await already_replied(ctx.client, owner, name, number, cmd):
             log.info("%s: /bot %d was already answered", key, cmd.comment_id)
             await self._done(key, cmd)

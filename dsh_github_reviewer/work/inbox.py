@@ -204,6 +204,21 @@ class Inbox:
         rec.draft = True   # nothing runs while it is a draft, except the reaction
         return rec
 
+    def _observe_reply(self, rec: PrRecord | None, c: IssueComment | ReviewComment
+                       ) -> PrRecord | None:
+        """A reply (not a command) on a review thread by a person allowed to command the bot
+        may teach a lesson: queued to be checked against the thread (is its root a finding of
+        the bot? does the reply dismiss it?). Others' replies are never looked at again."""
+        if rec is None or not isinstance(c, ReviewComment) or c.in_reply_to_id is None \
+                or rec.processed(c.id) or not (c.body or "").strip():
+            return rec
+        if not association_allowed(c.author_association,
+                                   self.config.review.command_author_associations):
+            return rec
+        rec.mark_processed(c.id)
+        rec.queued.append(_reply_command(c))
+        return rec
+
     def _refuse(self, rec: PrRecord | None, c: IssueComment | ReviewComment,
                 why: str) -> PrRecord | None:
         """A command the bot will not run (closed or draft PR): 😕, once, and nothing else."""
@@ -221,7 +236,7 @@ class Inbox:
             return rec
         parsed = parse_command(c.body)
         if parsed is None:
-            return rec
+            return self._observe_reply(rec, c)
         if rec is not None and rec.processed(c.id):
             return rec
         if not association_allowed(c.author_association,
@@ -245,10 +260,18 @@ class Inbox:
                          key, c.id)
                 return rec
             rec.owe_review(Trigger.cmd(self.account, c.id), now, requested_by=c.user.login)
+            rec.full_review = rec.full_review or parsed.full
             return rec
+        if parsed.action == "pause":
+            rec.pause(c.user.login, c.created_at)
+            log.info("%s: automatic reviews paused by %s", key, c.user.login)
+        elif parsed.action == "resume":
+            rec.resume()
+            log.info("%s: automatic reviews resumed by %s", key, c.user.login)
         is_review = isinstance(c, ReviewComment)
         rec.queued.append(Command(
-            comment_id=c.id, kind="bot", source="review" if is_review else "issue",
+            comment_id=c.id, kind="bot", action=parsed.action,
+            source="review" if is_review else "issue",
             author=c.user.login, association=c.author_association.upper(),
             message=parsed.message,
             path=c.path if is_review else None,
@@ -256,6 +279,14 @@ class Inbox:
             thread_root=(c.in_reply_to_id or c.id) if is_review else None,
             created_at=c.created_at))
         return rec
+
+
+def _reply_command(c: ReviewComment) -> Command:
+    """A reply on a review thread, to be checked for a lesson (``work/teach.py``)."""
+    return Command(comment_id=c.id, kind="bot", action="teach", source="review",
+                   author=c.user.login, association=c.author_association.upper(),
+                   message=c.body or "", path=c.path, line=c.line or c.original_line,
+                   thread_root=c.in_reply_to_id, created_at=c.created_at)
 
 
 def _source(c: IssueComment | ReviewComment) -> Literal["issue", "review"]:

@@ -69,6 +69,11 @@ class Command(Record):
     comment_id: int
     kind: Literal["review", "bot"]
     source: Literal["issue", "review"]
+    # What answers it: "chat" (a model turn) or one of the bot's own words (``core.commands``);
+    # "teach": a reply on a bot thread by an allowed person, a lesson if it dismisses the
+    # finding (``work/teach.py``).
+    action: Literal["chat", "help", "pause", "resume", "lessons", "forget", "learn",
+                    "teach"] = "chat"
     author: str
     association: str = "NONE"
     message: str = ""
@@ -183,6 +188,12 @@ class PrRecord(Record):
     # .github/dsh-review.toml does not say auto_review.drafts = true. Read once per draft head
     # (a push asks again), never on every tick.
     draft_waits: str | None = None
+    # ``/bot pause``: who paused automatic reviews of this PR and when (None: not paused).
+    # An automatic review stays owed while paused and runs after ``/bot resume``.
+    paused_by: str | None = None
+    paused_at: datetime | None = None
+    # ``/review full``: the owed review covers the whole PR, not only what changed.
+    full_review: bool = False
 
     # -- the state machine: every change of ``status`` is one of these transitions ----------
     # (``tests/reviewer/test_work_records.py`` holds the transition table; the architecture
@@ -204,6 +215,22 @@ class PrRecord(Record):
         self.trigger, self.requested_by = trigger, requested_by
         self.fail_count, self.last_failed_sha, self.last_failed_at = 0, None, None
         self.not_before = None
+        if trigger.automatic:
+            self.full_review = False   # a push or a retarget: the usual re-review
+
+    def pause(self, by: str, at: datetime) -> None:
+        """``/bot pause``: automatic reviews wait (no transition: an owed one stays owed)."""
+        self.paused_by, self.paused_at = by, at
+
+    def resume(self) -> None:
+        """``/bot resume``: an automatic review owed meanwhile is due again."""
+        self.paused_by, self.paused_at = None, None
+
+    @property
+    def waits_for_resume(self) -> bool:
+        """The owed review is automatic and the PR is paused: it runs after ``/bot resume``."""
+        return (self.paused_by is not None and self.status == "reviewing"
+                and (self.trigger is None or self.trigger.automatic))
 
     def seen_at(self, *, head_sha: str, title: str, base_sha: str | None,
                 base_ref: str | None) -> None:
@@ -229,6 +256,7 @@ class PrRecord(Record):
                                                                            None, None)
             self.fail_count, self.last_failed_sha, self.last_failed_at = 0, None, None
             self.not_before, self.last_error = None, None
+            self.full_review = False
 
     def answered_elsewhere(self, auto: Trigger, commit: str | None) -> None:
         """``reviewing`` stays ``reviewing``: the owed trigger was answered by a review on an
@@ -300,7 +328,8 @@ class PrRecord(Record):
         return until
 
     def review_due_at(self, poll_interval_s: float, now: datetime) -> datetime | None:
-        if self.status != "reviewing" or (self.draft and self.draft_waits == self.head_sha):
+        if self.status != "reviewing" or (self.draft and self.draft_waits == self.head_sha) \
+                or self.waits_for_resume:
             return None
         return self.backoff_until(poll_interval_s) or now
 

@@ -42,6 +42,7 @@ from . import pause as account_pause
 from .context import WorkContext, repo_of, short_error
 from .records import InstructionsRecord, PrRecord
 from .summary import update_summary
+from .turn_extras import turn_extras
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +258,8 @@ class ReviewProcedure:
         told = await ctx.store.instructions(rec.instructions_key)
         settings = instructions.repo
         instructions = replace(keep_told(instructions, told and TrustedInstructions(
-            told.source, told.text)), repo=settings)
+            told.source, told.text)), repo=settings,
+            extras=await turn_extras(ctx, key, rec, settings))
         error = settings.error if settings is not None else None
         if error != rec.config_error:
             await ctx.store.update_pr(key, lambda e: e and e.model_copy(

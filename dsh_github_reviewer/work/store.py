@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from dsh_harness import Domain, DomainSpec
 
+from .lessons import LESSONS, LessonBook
 from .records import (
     ACCOUNTS,
     DOMAIN,
@@ -32,7 +33,7 @@ T = TypeVar("T")
 def domain_spec() -> DomainSpec:
     return DomainSpec(name=DOMAIN, version=DOMAIN_VERSION,
                       tables={ACCOUNTS: AccountRecord, PRS: PrRecord,
-                              INSTRUCTIONS: InstructionsRecord},
+                              INSTRUCTIONS: InstructionsRecord, LESSONS: LessonBook},
                       migrations={1: migrate_v1})
 
 

@@ -49,6 +49,18 @@ def test_association_rules(association, allowed, ok):
     ("/bot hi", ParsedCommand("bot", "hi")),
     ("\n\t/review\n", ParsedCommand("review")),
     ("/review\textra", ParsedCommand("review")),
+    ("/review full", ParsedCommand("review", full=True)),
+    ("/REVIEW Full please", ParsedCommand("review", full=True)),
+    ("/review fully", ParsedCommand("review")),
+    ("/bot pause", ParsedCommand("bot", "pause", "pause")),
+    ("/bot Resume", ParsedCommand("bot", "Resume", "resume")),
+    ("/bot help", ParsedCommand("bot", "help", "help")),
+    ("/bot help me with this", ParsedCommand("bot", "help me with this")),
+    ("/bot lessons", ParsedCommand("bot", "lessons", "lessons")),
+    ("/bot forget 3", ParsedCommand("bot", "3", "forget")),
+    ("/bot learn we use print on purpose\nin scripts",
+     ParsedCommand("bot", "we use print on purpose\nin scripts", "learn")),
+    ("/bot pause now", ParsedCommand("bot", "pause now")),
 ])
 def test_command_values(body, command):
     assert parse_command(body) == command

@@ -327,3 +327,19 @@ def test_an_owed_fix_resolution_backs_off_runs_for_drafts_and_gives_up():
     rec.owe_fix(8, "HTTP 502", T0, 3)
     rec.fix_done(8)
     assert rec.fixes == [] and rec.due_at(3, T0) is None
+
+
+def test_a_paused_pr_owes_its_automatic_review_until_resumed():
+    """``/bot pause``: an automatic review stays owed but is not due; a ``/review`` is; a new
+    head after a ``/review full`` is the usual re-review."""
+    now = T0 + sec(1)
+    rec = pr(trigger=Trigger.auto("demo", "a" * 40))
+    rec.pause("maintainer", T0)
+    assert rec.waits_for_resume and rec.review_due_at(3, now) is None
+    rec.owe_review(Trigger.cmd("demo", 7), now)
+    assert not rec.waits_for_resume and rec.review_due_at(3, now) == now
+    rec.full_review = True
+    rec.owe_review(Trigger.auto("demo", "b" * 40), now)
+    assert rec.review_due_at(3, now) is None and not rec.full_review
+    rec.resume()
+    assert rec.review_due_at(3, now) == now

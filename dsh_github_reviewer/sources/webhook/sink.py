@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ...core.clock import utcnow
 from ...core.commands import parse_command
-from ...github.models import PullSummary
+from ...github.models import PullSummary, ReviewComment
 from ...work.inbox import Observations
 from ...work.records import PrRecord, pr_key
 from . import events
@@ -72,7 +72,10 @@ class RecordWork:
             return Observations(repo=repo, pulls=[pr])
         if isinstance(event, events.IssueCommentEvent | events.ReviewCommentEvent):
             comment = event.comment
-            if lane.inbox.is_own(comment) or parse_command(comment.body) is None:
+            # A reply on a review thread may teach a lesson (the inbox decides whose).
+            reply = isinstance(comment, ReviewComment) and comment.in_reply_to_id is not None
+            if lane.inbox.is_own(comment) or (parse_command(comment.body) is None
+                                              and not reply):
                 return "not a command"
             number = comment.number
             pr = await self.current(lane, repo, number)

@@ -1,0 +1,183 @@
+"""The ``/bot`` commands the bot answers itself, without a model turn: ``help``, ``pause``,
+``resume``, ``learn``, ``lessons``, ``forget`` — and replies on its threads that may teach a
+lesson (``teach``).
+
+Each answer is one reply carrying the command's reply marker, posted once (``post_reply``
+checks for the marker). What a command changes is idempotent per comment: ``pause`` and
+``resume`` were applied by the inbox when it recorded the command, a lesson is keyed by the
+comment that taught it, and a forgotten lesson remembers the comment that removed it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from ..core.commands import HELP_TEXT
+from ..core.sanitizer import sanitize_line
+from ..github.models import ReviewComment
+from ..pr_output.replies import post_reply
+from ..turn.feedback import bot_reviews
+from .context import WorkContext, repo_of
+from .lessons import Lesson, LessonFinding, LessonSource, LessonStore
+from .records import Command
+
+log = logging.getLogger(__name__)
+
+# A reply that says the finding is no defect: "this is intended because …" and its kin. Only
+# replies of people allowed to command the bot are read, and only on the bot's own findings.
+DISMISSAL = re.compile(
+    r"\b(intended|intentional(ly)?|on purpose|by design|deliberate(ly)?|false positive|"
+    r"not an? (bug|issue|problem|defect)|expected behaviou?r|works as (intended|expected)|"
+    r"won'?t fix|wontfix|as designed)\b", re.I)
+_NUMBER = re.compile(r"^#?([1-9][0-9]{0,8})$")
+
+
+def lessons_of(ctx: WorkContext) -> LessonStore:
+    return LessonStore(ctx.store.domain, ctx.acct.key)
+
+
+async def answer(ctx: WorkContext, key: str, cmd: Command) -> None:
+    """Run a built-in command and post its reply (nothing is posted for a thread reply that
+    teaches nothing)."""
+    owner, name, number = repo_of(key)
+    text = await _text(ctx, key, cmd)
+    if text is None:
+        return
+    posted = await post_reply(ctx.client, owner, name, number, cmd, text)
+    log.info("%s: /bot %s %d answered%s", key, cmd.action, cmd.comment_id,
+             "" if posted else " (reply was already posted)")
+
+
+async def _text(ctx: WorkContext, key: str, cmd: Command) -> str | None:
+    owner, name, _ = repo_of(key)
+    repo = f"{owner}/{name}"
+    if cmd.action == "help":
+        return HELP_TEXT
+    if cmd.action == "pause":
+        return (f"Automatic reviews of this pull request are paused (by @{cmd.author}). "
+                "Commands are still answered and `/review` still reviews; `/bot resume` "
+                "turns automatic reviews back on.")
+    if cmd.action == "resume":
+        return ("Automatic reviews of this pull request are on again; the current head is "
+                "reviewed if it has not been yet.")
+    if cmd.action == "lessons":
+        return listing(repo, await lessons_of(ctx).active(repo))
+    if cmd.action == "forget":
+        return await _forget(ctx, repo, cmd)
+    if cmd.action == "learn":
+        return await _learn(ctx, key, cmd)
+    if cmd.action == "teach":
+        return await _teach(ctx, key, cmd)
+    raise ValueError(f"not a built-in command: {cmd.action!r}")
+
+
+def listing(repo: str, lessons: list[Lesson]) -> str:
+    if not lessons:
+        return (f"No lessons for {repo} yet. Teach one with `/bot learn <lesson>`, or with a "
+                "👎 on a finding plus a reply saying why.")
+    lines = [f"Lessons for {repo} (given to every review of its pull requests):", ""]
+    for x in lessons:
+        where = ""
+        if x.finding is not None:
+            spot = x.finding.path + (f":{x.finding.line}" if x.finding.line else "")
+            where = f", on a finding at `{sanitize_line(spot, 200)}` in #{x.finding.number}"
+        lines.append(f"{x.id}. {x.text} — taught by @{x.taught_by} "
+                     f"{x.taught_at.date().isoformat()}{where}")
+    lines += ["", "`/bot forget <n>` removes lesson n."]
+    return "\n".join(lines)
+
+
+async def _forget(ctx: WorkContext, repo: str, cmd: Command) -> str:
+    m = _NUMBER.match(cmd.message.strip())
+    if m is None:
+        return ("`/bot forget` needs the number of a lesson, e.g. `/bot forget 2`; "
+                "`/bot lessons` lists them.")
+    lesson_id = int(m.group(1))
+    lesson, removed = await lessons_of(ctx).forget(repo, lesson_id, by=cmd.author,
+                                                   at=ctx.clock(), comment_id=cmd.comment_id)
+    if lesson is None:
+        return f"There is no lesson {lesson_id} for {repo}; `/bot lessons` lists them."
+    if not removed:
+        return f"Lesson {lesson_id} was already removed (by @{lesson.removed_by})."
+    log.info("%s: lesson %d forgotten by %s", repo, lesson_id, cmd.author)
+    return f"Forgot lesson {lesson_id}: {lesson.text}"
+
+
+async def _finding(ctx: WorkContext, key: str, root_id: int | None
+                   ) -> tuple[ReviewComment | None, LessonFinding | None]:
+    """The bot's finding at the root of a review thread, or (None, None) when the thread is
+    not one of the bot's findings."""
+    if root_id is None:
+        return None, None
+    owner, name, number = repo_of(key)
+    client = ctx.client
+    comments = await client.list_review_comments(owner, name, number)
+    root = next((c for c in comments if c.id == root_id), None)
+    if root is None or root.in_reply_to_id is not None:
+        return None, None
+    mine = {r.id for r in bot_reviews(await client.list_reviews(owner, name, number))}
+    if root.pull_request_review_id not in mine:
+        return None, None
+    first = (root.body or "").strip().split("\n", 1)[0]
+    return root, LessonFinding(comment_id=root.id, number=number, path=root.path or "",
+                               line=root.line or root.original_line,
+                               text=sanitize_line(first, 200), url=root.html_url)
+
+
+def _taught(lesson: Lesson, repo: str) -> str:
+    return (f"Noted as lesson {lesson.id} for {repo}: the next reviews of its pull requests "
+            f"are told. `/bot lessons` lists the lessons, `/bot forget {lesson.id}` removes "
+            "this one.")
+
+
+async def _learn(ctx: WorkContext, key: str, cmd: Command) -> str:
+    owner, name, number = repo_of(key)
+    repo = f"{owner}/{name}"
+    if not cmd.message.strip():
+        return "`/bot learn` needs the lesson, e.g. `/bot learn we log with structlog, not print`."
+    finding = None
+    if cmd.source == "review":
+        _, finding = await _finding(ctx, key, cmd.thread_root)
+    lesson = await lessons_of(ctx).teach(
+        repo, text=cmd.message, source="command", taught_by=cmd.author,
+        association=cmd.association, at=cmd.created_at, comment_id=cmd.comment_id,
+        number=number, finding=finding)
+    if lesson is None:
+        return "That lesson is empty once hidden characters are removed; nothing was stored."
+    log.info("%s: lesson %d taught by %s (/bot learn)", repo, lesson.id, cmd.author)
+    return _taught(lesson, repo)
+
+
+async def _teach(ctx: WorkContext, key: str, cmd: Command) -> str | None:
+    """A reply on a thread: a lesson when the thread is the bot's finding and the reply
+    dismisses it — its author gave the finding a 👎, or the reply says it is intended."""
+    owner, name, number = repo_of(key)
+    repo = f"{owner}/{name}"
+    root, finding = await _finding(ctx, key, cmd.thread_root)
+    if root is None:
+        return None
+    voted = await _voted_down(ctx, owner, name, root.id, cmd.author)
+    source: LessonSource
+    if voted:
+        source = "vote"
+    elif DISMISSAL.search(cmd.message):
+        source = "reply"
+    else:
+        return None
+    lesson = await lessons_of(ctx).teach(
+        repo, text=cmd.message, source=source, taught_by=cmd.author,
+        association=cmd.association, at=cmd.created_at, comment_id=cmd.comment_id,
+        number=number, finding=finding)
+    if lesson is None:
+        return None
+    log.info("%s: lesson %d taught by %s (%s on thread %d)", repo, lesson.id, cmd.author,
+             source, root.id)
+    return _taught(lesson, repo)
+
+
+async def _voted_down(ctx: WorkContext, owner: str, name: str, comment_id: int,
+                      login: str) -> bool:
+    votes = await ctx.client.list_reactions(owner, name, comment_id, review_comment=True)
+    return any(v.content == "-1" and v.user is not None
+               and v.user.login.lower() == login.lower() for v in votes)

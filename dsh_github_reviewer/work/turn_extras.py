@@ -1,0 +1,26 @@
+"""What a PR's record and the account's storage add to its next review turn
+(``turn.extras.TurnExtras``): the repository's lessons, ``/review full``, the second look."""
+
+from __future__ import annotations
+
+from ..turn.extras import TurnExtras
+from .context import WorkContext, repo_of
+from .lessons import LessonStore, notes
+from .records import PrRecord
+
+
+async def turn_extras(ctx: WorkContext, key: str, rec: PrRecord, settings: object | None
+                      ) -> TurnExtras:
+    owner, name, _ = repo_of(key)
+    lessons = await LessonStore(ctx.store.domain, ctx.acct.key).active(f"{owner}/{name}")
+    return TurnExtras(lessons=notes(lessons), full=rec.full_review,
+                      verify=verify_enabled(ctx.cfg.review, settings))
+
+
+def verify_enabled(review: object, settings: object | None) -> bool:
+    """``verify`` of the repository config when it says, else ``review.verify``."""
+    config = getattr(settings, "config", None)
+    repo = getattr(config, "verify", None)
+    if isinstance(repo, bool):
+        return repo
+    return bool(getattr(review, "verify", False))
