@@ -23,8 +23,8 @@ def test_shipped_corpus_passes_the_validator_and_meets_the_issue():
                                     "api-misuse", "edge-case", "performance"}
     # Re-reviews can repeat a finding only where a defect outlives the first push.
     assert sum(any(set(c.live(1)) & set(c.live(2))) for c in cases if len(c.push) > 1) >= 4
-    for c in cases:  # most changes carry 1-3 defects; every second push fixes and adds one
-        assert len(c.defects) <= 3, c.id
+    for c in cases:  # a change carries 1-4 defects; every second push fixes and adds one
+        assert len(c.defects) <= 4, c.id
         if len(c.push) > 1:
             assert c.push[1].fixes and c.push[1].defects, c.id
 
