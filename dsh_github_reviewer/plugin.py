@@ -144,4 +144,4 @@ def dsh_web_session_facts(harness, session, facts, events):
 
 @hookimpl
 def dsh_web_session_view(harness, session, events, facts):
-    return web_view.build(session, events, facts)
+    return web_view.build(session, events, facts, web_pages.state_now(harness, session.id))

@@ -14,6 +14,7 @@ from ..sources.webhook.status import webhook_status
 from ..work.records import DOMAIN, split_pr_key
 from ..work.store import WorkStore
 from . import ReviewerApp, run_record
+from .pr_state import from_record, status_words
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -39,6 +40,8 @@ async def status_data(harness: Harness) -> list[dict[str, Any]]:
             _, repo, number = split_pr_key(key)
             prs.append({
                 "pr": f"{repo}#{number}", "title": e.title, "status": e.status,
+                # The status in words (never a raw ``gave_up``; a draft waits, closed/merged).
+                "status_text": status_words(e), "state": from_record(e)[0],
                 "head_sha": e.head_sha, "reviewed_head_sha": e.reviewed_head_sha,
                 "reviews_done": e.reviews_done, "fail_count": e.fail_count,
                 "backoff_until": _iso(backoff) if backoff and backoff > now else None,

@@ -43,6 +43,8 @@ class RepoSnapshot:
     marks: FeedMarks | None = None
     # PRs closed or merged since the last tick (empty when ``complete``).
     closed: list[int] = field(default_factory=list)
+    # Those of them closed by a merge (the listing's ``merged_at``): the web UI says "merged".
+    merged: list[int] = field(default_factory=list)
     # The caller must list every open PR (``GitHubClient.open_pull_pages``): a repository's
     # first poll, or more changed than the page cap reads.
     complete: bool = False
@@ -63,11 +65,13 @@ async def poll_repository(client: GitHubClient, owner: str, repo: str, marks: Fe
     complete = since is None or not changes.reached
     pulls = [] if complete else [p for p in changes.pulls if p.state == "open"]
     closed = [] if complete else [p.number for p in changes.pulls if p.state != "open"]
+    merged = [] if complete else [p.number for p in changes.pulls
+                                  if p.state != "open" and p.merged_at is not None]
     new_marks = FeedMarks(
         issue_comments_since=max([marks.issue_comments_since, *(c.updated_at for c in issue)]),
         review_comments_since=max([marks.review_comments_since,
                                    *(c.updated_at for c in review)]),
         pulls_updated_since=watermark)
     return RepoSnapshot(pulls=pulls, issue_comments=issue, review_comments=review,
-                        marks=new_marks, closed=closed, complete=complete,
+                        marks=new_marks, closed=closed, merged=merged, complete=complete,
                         unchanged=changes.unchanged and issue_same and review_same)

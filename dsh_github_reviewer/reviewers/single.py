@@ -77,7 +77,8 @@ class SingleReviewer:
                     # The PR as this turn saw it, for the web UI's PR pages (not sent to the
                     # model: turn meta never reaches the prompt).
                     about = {"title": pr.title, "author": pr.user.login, "state": pr.state,
-                             "head": pr.head.sha}
+                             "head": pr.head.sha, "draft": pr.draft,
+                             "merged": pr.merged_at is not None}
                     outcome = await agent.followup(message, deadline=deadline,
                                                    meta={"flow": flow, "trigger": trigger,
                                                          "pr": about, **told})

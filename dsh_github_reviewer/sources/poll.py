@@ -287,7 +287,7 @@ class AccountPoller:
         else:
             keys = await self.inbox.record(Observations(
                 repo=full, pulls=snap.pulls, comments=comments, marks=snap.marks, at=now,
-                closed=snap.closed))
+                closed=snap.closed, merged=snap.merged))
         self._recorded.add(repo)
         if keys:
             self.scheduler.wake(self.acct.key, keys)

@@ -64,6 +64,8 @@ def fold(pr: dict[str, Any], events: list) -> None:
             for field in ("title", "author", "state", "head"):
                 if info.get(field):
                     pr[field] = str(info[field])
+            if "draft" in info or "merged" in info:   # recorded since the header says so
+                pr["draft"], pr["merged"] = bool(info.get("draft")), bool(info.get("merged"))
             flow = str(meta.get("flow", ""))
             pr["_turn"] = {"turn": e.turn, "flow": flow, "head": info.get("head")}
             pr["_draft"], pr["_calls"], pr["_posted"] = None, {}, False

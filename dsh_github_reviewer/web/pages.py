@@ -19,7 +19,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ..app import ReviewerApp
+from ..app.pr_state import LAST_TURN, from_facts, from_record
 from ..app.status import status_data
+from ..core.session_key import parse_session_id
 from ..work.records import DOMAIN, PrRecord, pr_key, split_pr_key
 from ..work.store import WorkStore
 
@@ -76,7 +78,7 @@ def record_row(key: tuple[str, str, str, int], rec: PrRecord, web_url: str) -> P
     _, owner, repo, number = key
     row = PrRow(key, "", title=rec.title or f"{owner}/{repo}#{number}",
                 url=f"{web_url.rstrip('/')}/{owner}/{repo}/pull/{number}",
-                state=("merged" if rec.merged else "closed") if rec.closed_seen_at else "open")
+                state=from_record(rec)[0])
     gave_up = rec.notices
     if gave_up:
         row.last_outcome = f"gave up on {gave_up[-1].what}: {gave_up[-1].error}"
@@ -152,8 +154,9 @@ class PrIndex:
                 row.session_id = e.id
             if main:
                 row.title = pr.get("title") or row.title or e.title or e.id
-                for attr in ("author", "state", "url"):
+                for attr in ("author", "url"):
                     setattr(row, attr, pr.get(attr) or getattr(row, attr))
+                row.state = from_facts(pr) or row.state
                 mine = (pr.get("last_review") or {}).get("at") or ""
                 if mine >= ((row.last_review or {}).get("at") or ""):
                     row.last_review = pr.get("last_review") or row.last_review
@@ -212,9 +215,6 @@ class RecordCache:
         self.records, self.read_at = out, time.monotonic()
 
 
-LAST_TURN = "as of the PR's last turn"
-
-
 async def states_of(harness: Any, rows: list[PrRow],
                     cached: dict[tuple, tuple[PrRecord, str]] | None = None
                     ) -> dict[tuple, tuple[str | None, str]]:
@@ -229,7 +229,7 @@ async def states_of(harness: Any, rows: list[PrRow],
     out: dict[tuple, tuple[str | None, str]] = {}
     for r in rows:
         acct = app.configured.get(r.key[0])
-        if acct is None or r.state not in (None, "open"):
+        if acct is None or r.state in ("merged", "closed"):
             out[r.key] = (r.state, LAST_TURN)
             continue
         if acct.key not in stores:
@@ -242,15 +242,51 @@ async def states_of(harness: Any, rows: list[PrRow],
                    or (None, ""))[0]
         else:
             rec = await store.pr(pr_key(acct.key, r.repo, r.key[3]))
-        if rec is not None and rec.closed_seen_at is not None:
-            out[r.key] = (("merged", "seen merged since its last turn") if rec.merged else
-                          ("closed", "seen closed or merged since its last turn"))
+        if rec is not None:
+            out[r.key] = from_record(rec)
         elif rec is None and polled and r.repo.lower() in {
                 x.lower() for x in acct.config.repositories}:
             out[r.key] = ("closed", "closed or merged days ago (its record was pruned)")
         else:
             out[r.key] = (r.state, LAST_TURN)
     return out
+
+
+LOOP = "github-reviewer:web-loop"   # harness.plugin_state: the loop serving the web UI
+STATE_WAIT_S = 5.0
+
+
+async def record_state(harness: Any, session_id: str) -> tuple[str, str] | None:
+    """(state, why) of a PR session's PR from its work record; None without one."""
+    key = parse_session_id(session_id)
+    app = ReviewerApp.of(harness)
+    if key is None or key.account not in app.configured:
+        return None
+    store = WorkStore(await harness.storage.domain(DOMAIN), key.account)
+    rec = await store.pr(pr_key(key.account, f"{key.owner}/{key.repo}", key.number))
+    return from_record(rec) if rec is not None else None
+
+
+def state_now(harness: Any, session_id: str) -> tuple[str, str] | None:
+    """``record_state`` for the PR page, whose view is built in a worker thread: the read runs
+    on the web UI's loop (one record), the thread waits for it. None when it cannot be read
+    (the page then shows the state of the PR's last turn)."""
+    loop = harness.plugin_state.get(LOOP)
+    if loop is None or loop.is_closed():
+        return None
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        return None   # called on the loop itself (not by the page): never block it
+    try:
+        return asyncio.run_coroutine_threadsafe(record_state(harness, session_id), loop).result(
+            STATE_WAIT_S)
+    except Exception:  # the header falls back to the last turn's state; the page still shows
+        log.warning("reading the work record of %s for its page failed", session_id,
+                    exc_info=True)
+        return None
 
 
 def hit(u: list) -> float:
@@ -261,6 +297,10 @@ def hit(u: list) -> float:
 def register(router: Any) -> None:
     index = PrIndex()
     records = RecordCache()
+    try:
+        router.harness.plugin_state[LOOP] = asyncio.get_running_loop()
+    except RuntimeError:
+        pass   # built outside a loop: PR pages show the state of the PR's last turn
 
     async def current() -> PrIndex:
         index.build(await router.catalog.entries())

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..app.pr_state import LAST_TURN, from_facts
 from ..core.session_key import parse_session_id
 from ..core.severity import SEVERITIES
 from ..core.triggers import Trigger
@@ -174,11 +175,14 @@ def asked(turn: int, at: str, meta: dict[str, Any], text: str) -> Exchange:
     return Exchange(turn=turn, at=at, asker=who, question=question, path=path, line=line)
 
 
-def build(session: Any, events: list, facts: dict[str, Any]) -> dict[str, Any] | None:
+def build(session: Any, events: list, facts: dict[str, Any],
+          state: tuple[str, str] | None = None) -> dict[str, Any] | None:
+    """The PR page; ``state`` is (state, why) from the PR's work record when there is one."""
     key = parse_session_id(session.id)
     if key is None:
         return None
-    pr = facts.get("pr") or {}
+    pr = dict(facts.get("pr") or {})
+    pr["state"], pr["state_why"] = state or (from_facts(pr), LAST_TURN)
     pr_url = pr.get("url")
     reviews: list[Review] = []
     chats: list[Exchange] = []

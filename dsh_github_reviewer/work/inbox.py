@@ -47,6 +47,7 @@ class Observations:
     # PRs seen closed or merged (a poll that read only what changed): noted in the same write,
     # so a command posted just before the close is not taken as work.
     closed: Sequence[int] = ()
+    merged: Sequence[int] = ()   # those of ``closed`` closed by a merge
     # True when every comment whose PR is open comes with that PR in ``pulls`` (a poll's
     # full listing), so commands on PRs missing from it are on closed PRs and refused; a poll
     # that read only what changed, or a webhook delivery of one PR, leaves it False.
@@ -100,7 +101,7 @@ class Inbox:
             for number in obs.closed:
                 rec = await load(number)
                 if rec is not None and rec.closed_seen_at is None:
-                    rec.closed_seen_at = now
+                    rec.closed(now, merged=number in obs.merged)
             for c in sorted(obs.comments, key=lambda c: (c.created_at, c.id)):
                 number = c.number
                 key = pr_key(self.account, repo, number)

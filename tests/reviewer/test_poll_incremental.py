@@ -38,6 +38,8 @@ async def test_closed_and_merged_prs_are_noted_and_their_commands_ignored(dep):
     assert len(dep.sb.log) == 3, "one listing page and two feeds, whatever is open"
     assert (await dep.entry(2)).closed_seen_at is not None
     assert (await dep.entry(3)).closed_seen_at is not None
+    # The listing says which were merged: the web UI shows "merged", not "closed".
+    assert [(await dep.entry(n)).merged for n in (2, 3)] == [False, True]
     assert (await dep.entry(2)).queued == [], "a command on a closed PR is not work"
     assert (await dep.entry(1)).closed_seen_at is None
     st.advance(5)

@@ -179,12 +179,12 @@ def test_phone_width_has_no_horizontal_overflow(browser, served, path):
 
 def test_status_page_shows_a_backed_off_pr(page, served):
     page.goto(served.base_url + "/github-reviewer")
-    row = page.locator("tr.reviewing")
+    row = page.locator("tr.status-reviewing")
     assert row.count() == 1 and "acme/shop#2" in row.inner_text()
     cells = row.locator("td").all_inner_texts()
     assert cells[4] == "1" and cells[5], "failure count and backoff-until are shown"
     assert "without submitting" in cells[6]
-    assert "reviewed" in page.locator("tr.reviewed").first.inner_text()
+    assert "reviewed" in page.locator("tr.status-reviewed").first.inner_text()
     link = row.locator("a.title")
     assert link.get_attribute("href") == "/sessions/" + quote(PR2, safe="")
     shot(page, "status")

@@ -96,6 +96,13 @@ async def pr_session(h: Harness, sid: str = SID, title: str = "Fix the query",
     await h.sessions.release(sid)
 
 
+async def pr_page(c: httpx2.AsyncClient, number: int) -> str:
+    """The PR page's header (the reviewer's part above the raw turns)."""
+    sid = PrKey("demo", "acme", "shop", number).session_id
+    text = (await c.get("/sessions/" + sid.replace(":", "%3A"))).text
+    return text.split('<section class="pr-facts">', 1)[1].split("</section>", 1)[0]
+
+
 def client(h: Harness) -> httpx2.AsyncClient:
     return httpx2.AsyncClient(transport=httpx2.ASGITransport(app=build_app(h)),
                               base_url="http://127.0.0.1")
@@ -240,7 +247,20 @@ async def check_states(h, store, pr_key) -> None:
         assert await states(c) == {7: "open", 8: "closed", 9: "closed"}, "9: record pruned"
         page = (await c.get("/prs")).text
         assert page.count('class="badge state-closed"') == 2
-        assert "seen closed or merged since its last turn" in page
+        assert 'title="seen closed (or merged' in page
+        # The PR page's header says what the list says: closed, merged, draft.
+        assert 'class="badge state-closed"' in await pr_page(c, 8)
+        assert 'class="badge state-open"' in await pr_page(c, 7)
+
+        def seen(**kw):
+            return lambda r: r.model_copy(update=kw)
+        await store.update_pr(pr_key("demo", "acme/shop", 8), seen(merged=True))
+        await store.update_pr(pr_key("demo", "acme/shop", 7), seen(draft=True))
+        assert 'class="badge state-merged"' in await pr_page(c, 8)
+        assert 'class="badge state-draft"' in await pr_page(c, 7)
+        assert await states(c) == {7: "draft", 8: "merged", 9: "closed"}
+        await store.update_pr(pr_key("demo", "acme/shop", 7), seen(draft=False))
+        await store.update_pr(pr_key("demo", "acme/shop", 8), seen(merged=False))
         import dsh_github_reviewer.web.pages as web_pages
 
         size, web_pages.FRESH_ROWS = web_pages.FRESH_ROWS, 1  # many rows: the cached records
@@ -312,6 +332,9 @@ async def test_a_pr_without_a_session_is_listed_counted_and_linked(tmp_path, ser
             assert one["repositories"]["acme/shop"]["prs"] == 4
             assert (await c.get("/api/github-reviewer/prs?page=x")).status_code == 400
             status = (await c.get("/github-reviewer")).text
+            # Statuses in words: never a raw gave_up; a merged PR says merged.
+            assert 'data-label="Status">gave up' in status and "gave_up" not in status
+            assert 'data-label="Status">merged' in status
             links = re.findall(r'<a class="title" href="([^"]+)">acme/shop#(\d+)</a>', status)
             assert {n for _, n in links} == {"7", "9", "10"}, links
             for href, _ in links:
