@@ -12,7 +12,9 @@ keys starting with ``_`` are fold state, not shown.
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..core.session_key import parse_session_id
 
@@ -23,10 +25,22 @@ REVIEW_TOOLS = {"pull_request_review_write", "create_pending_pull_request_review
                 "submit_pending_pull_request_review"}
 
 
+def web_url(value: Any) -> str | None:
+    """An http(s) address with a host, else None: a link copied from data (a session's
+    ``meta.url``, a note) is never ``javascript:``, ``data:`` or a path into this UI."""
+    if not isinstance(value, str) or any(ch.isspace() or ch in "\"'<>\\`" or ord(ch) < 32
+                                         or unicodedata.category(ch) == "Cf" for ch in value):
+        return None
+    parts = urlsplit(value)
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc \
+            or not value.lower().startswith(parts.scheme.lower() + "://"):
+        return None
+    return value
+
+
 def review_url(note: str | None) -> str | None:
     """The posted review's URL, from the note the guard puts on an accepted submit's result."""
-    url = (note or "").removeprefix("review ")
-    return url if url.startswith(("https://", "http://")) and " " not in url else None
+    return web_url((note or "").removeprefix("review "))
 
 
 def call_method(name: str, arguments: str) -> tuple[str, dict[str, Any]]:
@@ -49,7 +63,7 @@ def new_facts(session: Any) -> dict[str, Any] | None:
     meta = session.meta or {}
     return {"account": key.account, "owner": meta.get("owner") or key.owner,
             "repo": meta.get("repo") or key.repo, "number": key.number, "persona": key.persona,
-            "url": meta.get("url") if isinstance(meta.get("url"), str) else None,
+            "url": web_url(meta.get("url")),
             "title": None, "author": None, "state": None, "head": None, "reviews": 0,
             "questions": 0, "last_review": None, "last_outcome": None,
             "_turn": None, "_calls": {}, "_draft": None, "_posted": False}

@@ -24,6 +24,7 @@ from ..app.status import status_data
 from ..core.session_key import parse_session_id
 from ..work.records import DOMAIN, PrRecord, pr_key, split_pr_key
 from ..work.store import WorkStore
+from .facts import web_url
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +74,11 @@ def _add(acc: list, u: list) -> None:
         acc[i] += u[i]
 
 
-def record_row(key: tuple[str, str, str, int], rec: PrRecord, web_url: str) -> PrRow:
+def record_row(key: tuple[str, str, str, int], rec: PrRecord, base_url: str) -> PrRow:
     """The row of a PR with a work record and no session: what the record says."""
     _, owner, repo, number = key
     row = PrRow(key, "", title=rec.title or f"{owner}/{repo}#{number}",
-                url=f"{web_url.rstrip('/')}/{owner}/{repo}/pull/{number}",
+                url=web_url(f"{base_url.rstrip('/')}/{owner}/{repo}/pull/{number}"),
                 state=from_record(rec)[0])
     gave_up = rec.notices
     if gave_up:
@@ -154,8 +155,8 @@ class PrIndex:
                 row.session_id = e.id
             if main:
                 row.title = pr.get("title") or row.title or e.title or e.id
-                for attr in ("author", "url"):
-                    setattr(row, attr, pr.get(attr) or getattr(row, attr))
+                row.author = pr.get("author") or row.author
+                row.url = web_url(pr.get("url")) or row.url   # an index from before the check
                 row.state = from_facts(pr) or row.state
                 mine = (pr.get("last_review") or {}).get("at") or ""
                 if mine >= ((row.last_review or {}).get("at") or ""):

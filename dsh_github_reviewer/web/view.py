@@ -16,7 +16,7 @@ from ..core.session_key import parse_session_id
 from ..core.severity import SEVERITIES
 from ..core.triggers import Trigger
 from ..turn.prompts import ASKED
-from .facts import COMMENT_TOOL, CREATE, REVIEW_TOOLS, SUBMIT, call_method, review_url
+from .facts import COMMENT_TOOL, CREATE, REVIEW_TOOLS, SUBMIT, call_method, review_url, web_url
 from .findings import FindingBook
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
@@ -183,7 +183,7 @@ def build(session: Any, events: list, facts: dict[str, Any],
         return None
     pr = dict(facts.get("pr") or {})
     pr["state"], pr["state_why"] = state or (from_facts(pr), LAST_TURN)
-    pr_url = pr.get("url")
+    pr_url = pr["url"] = web_url(pr.get("url"))
     reviews: list[Review] = []
     chats: list[Exchange] = []
     diff: dict[str, list[DiffLine]] = {}

@@ -74,12 +74,15 @@ class WebApp:
                    *(FileSystemLoader(str(d)) for d in self.router.template_dirs)]
         self.redactor: Redactor = harness.redactor
         red = self.redactor.text
-        self.env = Environment(loader=ChoiceLoader(loaders), finalize=self.redactor.finalize,
+        finalize = self.redactor.finalize
+        self.env = Environment(loader=ChoiceLoader(loaders),
+                               finalize=lambda v: render.neutral(finalize(v)),
                                autoescape=select_autoescape(default=True, default_for_string=True))
         # Filters that transform text redact their input first (escaping happens after them).
         self.env.filters.update(markdown=lambda t: render.markdown(red(t or "")),
                                 pretty_args=lambda a: render.pretty_args(red(a)),
                                 usage_line=render.usage_line, urlq=lambda s: quote(s, safe=""),
+                                weburl=render.web_url,
                                 when=render.when)
         self.env.globals.update(preview=render.preview, EVENT_PAGE=EVENT_PAGE,
                                 static_v=static_version(),

@@ -2,26 +2,71 @@
 
 Markdown (assistant text) is rendered by markdown-it with raw HTML disabled, so any HTML in
 model output is shown as text; markdown-it's link validation drops ``javascript:``, ``vbscript:``,
-``file:`` and ``data:`` links. Everything else reaches the page through Jinja's autoescaping.
+``file:`` and ``data:`` links. Tables (GitHub's pipe tables) render; an image never becomes an
+``<img>`` (a page must not fetch what a model or a PR author names): it is a link to the image
+when its address is http(s), else its text. Everything else reaches the page through Jinja's
+autoescaping, and every value loses its bidirectional controls (``neutral``): a title or an id
+holding U+202E cannot reorder what is shown around it. Links from data (a session's meta, a
+hook) are kept only when they are http(s) web addresses (``web_url``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from markdown_it import MarkdownIt
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 RESULT_PREVIEW_CHARS = 4_000
 MAX_POINTS = 90
 
-_md = MarkdownIt("commonmark", {"html": False, "linkify": False})
+_md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
+# Embedding and isolate controls, marks: U+202A-U+202E, U+2066-U+2069, U+200E/F, U+061C.
+BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+_UNSAFE_URL = re.compile(r"[\s\x00-\x1f\x7f\"'<>\\`]")
+
+
+def web_url(value: Any) -> str | None:
+    """``value`` when it is an http(s) address with a host, else None: a link taken from data
+    (``javascript:``, ``data:``, a relative path, a value with spaces or quotes) is no link."""
+    if not isinstance(value, str) or _UNSAFE_URL.search(value) or BIDI.search(value):
+        return None
+    scheme, sep, rest = value.partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or not rest or rest[0] in "/?#":
+        return None
+    return value
+
+
+def neutral(value: Any) -> Any:
+    """A template value without bidirectional controls (Markup stays Markup)."""
+    if isinstance(value, Markup):
+        return Markup(BIDI.sub("", str(value))) if BIDI.search(value) else value
+    if isinstance(value, str):
+        return BIDI.sub("", value)
+    return value
+
+
+def _image(renderer, tokens, idx, options, env) -> str:
+    """An image as a link to it (http(s) only) or as its text: never an ``<img>``."""
+    token = tokens[idx]
+    alt = renderer.renderInlineAsText(token.children or [], options, env) or "image"
+    url = web_url(token.attrGet("src"))
+    if url is None:
+        return str(escape(f"[image: {alt}]"))
+    return str(Markup('<a class="ext image-link" href="{}" rel="noopener noreferrer">'
+                      '[image: {}]</a>').format(url, alt))
+
+
+_md.add_render_rule("image", _image)
+# A Markdown link stays a link only to an http(s) address (no relative path into this UI).
+_md.validateLink = lambda url: web_url(url) is not None
 
 
 def markdown(text: str | None) -> Markup:
-    return Markup(_md.render(text or ""))
+    return Markup(_md.render(BIDI.sub("", text or "")))
 
 
 def pretty_args(arguments: str) -> str:

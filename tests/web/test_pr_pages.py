@@ -54,9 +54,10 @@ def make(tmp_path: Path, server, env: dict | None = None) -> Harness:
 
 async def pr_session(h: Harness, sid: str = SID, title: str = "Fix the query",
                      comment: str = "SQL built by **concatenation**", summary: str = "Found 1",
-                     question: str = "why?", answer: str = "Because.") -> None:
+                     question: str = "why?", answer: str = "Because.",
+                     url: str = "https://github.example/acme/shop/pull/7") -> None:
     s = await h.sessions.create(sid, {"owner": "acme", "repo": "shop", "number": 7,
-                                      "url": "https://github.example/acme/shop/pull/7"})
+                                      "url": url})
     await s.record(TitleSet, title="Review acme/shop PR 7", pinned=True)
     pr = {"title": title, "author": "alice", "state": "open", "head": "a" * 40}
     await s.record(TurnStart, turn=1, meta={"flow": "review", "trigger": "t1", "pr": pr})
