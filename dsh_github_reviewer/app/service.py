@@ -46,6 +46,8 @@ class WorkService:
             # The account's reviewer strategy (single or team) was chosen when it was
             # configured; the PR work only calls its interface.
             pause = AccountPause(key, store)
+            # A lifted pause runs the PR work it held at once, not at its next re-check.
+            pause.on_resume = lambda key=key: self.scheduler.wake(key)
             ctx = WorkContext(acct, store, reviewers[key], pause, clock)
             self.scheduler.add_account(
                 key, store, lambda review, chat, ctx=ctx: PrWorker(ctx, review, chat),

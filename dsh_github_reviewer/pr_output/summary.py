@@ -14,6 +14,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from ..core.sanitizer import redact_secrets, sanitize_line
 from ..core.severity import parse as parse_severity
@@ -52,11 +53,30 @@ class Finding:
         return f"{self.path}:{lines}" + (" (LEFT, old code)" if self.side == "LEFT" else "")
 
 
+# Why a review waits while its account is paused, in words for the PR's readers: never the
+# provider's or GitHub's own error text (it can name keys, quotas or internal hosts).
+WAIT_REASONS = {
+    "model": "the model provider rejected the bot's API key",
+    "rate_limit": "GitHub is rate limiting the bot",
+    "github": "GitHub rejected the bot's token",
+}
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A review that cannot run now because its account is paused (``work/pause.py``)."""
+
+    head: str
+    kind: str            # the pause: model | rate_limit | github
+    until: datetime      # the next try
+
+
 @dataclass
 class Summary:
     files: Sequence[PullFile] = ()
     findings: list[Finding] = field(default_factory=list)
     reviewing: str | None = None        # head being reviewed right now
+    waiting: Waiting | None = None      # or the review that waits for a paused account
     last_reviewed: str | None = None
     reviews: int = 0
     cost_usd: float = 0.0
@@ -81,7 +101,15 @@ def _cell(text: str) -> str:
 
 def render(s: Summary) -> str:
     head = ["## dsh-github-reviewer summary", ""]
-    if s.reviewing:
+    if s.waiting:
+        w = s.waiting
+        until = w.until.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        head.append(f"⏸️ **The review of `{w.head[:12]}` waits:** "
+                    f"{WAIT_REASONS.get(w.kind, 'the bot is paused')}. It is tried again at "
+                    f"{until} (sooner once the bot's operator fixes it); nothing is lost "
+                    "meanwhile." + (f" (Last reviewed: `{s.last_reviewed[:12]}`.)"
+                                    if s.last_reviewed else ""))
+    elif s.reviewing:
         head.append(f"⏳ **Reviewing `{s.reviewing[:12]}`…**"
                     + (f" (last reviewed: `{s.last_reviewed[:12]}`)" if s.last_reviewed
                        else ""))

@@ -21,6 +21,7 @@ pause is GitHub's, not the credentials', and a restart keeps it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -31,6 +32,9 @@ log = logging.getLogger(__name__)
 
 PAUSE_FIRST = timedelta(minutes=15)
 PAUSE_MAX = timedelta(hours=6)
+# While one PR probes an ended pause, the others look again this often (woken sooner when
+# the probe lifts the pause).
+PROBE_RECHECK = timedelta(seconds=30)
 
 
 @dataclass
@@ -43,6 +47,12 @@ class AccountPause:
     pause: str | None = None
     # Whether this process has read the stored pause yet (``first_load``).
     loaded: bool = False
+    # The PR whose work is the one probe of a credential pause that ended and was not lifted
+    # yet: the other PRs wait for its outcome, so a pause costs one request to the provider
+    # and doubles once per probe, not once per PR.
+    probe: str | None = None
+    # Wakes the account's PR work when a pause is lifted (set by the app; None in tests).
+    on_resume: Callable[[], None] | None = None
 
 
 # Pauses a restart may lift at once: the operator may have fixed the credentials before it.
@@ -82,6 +92,39 @@ def paused_until(acct: AccountPause, now: datetime) -> datetime | None:
     return until if until is not None and until > now else None
 
 
+def _probing(acct: AccountPause, now: datetime) -> bool:
+    """A credential pause ended but nothing lifted it yet: the next PR step is a probe."""
+    return acct.pause in CREDENTIAL_PAUSES and paused_until(acct, now) is None
+
+
+def work_held_until(acct: AccountPause, now: datetime) -> datetime | None:
+    """Until when the account's PR work waits: the pause, or — while one PR probes a pause
+    that ended — a short re-check (the probe's outcome wakes the work sooner)."""
+    until = paused_until(acct, now)
+    if until is None and _probing(acct, now) and acct.probe is not None:
+        return now + PROBE_RECHECK
+    return until
+
+
+def take_probe(acct: AccountPause, key: str, now: datetime) -> bool:
+    """Whether ``key``'s work may run a step now: not while paused, and only one PR at a time
+    while a credential pause that ended is being probed. Release with ``release_probe``."""
+    if paused_until(acct, now) is not None:
+        return False
+    if not _probing(acct, now):
+        return True
+    if acct.probe not in (None, key):
+        return False
+    acct.probe = key
+    return True
+
+
+def release_probe(acct: AccountPause, key: str) -> None:
+    """``key``'s step ended (paused again, lifted, or it called nothing): another PR may probe."""
+    if acct.probe == key:
+        acct.probe = None
+
+
 async def pause(acct: AccountPause, kind: str, reason: str, now: datetime,
                 wait: timedelta | None = None) -> datetime:
     """Pause the account for ``kind`` (``github``, ``model``, ``rate_limit``); ``wait``
@@ -90,15 +133,27 @@ async def pause(acct: AccountPause, kind: str, reason: str, now: datetime,
 
     def apply(a: AccountRecord) -> None:
         first = a.pause != kind or a.paused_until is None
+        again = not first and a.paused_until is not None and a.paused_until > now
+        state.update(first=first, again=again)
+        if again and wait is None:
+            # Paused already by another PR's failure of the same probe (e.g. two reviews that
+            # were running): one doubling per probe, not one per PR.
+            state.update(until=a.paused_until, pauses=a.pauses)
+            return
         a.pauses = 1 if a.pause != kind else a.pauses + 1
-        a.paused_until = now + (wait if wait is not None else pause_length(a.pauses))
+        until = now + (wait if wait is not None else pause_length(a.pauses))
+        # A rate limit's own wait may be shorter than a pause already running: keep the later.
+        a.paused_until = max(until, a.paused_until) if again and a.paused_until else until
         a.pause, a.pause_reason, a.last_error = kind, reason, reason
-        state.update(first=first, until=a.paused_until, pauses=a.pauses)
+        state.update(until=a.paused_until, pauses=a.pauses)
     await acct.store.update_account(apply)
     until = state["until"]
     assert isinstance(until, datetime)
-    acct.paused_until, acct.pause = until, kind
-    if state["first"]:
+    acct.paused_until, acct.pause, acct.probe = until, kind, None
+    if state["again"]:
+        log.info("account %s: already paused until %s (%s)", acct.key,
+                 until.isoformat(timespec="seconds"), reason)
+    elif state["first"]:
         log.error("account %s: paused until %s: %s. Nothing of this account runs until then; "
                   "fix the credentials (and restart, if they come from the environment) or "
                   "wait for that retry", acct.key, until.isoformat(timespec="seconds"), reason)
@@ -108,10 +163,11 @@ async def pause(acct: AccountPause, kind: str, reason: str, now: datetime,
     return until
 
 
-async def resume(acct: AccountPause, kind: str) -> bool:
-    """The kind of call that paused the account worked again: lift the pause. True if one
-    was lifted (the caller wakes the account's work)."""
-    if acct.pause != kind:
+async def resume(acct: AccountPause, *kinds: str) -> bool:
+    """A kind of call that paused the account (one of ``kinds``) worked again: lift the
+    pause. True if one was lifted (the account's work is woken)."""
+    kind = acct.pause
+    if kind not in kinds:
         return False
 
     def apply(a: AccountRecord) -> None:
@@ -119,7 +175,9 @@ async def resume(acct: AccountPause, kind: str) -> bool:
             a.paused_until, a.pause, a.pause_reason, a.pauses = None, None, None, 0
             a.last_error = None
     await acct.store.update_account(apply)
-    acct.paused_until, acct.pause = None, None
+    acct.paused_until, acct.pause, acct.probe = None, None, None
     log.info("account %s: %s works again; the account resumes", acct.key,
              {"github": "the GitHub token", "model": "the model key"}.get(kind, "GitHub"))
+    if acct.on_resume is not None:
+        acct.on_resume()
     return True

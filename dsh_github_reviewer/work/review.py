@@ -23,6 +23,7 @@ from ..core.triggers import AUTOMATIC, Trigger
 from ..github.errors import AuthError, BadCredentials, GitHubError, NotFound, RateLimited
 from ..github.models import PullRequest, Review
 from ..github.review_submit import find_posted
+from ..pr_output.summary import Waiting
 from ..turn.guidance import builtin_guidance
 from ..turn.prompts import TrustedInstructions, keep_told
 from ..turn.repo_config import (
@@ -290,10 +291,15 @@ class ReviewProcedure:
             # work, so the account pauses and this review stays owed, no attempt counted.
             kind, reason = ACCOUNT_FAILURES[result.failure]
             why = f"{reason}: {redact_secrets(result.error or '')}"[:300]
-            await account_pause.pause(ctx.pause, kind, why, ctx.clock())
+            until = await account_pause.pause(ctx.pause, kind, why, ctx.clock())
+            if kind != "rate_limit":   # (rate limited: no GitHub call until it ends)
+                # The PR says its review waits, and why, not "reviewing" for the whole pause.
+                await update_summary(ctx, key, reviewing=None,
+                                     last_reviewed=rec.reviewed_head_sha,
+                                     waiting=Waiting(head, kind, until))
             return
         if result.ok:
-            await account_pause.resume(ctx.pause, "model")
+            await account_pause.resume(ctx.pause, "model", "rate_limit")
             log.info("%s: review posted (review id %s)", key, result.review_id)
             posted = await find_posted(ctx.client, owner, name, number, trigger)
             if posted is not None:

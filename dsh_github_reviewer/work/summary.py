@@ -16,6 +16,7 @@ from ..github.threads import thread_states
 from ..pr_output.summary import (
     Drafted,
     Summary,
+    Waiting,
     findings_of,
     listed_findings,
     render,
@@ -29,7 +30,9 @@ COMMENT_TOOL = "add_comment_to_pending_review"
 
 
 async def update_summary(ctx: WorkContext, key: str, *, reviewing: str | None,
-                         last_reviewed: str | None) -> None:
+                         last_reviewed: str | None, waiting: Waiting | None = None) -> None:
+    """``waiting``: the review cannot run while the account is paused (said instead of
+    "reviewing", which would otherwise stay up for the whole pause)."""
     if not ctx.cfg.review.summary:
         return
     owner, name, number = repo_of(key)
@@ -44,8 +47,8 @@ async def update_summary(ctx: WorkContext, key: str, *, reviewing: str | None,
                     for c in comments)
         states = await thread_states(client, owner, name, number) if roots else {}
         summary = Summary(files=files, findings=findings_of(comments, ids, states),
-                          reviewing=reviewing, last_reviewed=last_reviewed,
-                          reviews=len(reviews))
+                          reviewing=None if waiting else reviewing, waiting=waiting,
+                          last_reviewed=last_reviewed, reviews=len(reviews))
         drafted = await _from_session(ctx, key, summary)
         posted = {str(t): r.html_url for r in reviews
                   if (t := review_trigger(r.body)) is not None}

@@ -40,7 +40,7 @@ class PrWorker:
         if rec is None:
             return None
         now = self.ctx.clock()
-        paused = account_pause.paused_until(self.ctx.pause, now)
+        paused = account_pause.work_held_until(self.ctx.pause, now)
         if rec.closed_seen_at is not None and rec.status == "reviewing":
             # A closed PR owes no review, but its commands and notices still run.
             rec = rec.model_copy(update={"status": "reviewed"})
@@ -55,11 +55,18 @@ class PrWorker:
         log.warning("%s: %d work steps in one run; yielding", key, MAX_STEPS)
 
     async def step(self, key: str) -> bool:
-        """Run the next due item of the PR; False when nothing is due now."""
+        """Run the next due item of the PR; False when nothing is due now (or the account is
+        paused; after a credential pause, one PR's step at a time probes it)."""
+        if not account_pause.take_probe(self.ctx.pause, key, self.ctx.clock()):
+            return False
+        try:
+            return await self._step(key)
+        finally:
+            account_pause.release_probe(self.ctx.pause, key)
+
+    async def _step(self, key: str) -> bool:
         rec = await self.ctx.store.pr(key)
         now = self.ctx.clock()
-        if account_pause.paused_until(self.ctx.pause, now):
-            return False
         if reactions.due(rec, now):
             # Acknowledge first: 👀/😕 never wait behind a review (also for drafts).
             await reactions.add_owed(self.ctx, key)

@@ -10,8 +10,9 @@ import httpx2
 import pytest
 
 from dsh_github_reviewer.app.status import status_data
+from dsh_github_reviewer.core.triggers import SUMMARY_MARKER
 from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
-from dsh_github_reviewer.testing.scenario import BOT_TOKEN, build_shop, push_fix
+from dsh_github_reviewer.testing.scenario import BOT_TOKEN, REPO, build_shop, push_fix
 from dsh_harness.testing import Fault, Reply, ScriptedModelServer
 from dsh_harness.web.app import build_app
 
@@ -105,6 +106,48 @@ async def test_a_rejected_model_key_pauses_the_account_and_fails_no_pr(tmp_path,
             await dep.tick()
             assert len(dep.reviews(1)) == 1 and len(dep.reviews(2)) == 1
             assert (await dep.account_record()).pause is None
+        finally:
+            await dep.stop()
+
+
+async def test_a_paused_model_key_doubles_once_per_probe_and_the_summary_says_it_waits(
+        tmp_path, sandbox80):
+    """Two PRs, a rejected model key: each ended pause is probed by ONE review (one request
+    to the provider) and doubles ONCE (15 min, 30 min, 1 h — not 30 min, 2 h, 6 h); each PR's
+    summary says its review waits and why, never "reviewing" and never the provider's text."""
+    with ScriptedModelServer(policy=reviewer_policy) as model:
+        build_shop(sandbox80, prs=2)
+        clock = Clock(sandbox80)
+        dep = await Deployment(tmp_path, sandbox80, model, clock=clock).start()
+        try:
+            model.inject(*[Fault.auth() for _ in range(50)])
+            lengths, probes = [], []
+            for _ in range(3):
+                served = len(model.served)
+                await dep.tick()
+                probes.append(len(model.served) - served)
+                account = await dep.account_record()
+                lengths.append(round((account.paused_until - clock()).total_seconds() / 60))
+                clock.skip((account.paused_until - clock()).total_seconds() + 1)
+            assert lengths == [15, 30, 60]
+            assert probes[1:] == [1, 1], "one probe per ended pause, not one per PR"
+            for n in (1, 2):
+                (summary,) = [c.body for c in sandbox80.state.issue_comments_of(REPO, n)
+                              if SUMMARY_MARKER in c.body]
+                head = sandbox80.state.pull(REPO, n).head_sha
+                assert f"⏸️ **The review of `{head[:12]}` waits:** the model provider " \
+                    "rejected the bot's API key." in summary
+                assert "Reviewing" not in summary and "Incorrect API key" not in summary
+                assert "****" not in summary
+            with model._lock:
+                model.faults.clear()                    # the key is fixed
+            clock.skip(6 * 3600)
+            await dep.tick()
+            assert len(dep.reviews(1)) == 1 and len(dep.reviews(2)) == 1
+            for n in (1, 2):
+                (summary,) = [c.body for c in sandbox80.state.issue_comments_of(REPO, n)
+                              if SUMMARY_MARKER in c.body]
+                assert "waits" not in summary and "Head last reviewed" in summary
         finally:
             await dep.stop()
 

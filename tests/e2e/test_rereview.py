@@ -207,15 +207,16 @@ async def test_review_command_on_an_unchanged_head_sends_no_diff(shop):
     assert_prefix_stable(shop.model)
 
 
-async def test_the_submit_is_never_starved_by_the_tool_budget(tmp_path, sandbox80, model):
-    # 31 findings and the shop PR's own on the default budget of 30 tool calls per turn, through
-    # the real loop: the create is free, 30 comments spend the budget, the other comments are
-    # kept and listed in the body, and the submit still posts the drafted review.
+async def test_the_submit_is_never_starved_by_the_posting_budget(tmp_path, sandbox80, model):
+    # 31 findings and the shop PR's own on a posting budget of 30 inline findings per turn,
+    # through the real loop: the create is free, 30 comments spend the budget, the other
+    # comments are kept and listed in the body, and the submit still posts the drafted review.
     st: SandboxState = sandbox80.state
     build_shop(sandbox80)
     evals = "".join(f"def f{i}(x):\n    return eval(x)\n\n\n" for i in range(31))
     st.commit(REPO, "feature-1", {"shop/evals.py": evals})
-    dep = await Deployment(tmp_path, sandbox80, model).start()
+    dep = await Deployment(tmp_path, sandbox80, model,
+                           extra_account="review = { max_comment_calls = 30 }\n").start()
     try:
         await dep.tick()
     finally:

@@ -10,6 +10,7 @@ from dsh_github_reviewer.pr_output.summary import (
     Drafted,
     Finding,
     Summary,
+    Waiting,
     findings_of,
     listed_findings,
     render,
@@ -91,3 +92,11 @@ def test_findings_listed_in_the_review_body_count_as_open_and_show_once():
     assert "Findings (7 open (4 of them listed in a review body), 0 fixed, 0 dismissed)" in body
     assert "| [`c.py:8–9 (LEFT, old code)`](https://g/review) | nit | 🔴 open (in the review " \
         "body) | gone |" in body
+
+
+def test_a_review_waiting_for_a_paused_account_says_so_and_why():
+    until = datetime(2026, 12, 2, 3, 15, tzinfo=UTC)
+    body = render(Summary(waiting=Waiting("a" * 40, "model", until), last_reviewed="b" * 40))
+    assert ("⏸️ **The review of `aaaaaaaaaaaa` waits:** the model provider rejected the bot's "
+            "API key. It is tried again at 2026-12-02 03:15 UTC") in body
+    assert "Reviewing" not in body and "(Last reviewed: `bbbbbbbbbbbb`.)" in body
