@@ -65,7 +65,7 @@ def new_facts(session: Any) -> dict[str, Any] | None:
             "repo": meta.get("repo") or key.repo, "number": key.number, "persona": key.persona,
             "url": web_url(meta.get("url")),
             "title": None, "author": None, "state": None, "head": None, "reviews": 0,
-            "questions": 0, "last_review": None, "last_outcome": None,
+            "questions": 0, "findings": 0, "last_review": None, "last_outcome": None,
             "_turn": None, "_calls": {}, "_draft": None, "_posted": False}
 
 
@@ -102,6 +102,7 @@ def fold(pr: dict[str, Any], events: list) -> None:
             elif call["method"] in SUBMIT and pr["_draft"] is not None:
                 turn = pr["_turn"] or {}
                 pr["reviews"] += 1
+                pr["findings"] = pr.get("findings", 0) + pr["_draft"]["findings"]
                 pr["_posted"] = True
                 pr["last_review"] = {"at": e.at.isoformat(), "turn": turn.get("turn"),
                                      "head": pr["_draft"]["head"] or turn.get("head"),

@@ -47,12 +47,18 @@ class PrRow:
     last_review: dict[str, Any] | None = None
     last_outcome: str | None = None
     reviews: int = 0
+    findings: int = 0  # inline findings of every posted review
     questions: int = 0
     turns: int = 0
     usage: list = field(default_factory=lambda: [0, 0, 0, 0.0])
     last: str = ""
     last_ts: float = 0.0
     open_turn: bool = False
+    record_state: str | None = None  # from the PR's work record, when it has one
+
+    @property
+    def shown_state(self) -> str | None:
+        return self.record_state or self.state
 
     @property
     def repo(self) -> str:
@@ -64,8 +70,10 @@ class PrRow:
         return 100.0 * self.usage[1] / prompt if prompt else 0.0
 
     def matches(self, q: str) -> bool:
+        """Every word is in the title, author, repository, number, account, state or the last
+        review's outcome ("merged", "gave up", "posted", "draft")."""
         hay = " ".join([self.title, self.author or "", self.repo, f"#{self.key[3]}",
-                        self.key[0]]).lower()
+                        self.key[0], self.shown_state or "", self.last_outcome or ""]).lower()
         return all(w in hay for w in q.lower().split())
 
 
@@ -112,8 +120,12 @@ class PrIndex:
         case-sensitive), then the totals; redone only when either side changed."""
         if records is self._records and self._merged_for is self._source:
             return
-        have = {(r.key[0], r.key[1].lower(), r.key[2].lower(), r.key[3])
-                for r in self.session_rows}
+        have = set()
+        for r in self.session_rows:
+            low = (r.key[0], r.key[1].lower(), r.key[2].lower(), r.key[3])
+            have.add(low)
+            got = records.get(low)
+            r.record_state = from_record(got[0])[0] if got else None
         extra = [record_row(key, rec, web) for key, (rec, web) in records.items()
                  if key not in have]
         rows = self.session_rows
@@ -163,6 +175,7 @@ class PrIndex:
                     row.last_review = pr.get("last_review") or row.last_review
                     row.last_outcome = pr.get("last_outcome") or row.last_outcome
                 row.reviews += pr.get("reviews", 0)
+                row.findings += pr.get("findings", 0)
                 row.questions += pr.get("questions", 0)
             row.turns += e.turns
             _add(row.usage, e.d["usage"])
@@ -353,7 +366,8 @@ def register(router: Any) -> None:
             "account": r.key[0], "repo": r.repo, "number": r.key[3], "session": r.session_id,
             "title": r.title, "author": r.author, "state": states[r.key][0], "url": r.url,
             "last_review": r.last_review, "last_outcome": r.last_outcome,
-            "reviews": r.reviews, "questions": r.questions, "turns": r.turns,
+            "reviews": r.reviews, "findings": r.findings, "questions": r.questions,
+            "turns": r.turns,
             "cost_usd": r.usage[3], "cache_hit_pct": round(r.hit_pct, 1),
             "last_activity": r.last} for r in rows],
             "repositories": {k: {**v, "cache_hit_pct": round(hit(v["usage"]), 1)}

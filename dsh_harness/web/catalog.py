@@ -33,7 +33,7 @@ from . import digest as dg
 log = logging.getLogger(__name__)
 
 LOG_CACHE_SIZE = 32
-INDEX_VERSION = 3  # bump when digest.fold or a facts fold changes: persisted indexes rebuild
+INDEX_VERSION = 4  # bump when digest.fold or a facts fold changes: persisted indexes rebuild
 SCAN_TTL_S = 2.0
 # The index file is rewritten after a big change at once, else at most this often (a live
 # session changes every poll; losing recent updates only means re-reading those tails).

@@ -36,6 +36,10 @@ def test_eval_page_shows_the_report_and_runs_nothing_the_model_wrote(page, serve
     page.goto(served.base_url + "/eval")
     assert page.locator("h1").text_content() == "Review quality eval"
     assert page.locator("svg[aria-label=recall]").count() == 4
+    # The ✓/✗ cells keep their colours on the web page (not only in the standalone report).
+    colour = "el => getComputedStyle(el).backgroundColor"
+    assert page.locator("td.hit").first.evaluate(colour) == "rgb(223, 243, 227)"
+    assert page.locator("td.miss").first.evaluate(colour) == "rgb(248, 224, 224)"
     page.click("details > summary >> nth=0")
     assert "<script>alert('eval')</script>" in page.locator("details pre").first.text_content()
     assert page.dialogs == [] and page.foreign == [] and page.failed == []

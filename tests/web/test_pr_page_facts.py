@@ -162,3 +162,15 @@ def test_review_input_records_where_each_named_thread_stands():
     assert {k: v.model_dump() for k, v in places.items()} == {
         "555": {"path": SPACED, "line": 3, "first": "Unchecked input"}}
     assert ReviewInput("first").places == {}
+
+
+def test_the_findings_count_covers_every_posted_review():
+    from dsh_github_reviewer.web.facts import update
+
+    log = Log()
+    log.review(1, "Flow: review.", comments=FIRST)
+    log.review(2, "Flow: review.", comments=[comment("app/db.py", 20, "Another")])
+    facts: dict[str, Any] = {}
+    update(SimpleNamespace(id=SID, meta={}), facts, log.events)
+    pr = facts["pr"]
+    assert (pr["findings"], pr["last_review"]["findings"], pr["reviews"]) == (3, 1, 2)

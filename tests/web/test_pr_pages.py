@@ -327,6 +327,12 @@ async def test_a_pr_without_a_session_is_listed_counted_and_linked(tmp_path, ser
             assert "acme/shop#9 Broken PR" in page and "no session" in page
             assert '<td class="num" data-label="Cache hit">-</td>' in page, "no tokens: no rate"
             assert 'class="badge state-merged"' in page
+            # Search matches states and outcomes too.
+            for q, numbers in (("merged", {"7", "10"}), ("gave up", {"9"}),
+                               ("shop merged fast", {"10"})):
+                found = re.findall(r'acme/shop#(\d+) ', (await c.get("/prs", params={
+                    "q": q})).text)
+                assert set(found) == numbers, (q, found)
             # Paged: the totals stay those of every PR.
             one = (await c.get("/api/github-reviewer/prs?per_page=1&page=2")).json()
             assert (one["total"], one["pages"], len(one["prs"])) == (4, 4, 1)
