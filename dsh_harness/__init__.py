@@ -41,11 +41,13 @@ from .storage import (
     Table,
     Transaction,
 )
+from .storage.fence import OPEN_FENCE, Fence, FencedOut, LeaseFence, stop_point
 from .storage.leases import Lease, LeaseLost, Leases, Replica
 from .validation import error_lines, format_loc
 from .web.serve import AsgiServer
 
 __all__ = [
+    "OPEN_FENCE",
     "Agent",
     "AgentError",
     "AgentWorld",
@@ -57,9 +59,12 @@ __all__ = [
     "Domain",
     "DomainSpec",
     "DshError",
+    "Fence",
+    "FencedOut",
     "Harness",
     "LLMError",
     "Lease",
+    "LeaseFence",
     "LeaseLost",
     "Leases",
     "LoadedConfig",
@@ -87,4 +92,5 @@ __all__ = [
     "hookimpl",
     "load_config",
     "parse_config",
+    "stop_point",
 ]

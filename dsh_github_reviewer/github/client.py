@@ -25,6 +25,8 @@ from urllib.parse import quote
 import httpx2
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from dsh_harness import OPEN_FENCE, Fence, stop_point
+
 from .auth import fingerprint
 from .errors import (
     BadCredentials,
@@ -90,6 +92,14 @@ class Counters:
 
 
 class GitHubClient:
+    """The REST and GraphQL client of one account. A PR's work uses ``fenced(fence)``: the same
+    client whose every write (POST, PATCH, PUT, DELETE, a GraphQL mutation) first proves the
+    PR's lease (``Fence.check``) just before it is sent; the account's client itself writes
+    unfenced (``OPEN_FENCE``: one process, CI)."""
+
+    #: Proven before every write (see the class doc).
+    fence: Fence = OPEN_FENCE
+
     def __init__(self, api_url: str, auth: TokenSource, http: httpx2.AsyncClient, *,
                  page_cap: int = DEFAULT_PAGE_CAP, clock: Callable[[], float] = time.time):
         self.api_url = api_url.rstrip("/")
@@ -106,6 +116,11 @@ class GitHubClient:
         self.blocked_until = 0.0
         self.counters = Counters()
 
+    def fenced(self, fence: Fence) -> GitHubClient:
+        """This client, its writes fenced by ``fence`` (a PR's lease); caches, rate-limit
+        state and counters stay shared with the account's client."""
+        return FencedClient(self, fence)
+
     # -- transport ------------------------------------------------------------------------
 
     def url(self, path: str) -> str:
@@ -113,7 +128,8 @@ class GitHubClient:
 
     async def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
                       json: Any = None, accept: str = "application/vnd.github+json",
-                      conditional: bool | None = None) -> Response:
+                      conditional: bool | None = None, write: bool | None = None) -> Response:
+        """``write`` (default: any method but GET) proves the fence right before sending."""
         wait = self.blocked_until - self.clock()
         if wait > 0:
             raise RateLimited(f"GitHub rate limit: waiting {wait:.0f} s more before calling",
@@ -128,6 +144,11 @@ class GitHubClient:
         cached = cache.get(cache_key) if conditional else None
         if cached:
             headers["If-None-Match"] = cached[0]
+        if method != "GET" if write is None else write:
+            # As close to the send as the client gets: what remains is the request's transit
+            # (docs/deploy.en.md, "Replicas": the fencing window).
+            await self.fence.check(f"{method} {path}")
+        stop_point(f"github:{method} {path}")
         try:
             resp = await self.http.request(method, url, params=params, json=json,
                                            headers=headers)
@@ -388,7 +409,8 @@ class GitHubClient:
     async def graphql(self, query: str, variables: dict[str, Any]) -> Any:
         """One GraphQL query; GraphQL errors (HTTP 200 with ``errors``) raise ``GitHubError``."""
         resp = await self.request("POST", self.graphql_url(),
-                                  json={"query": query, "variables": variables})
+                                  json={"query": query, "variables": variables},
+                                  write=query.lstrip().startswith("mutation"))
         data = resp.data if isinstance(resp.data, dict) else {}
         if data.get("errors"):
             first = data["errors"][0]
@@ -531,6 +553,25 @@ class PullChanges:
     unchanged: bool = False
     newest: datetime | None = None
     reached: bool = True
+
+
+class FencedClient(GitHubClient):
+    """``GitHubClient.fenced``: the account's client seen through one PR's fence. Every
+    attribute but the fence is the account client's (read and written through), so the
+    methods run unchanged with this object as ``self`` and their writes meet the fence."""
+
+    def __init__(self, root: GitHubClient, fence: Fence):
+        object.__setattr__(self, "_root", root)
+        object.__setattr__(self, "fence", fence)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._root, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._root, name, value)
+
+    def fenced(self, fence: Fence) -> GitHubClient:
+        return FencedClient(self._root, fence)
 
 
 def _updated(item: Any) -> datetime:

@@ -47,12 +47,16 @@ class SingleReviewer:
         inputs = WorldInputs(instructions, await self.models.resolve())
         meta = {"plugin": "dsh-github-reviewer", "account": acct.key,
                 "owner": key.owner, "repo": key.repo, "number": key.number, "url": pr.html_url}
-        agent = await self.harness.agents.get_or_open(key.session_id, meta=meta, inputs=inputs)
+        # The PR lease's fence (replicas) guards the session's appends as it guards the writes.
+        fence = acct.client.fence
+        agent = await self.harness.agents.get_or_open(key.session_id, meta=meta, inputs=inputs,
+                                                      fence=fence)
         wanted = system_prompt(instructions)
         if agent.world.system_prompt != wanted and not agent.busy:
             # The trusted instructions changed: a new world (one prefix-cache miss, then stable).
             await self.harness.agents.evict(key.session_id)
-            agent = await self.harness.agents.resume(key.session_id, inputs=inputs)
+            agent = await self.harness.agents.resume(key.session_id, inputs=inputs,
+                                                     fence=fence)
         return agent
 
     async def _turn(self, acct: ConnectedAccount, pr: PullRequest, flow: str, trigger: str,

@@ -3,10 +3,13 @@ account's reviewer (the single reviewer or the team, behind one interface), and 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
+
+from dsh_harness import Fence
 
 from ..core.clock import utcnow
 from .pause import AccountPause
@@ -36,6 +39,18 @@ class WorkContext:
     @property
     def client(self) -> GitHubClient:
         return self.acct.client
+
+    @property
+    def fence(self) -> Fence:
+        """The PR lease's fence this context's writes prove (``fenced``)."""
+        return self.acct.client.fence
+
+    def fenced(self, fence: Fence) -> WorkContext:
+        """This context for one PR's run under its lease: the account seen through a client
+        whose every GitHub write proves ``fence`` first; the reviewers hand the same fence to
+        the PR's sessions (``acct.client.fence``), so their appends prove it too."""
+        acct = dataclasses.replace(self.acct, client=self.acct.client.fenced(fence))
+        return dataclasses.replace(self, acct=acct)
 
 
 def repo_of(key: str) -> tuple[str, str, int]:

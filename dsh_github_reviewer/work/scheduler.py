@@ -16,13 +16,17 @@ adds its own capacity until the account's cap is reached.
 stays recorded and resumes at the next start.
 
 Replicas (several ``dsh run`` on one shared database): a PR's work runs under the lease
-``pr:<key>`` (``harness.leases``), renewed every third of ``lease_ttl_s`` while it runs; its
-storage writes are fenced by the lease's token. A PR whose lease another replica holds waits
-here until about when that lease would expire. A replica that cannot renew (the lease was taken
-over after it expired: a pause, a partition) cancels that work at once; had it written late, the
-fencing token would have refused the write. A PR owed a review that finds every turn of its
-process taken lets its lease go at once (``NoRoom``) and waits in ``lane.waiting`` until a turn
-here ends, so a replica with free turns takes it: one replica never sits on every PR's lease.
+``pr:<key>`` (``harness.leases``), renewed every third of ``lease_ttl_s`` while it runs. The
+work is given the lease's ``LeaseFence``: its storage writes check the token in their
+transaction, and every GitHub write and session append first proves the lease (a local
+monotonic deadline, then the token in the database), so a replica resumed after a pause writes
+nothing once its lease is gone. A PR whose lease another replica holds waits here until about
+when that lease would expire. Once the fence learns the lease is lost (the keeper cannot renew
+it, or a write was refused) it logs that once and the work is cancelled at once; the PR is held
+here, never retried by this replica while the new holder works on it.
+A PR owed a review that finds every turn of its process taken lets its lease go at once
+(``NoRoom``) and waits in ``lane.waiting`` until a turn here ends, so a replica with free
+turns takes it: one replica never sits on every PR's lease.
 A PR found leased elsewhere is held back (``lane.elsewhere``) and tried again when a turn here
 ends with nothing waiting, so work let go by a busy replica moves to an idle one.
 """
@@ -37,7 +41,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from dsh_harness import Lease, LeaseLost, Leases
+from dsh_harness import OPEN_FENCE, Fence, Lease, LeaseFence, LeaseLost, Leases
 
 from ..core.clock import utcnow
 from ..core.failures import log_failure
@@ -82,6 +86,8 @@ class AccountLane:
     # Replicas: PRs held back because another replica held their lease; a turn of this process
     # that ends with nothing waiting here tries them again (another replica may have let them go).
     elsewhere: set[str] = field(default_factory=set)
+    # Replicas: the lease fence of each PR whose work runs here (its reactions share it).
+    fences: dict[str, Fence] = field(default_factory=dict)
 
 
 class NoRoom(Exception):
@@ -221,10 +227,12 @@ class Scheduler:
         while lane.dirty:
             key = lane.dirty.pop()
             rec = await lane.store.pr(key)
-            if key in lane.running and rec is not None and rec.reactions \
-                    and key not in lane.acks:
-                # The PR's work is busy (a long review): acknowledge the new command now.
-                lane.acks[key] = asyncio.create_task(self._acknowledge(lane, key),
+            fence = lane.fences.get(key, OPEN_FENCE if self.leases is None else None)
+            if fence is not None and key in lane.running and rec is not None \
+                    and rec.reactions and key not in lane.acks:
+                # The PR's work is busy (a long review): acknowledge the new command now,
+                # under the work's lease (a PR still taking its lease is acknowledged by it).
+                lane.acks[key] = asyncio.create_task(self._acknowledge(lane, key, fence),
                                                      name=f"ack:{key}")
             if key in lane.waiting and (rec is None or rec.reactions):
                 # Waiting for a turn: a new command's reaction does not wait (the PR's run
@@ -258,9 +266,9 @@ class Scheduler:
             wait = min(((at - now).total_seconds() for at in waiting), default=None)
             await self._sleep(lane, None if wait is None else max(wait, 0.01))
 
-    async def _acknowledge(self, lane: AccountLane, key: str) -> None:
+    async def _acknowledge(self, lane: AccountLane, key: str, fence: Fence) -> None:
         try:
-            await lane.worker.acknowledge(key)
+            await lane.worker.acknowledge(key, fence)
         finally:
             lane.acks.pop(key, None)
             lane.changed.set()
@@ -283,9 +291,6 @@ class Scheduler:
             raise
         except NoRoom:
             lane.waiting[key] = None
-        except LeaseLost as exc:
-            log.warning("%s: another replica took this work over: %s", key, exc)
-            lane.held[key] = self.clock() + timedelta(seconds=self.lease_ttl_s)
         except Exception as exc:
             # Procedures record their own failures; reaching here means the store failed (a
             # local hiccup: no attempt is counted) or recording failed. Hold the PR for one
@@ -379,54 +384,71 @@ class Scheduler:
         held until about when that lease would expire) or the lease was lost mid-way."""
         assert self.leases is not None
         leases, ttl = self.leases, self.lease_ttl_s
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
         lease = await leases.acquire(f"pr:{key}", ttl)
         if lease is None:
             lane.held[key] = self.clock() + timedelta(seconds=ttl)
             lane.elsewhere.add(key)
             return False
         lane.elsewhere.discard(key)
-        lost = asyncio.Event()
-        with leases.fenced(lease):  # the work's task copies the fence with the context
-            work = asyncio.create_task(lane.worker.run(key), name=f"pr-work:{key}")
-        keeper = asyncio.create_task(self._keep(lease, work, lost), name=f"pr-lease:{key}")
+        work: asyncio.Task[None] | None = None
+
+        def stop_work() -> None:
+            # The fence learnt that the lease is lost. From the keeper (or a reaction task):
+            # cancel the work. From the work itself (a refused write), its ``FencedOut`` is
+            # already on its way up; a cancel would replace it mid-unwinding.
+            if work is not None and asyncio.current_task() is not work:
+                work.cancel()
+
+        fence = LeaseFence(leases, lease, ttl, granted_at=asked, clock=loop.time,
+                           on_lost=stop_work)
+        lane.fences[key] = fence
+        with leases.fenced(fence):  # the work's task copies the fence with the context
+            work = asyncio.create_task(lane.worker.run(key, fence), name=f"pr-work:{key}")
+        keeper = asyncio.create_task(self._keep(fence, work), name=f"pr-lease:{key}")
         try:
             await asyncio.shield(work)
         except asyncio.CancelledError:
-            if not lost.is_set():  # stop(): cancel the work itself too
+            if not fence.lost:  # stop(): cancel the work itself too
                 work.cancel()
                 await asyncio.gather(work, return_exceptions=True)
                 raise
-            log.warning("%s: the work lease was lost (taken over after it expired); this "
-                        "replica stopped the work", key)
-            lane.held[key] = self.clock() + timedelta(seconds=ttl)
-            return False
+        except LeaseLost as exc:  # a write refused before the fence knew: now it does
+            fence.lose(str(exc))
         finally:
+            lane.fences.pop(key, None)
             keeper.cancel()
             await asyncio.gather(keeper, return_exceptions=True)
-            if not lost.is_set():
-                try:
-                    await leases.release(lease)
-                except Exception as exc:  # it expires by itself
-                    log.warning("%s: cannot release the work lease: %s", key, exc)
+            try:  # (a lease taken over is not deleted: the token differs)
+                await leases.release(fence.lease)
+            except Exception as exc:  # it expires by itself
+                log.warning("%s: cannot release the work lease: %s", key, exc)
+        if fence.lost:
+            # The fence logged it once; the new holder does the work, this replica holds the
+            # PR until about when a lease would expire.
+            lane.held[key] = self.clock() + timedelta(seconds=ttl)
+            return False
         return True
 
-    async def _keep(self, lease: Lease, work: asyncio.Task[None], lost: asyncio.Event) -> None:
-        """Renew the lease while the work runs; cancel the work once it cannot be renewed."""
+    async def _keep(self, fence: LeaseFence, work: asyncio.Task[None]) -> None:
+        """Renew the lease while the work runs; once it cannot be renewed the fence is lost
+        (which cancels the work)."""
         assert self.leases is not None
         loop = asyncio.get_running_loop()
         ttl = self.lease_ttl_s
-        expires = loop.time() + ttl
         while not work.done():
             await asyncio.sleep(ttl / 3)
+            asked = loop.time()
             try:
-                renewed = await self.leases.renew(lease, ttl)
+                renewed = await self.leases.renew(fence.lease, ttl)
             except Exception as exc:  # database away: still ours until it would expire
-                log.warning("%s: cannot renew the work lease: %s", lease.name, exc)
-                if loop.time() < expires - ttl / 6:
+                log.warning("%s: cannot renew the work lease: %s", fence.lease.name, exc)
+                if loop.time() < fence.deadline - ttl / 6:
                     continue
-                renewed = None
-            if renewed is None:
-                lost.set()
-                work.cancel()
+                fence.lose("the work lease could not be renewed before it expired")
                 return
-            expires = loop.time() + ttl
+            if renewed is None:
+                fence.lose("the work lease was taken over after it expired")
+                return
+            fence.renewed(renewed, asked)

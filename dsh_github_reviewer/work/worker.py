@@ -9,6 +9,8 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
 
+from dsh_harness import OPEN_FENCE, Fence, FencedOut
+
 from ..core.failures import local_failure
 from ..core.triggers import Trigger
 from ..github.errors import BadCredentials, GitHubError, RateLimited
@@ -48,9 +50,17 @@ class PrWorker:
         # A paused account (rejected credentials) runs nothing before the pause ends.
         return due if due is None or paused is None else max(due, paused)
 
-    async def run(self, key: str) -> None:
+    def fenced(self, fence: Fence) -> PrWorker:
+        """This worker for one PR's run under its lease: every GitHub write and session append
+        of the run proves ``fence`` first (``WorkContext.fenced``)."""
+        if fence is OPEN_FENCE:
+            return self
+        return PrWorker(self.ctx.fenced(fence), self.review_slot, self.chat_slot)
+
+    async def run(self, key: str, fence: Fence = OPEN_FENCE) -> None:
+        worker = self.fenced(fence)
         for _ in range(MAX_STEPS):
-            if not await self.step(key):
+            if not await worker.step(key):
                 return
         log.warning("%s: %d work steps in one run; yielding", key, MAX_STEPS)
 
@@ -99,10 +109,13 @@ class PrWorker:
                 return True
         return False
 
-    async def acknowledge(self, key: str) -> None:
-        """Add owed reactions while the PR's ordered work is busy (a long review)."""
+    async def acknowledge(self, key: str, fence: Fence = OPEN_FENCE) -> None:
+        """Add owed reactions while the PR's ordered work is busy (a long review), under the
+        same lease (``fence``) as that work."""
         try:
-            await reactions.add_owed(self.ctx, key)
+            await reactions.add_owed(self.fenced(fence).ctx, key)
+        except FencedOut:
+            pass  # the lease is lost: its fence said so once; the new holder adds them
         except Exception as exc:
             log.warning("%s: reactions not added yet: %s", key, short_error(exc))
 

@@ -36,6 +36,7 @@ from ..sessions.events import (
 from ..sessions.history import failed_attempts
 from ..sessions.log import Session, SessionWriteError
 from ..sessions.transcript import encode
+from ..storage.fence import FencedOut
 from . import compaction
 from .pipeline import execute
 from .world import AgentWorld, BudgetExhausted, Tool, ToolContext
@@ -244,9 +245,10 @@ class Agent:
                 reason, error = "interrupted", "the harness stopped during the turn"
             else:
                 reason, error = "aborted", "cancelled"
-        except (LLMError, SessionWriteError) as exc:
+        except (LLMError, SessionWriteError, FencedOut) as exc:
+            # (A fenced write was logged once by its fence; the turn's end is refused too.)
             reason, error = "error", str(exc)
-            failure = "storage" if isinstance(exc, SessionWriteError) else getattr(
+            failure = "storage" if isinstance(exc, (SessionWriteError, FencedOut)) else getattr(
                 exc, "kind", None)
         except Exception as exc:
             log.exception("turn %d of %s failed", turn, session.id)

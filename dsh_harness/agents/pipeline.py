@@ -1,7 +1,9 @@
 """The tool execution pipeline: lookup, argument parsing, budget, timeout, result cap.
 
 Every failure becomes a tool result with the error flag, so the model can correct itself and
-the turn goes on; nothing here raises into the agent loop except cancellation.
+the turn goes on; nothing here raises into the agent loop except cancellation and a fenced
+write (``FencedOut``: the process lost the work's lease, so the turn stops at once instead of
+asking the model to try again).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import logging
 from dataclasses import dataclass
 
 from ..sessions.events import ToolCall
+from ..storage.fence import FencedOut
 from .world import Tool, ToolContext, ToolRejected, ToolText
 
 log = logging.getLogger(__name__)
@@ -51,7 +54,7 @@ async def execute(tools: dict[str, Tool], call: ToolCall, ctx: ToolContext,
         return ToolOutcome(cap(str(exc), result_limit), True, exc.note or "rejected")
     except TimeoutError:
         return ToolOutcome(f"tool {call.name} timed out after {timeout_s:g}s", True, "timeout")
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, FencedOut):
         raise
     except Exception as exc:
         log.warning("tool %s failed: %s: %s", call.name, type(exc).__name__, exc)

@@ -25,6 +25,7 @@ from ..redact import Redactor
 from ..sessions.events import TitleSet
 from ..sessions.log import Session
 from ..sessions.service import SessionService
+from ..storage.fence import Fence
 from .agent import Agent, AgentDeps
 from .world import AgentWorld, Tool
 
@@ -33,6 +34,10 @@ log = logging.getLogger(__name__)
 
 class AgentError(DshError):
     pass
+
+
+def _fenced(fence: Fence | None) -> dict[str, Fence]:
+    return {} if fence is None else {"fence": fence}
 
 
 class _OpeningLock:
@@ -80,43 +85,50 @@ class AgentService:
         return list(self._live.values())
 
     async def create(self, session_id: str, meta: dict[str, Any] | None = None, *,
-                     inputs: Any = None) -> Agent:
+                     inputs: Any = None, fence: Fence | None = None) -> Agent:
         async with self._lock(session_id):
             if session_id in self._live or await self.harness.sessions.exists(session_id):
                 raise AgentError(f"session {session_id!r} already exists; resume it instead")
-            session = await self.harness.sessions.create(session_id, meta or {})
+            session = await self.harness.sessions.create(session_id, meta or {},
+                                                         **_fenced(fence))
             return await self._start(session, inputs)
 
-    async def resume(self, session_id: str, *, inputs: Any = None) -> Agent:
+    async def resume(self, session_id: str, *, inputs: Any = None,
+                     fence: Fence | None = None) -> Agent:
         async with self._lock(session_id):
-            if await self._usable(session_id):
+            if await self._usable(session_id, fence):
                 return self._live[session_id]
-            session = await self.harness.sessions.resume(session_id)
+            session = await self.harness.sessions.resume(session_id, **_fenced(fence))
             return await self._start(session, inputs)
 
     async def get_or_open(self, session_id: str, meta: dict[str, Any] | None = None, *,
-                          inputs: Any = None) -> Agent:
+                          inputs: Any = None, fence: Fence | None = None) -> Agent:
         """The live agent, else the resumed session, else a new one.
 
         ``inputs`` go to ``dsh_agent_world`` when the agent is created or resumed here; a live
         agent keeps the world it was opened with (evict it first to rebuild the world).
+        ``fence`` (the caller's lease fence, with replicas) guards every append from here on,
+        a live agent's too.
         """
         async with self._lock(session_id):
-            if await self._usable(session_id):
+            if await self._usable(session_id, fence):
                 return self._live[session_id]
             if await self.harness.sessions.exists(session_id):
-                session = await self.harness.sessions.resume(session_id)
+                session = await self.harness.sessions.resume(session_id, **_fenced(fence))
             else:
-                session = await self.harness.sessions.create(session_id, meta or {})
+                session = await self.harness.sessions.create(session_id, meta or {},
+                                                             **_fenced(fence))
             return await self._start(session, inputs)
 
-    async def _usable(self, session_id: str) -> bool:
+    async def _usable(self, session_id: str, fence: Fence | None = None) -> bool:
         """Whether the live agent can take turns; an idle one whose log write failed is
         dropped so the session is loaded again (which cuts a torn line off the log)."""
         agent = self._live.get(session_id)
         if agent is None:
             return False
         if agent.session.broken is None or agent.busy:
+            if fence is not None:
+                agent.session.fence = fence
             return True
         log.warning("session %s: reloading after a failed log write (%s)", session_id,
                     agent.session.broken)

@@ -15,6 +15,9 @@ def dsh_register_session_stores(register, config):
             raise SessionLogError('sessions.dsn: the postgres session store needs a database '
                                   'URL: set sessions.dsn or storage.dsn, e.g. '
                                   'dsn = "${DSH_DATABASE_URL}"')
-        return PostgresSessionStore(dsn.get_secret_value())
+        # The storage's leases are in this database when both use the same one.
+        here = (config.storage.backend == "postgres" and config.storage.dsn is not None
+                and dsn.get_secret_value() == config.storage.dsn.get_secret_value())
+        return PostgresSessionStore(dsn.get_secret_value(), leases_here=here)
 
     register("postgres", factory)

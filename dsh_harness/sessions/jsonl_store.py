@@ -19,9 +19,10 @@ from urllib.parse import quote, unquote
 from pydantic import ValidationError
 
 from ..errors import DshError
+from ..storage.fence import OPEN_FENCE, Fence
 from ..storage.json_backend import atomic_write
 from .events import EVENT_ADAPTER, SessionHeader
-from .store import LoadedLog, SessionStore
+from .store import LoadedLog, SessionStore, StaleAppend
 
 SUFFIX = ".jsonl"
 
@@ -228,15 +229,22 @@ class JsonlSessionStore(SessionStore):
             self._fds[session_id] = fd
         return fd
 
-    async def append(self, session_id: str, events: list) -> None:
+    async def append(self, session_id: str, events: list, *, expected: int | None = None,
+                     fence: Fence = OPEN_FENCE) -> None:
         if not events:
             return
+        fence.alive(f"appending to session {session_id!r}")
+        known = self._ends.get(session_id)
+        if expected is not None and known is not None and known[1] != expected:
+            # One process owns the files (the home lock): only another writer object of this
+            # process (e.g. an agent evicted while it still wrote) can have appended since.
+            raise StaleAppend(f"session {session_id!r}: the log has {known[1]} lines, the "
+                              f"writer has seen {expected}; the append was refused")
         data = b"".join(dump_line(e) for e in events)
         fd = self._fd(session_id)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        known = self._ends.get(session_id)
         if known is not None:
             self._ends[session_id] = (known[0] + len(data), known[1] + len(events))
 

@@ -6,9 +6,11 @@ date as events arrive, so a turn costs O(new events), not a walk of the whole hi
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StorageError
+from ..storage.fence import OPEN_FENCE, Fence, FencedOut, stop_point
 from .events import (
     AssistantMessage,
     EventBase,
@@ -26,6 +28,8 @@ from .transcript import Transcript
 if TYPE_CHECKING:
     from ..redact import Redactor
 
+log = logging.getLogger(__name__)
+
 
 class SessionWriteError(StorageError):
     """Appending to a session log failed; the turn that was writing fails at once. A storage
@@ -33,11 +37,19 @@ class SessionWriteError(StorageError):
     hold it on this too."""
 
 
+class SessionFenced(SessionWriteError, FencedOut):
+    """An append was refused because its writer is stale (its lease is lost, or the log
+    moved on since it last saw it): the turn stops, the session stays as the holder wrote it."""
+
+
 class Session:
     def __init__(self, store: SessionStore, header: SessionHeader, events: list[Any],
-                 redactor: Redactor | None = None):
+                 redactor: Redactor | None = None, fence: Fence = OPEN_FENCE):
         self.store, self.header, self.events = store, header, []
         self.redactor = redactor
+        # The writer's lease fence (replicas): every append carries it and the writer's view
+        # of the log (``position``), so a stale writer's append is refused.
+        self.fence = fence
         # Why the log cannot be appended to any more (a failed write), or None.
         self.broken: str | None = None
         self._title: tuple[str | None, bool] = (None, False)
@@ -68,6 +80,11 @@ class Session:
         return self.header.id
 
     @property
+    def position(self) -> int:
+        """Lines of the log this writer has seen: the header and every event."""
+        return 1 + len(self.events)
+
+    @property
     def next_seq(self) -> int:
         return self.events[-1].seq + 1 if self.events else 1
 
@@ -85,8 +102,14 @@ class Session:
             # redacted bytes (a prefix-cache hit), and no logged event is rewritten later.
             fields = {k: self.redactor.deep(v) for k, v in fields.items()}
         event = cls(seq=self.next_seq, at=utcnow(), **fields)
+        stop_point(f"session-append:{event.type}")
         try:
-            await self.store.append(self.id, [event])
+            await self.store.append(self.id, [event], expected=self.position, fence=self.fence)
+        except FencedOut as exc:
+            self.broken = f"a stale writer's append was refused: {exc}"
+            if not self.fence.lose(str(exc)) and not self.fence.lost:
+                log.warning("session %s: %s", self.id, self.broken)  # else the fence said it
+            raise SessionFenced(f"session {self.id!r}: {self.broken}") from exc
         except Exception as exc:
             raise self._broke("writing", exc) from exc
         self._apply(event)

@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import StorageError
+from ..storage.fence import OPEN_FENCE, Fence
 from ..storage.postgres import LazyPool, describe, error_text, is_driver_error, prepare_schema
+from ..storage.postgres_backend import check_fence
 from .events import SessionHeader
 from .jsonl_store import SessionLogError, _parse, dump_line, file_name
-from .store import LoadedLog, SessionStore
+from .store import LoadedLog, SessionStore, StaleAppend
 
 LAYOUT_VERSION = 1
 # Arbitrary constant ("dsh" + 2): the advisory lock under which the schema is created.
@@ -57,8 +59,12 @@ class PostgresSessionStore(SessionStore):
     name = "postgres"
     shared = True
 
-    def __init__(self, dsn: str):
+    def __init__(self, dsn: str, *, leases_here: bool = False):
         self._dsn = dsn
+        # The storage backend's leases live in this database (the same DSN): an append checks
+        # the writer's fencing token inside its own transaction. Otherwise it asks the fence
+        # (a renewal on the storage database) just before.
+        self.leases_here = leases_here
         self.where = describe(dsn)
         self._pools = LazyPool(dsn, "dsh-sessions", lambda conn: _prepare(conn, self.where))
         # Per session opened for writing: the PgMark of what this process knows.
@@ -155,20 +161,35 @@ class PostgresSessionStore(SessionStore):
             self._known[session_id] = PgMark(head.generation, head.lines, head.offset)
         return parsed.events
 
-    async def append(self, session_id: str, events: list) -> None:
+    async def append(self, session_id: str, events: list, *, expected: int | None = None,
+                     fence: Fence = OPEN_FENCE) -> None:
         if not events:
             return
+        what = f"appending to {self._label(session_id)}"
+        fence.alive(what)
+        in_tx = fence.lease is not None and self.leases_here
+        if fence.lease is not None and not in_tx:
+            await fence.check(what)
         lines = [dump_line(e) for e in events]
         size = sum(len(line) for line in lines)
         async with self._conn() as conn, conn.transaction():
-            # The row lock taken here orders concurrent appenders; sequences never collide.
+            if in_tx:
+                await check_fence(conn, fence, what)
+            # The row lock taken here orders concurrent appenders; sequences never collide;
+            # with ``expected`` a writer whose view is out of date changes nothing.
             cur = await conn.execute(
                 "UPDATE dsh_sessions SET lines = lines + %s, bytes = bytes + %s, "
-                "updated_at = now() WHERE id = %s RETURNING generation, lines, bytes",
-                (len(lines), size, session_id))
+                "updated_at = now() WHERE id = %s AND (%s::int IS NULL OR lines = %s::int) "
+                "RETURNING generation, lines, bytes",
+                (len(lines), size, session_id, expected, expected))
             row = await cur.fetchone()
             if row is None:
-                raise SessionLogError(f"{self._label(session_id)} not found")
+                head = await self._head(conn, session_id)
+                if head is None:
+                    raise SessionLogError(f"{self._label(session_id)} not found")
+                raise StaleAppend(f"{self._label(session_id)}: the log has {head.lines} "
+                                  f"lines, the writer has seen {expected}; the append was "
+                                  "refused")
             generation, total_lines, total_bytes = int(row[0]), int(row[1]), int(row[2])
             seq, start = total_lines - len(lines), total_bytes - size
             rows = []

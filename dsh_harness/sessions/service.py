@@ -6,6 +6,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DshError
+from ..storage.fence import OPEN_FENCE, Fence
 from .events import Compaction, SessionHeader, utcnow
 from .history import latest_compaction
 from .jsonl_store import dump_line
@@ -33,15 +34,17 @@ class SessionService:
     async def exists(self, session_id: str) -> bool:
         return await self.store.exists(session_id)
 
-    async def create(self, session_id: str, meta: dict[str, Any]) -> Session:
+    async def create(self, session_id: str, meta: dict[str, Any], *,
+                     fence: Fence = OPEN_FENCE) -> Session:
         if self.redactor:
             meta = self.redactor.deep(meta)
         header = SessionHeader(id=session_id, created_at=utcnow(), meta=meta)
         await self.store.create(header)
-        return Session(self.store, header, [], self.redactor)
+        return Session(self.store, header, [], self.redactor, fence)
 
-    async def resume(self, session_id: str) -> Session:
-        """Load for writing: cut a torn tail, close a turn a crash left open.
+    async def resume(self, session_id: str, *, fence: Fence = OPEN_FENCE) -> Session:
+        """Load for writing: cut a torn tail, close a turn a crash left open. Every append
+        from here on carries ``fence`` (the writer's lease, with replicas).
 
         A session released earlier by this process is taken back from memory with only the
         events appended since (checked by the store's mark); otherwise the log is read whole.
@@ -50,6 +53,7 @@ class SessionService:
         if session is None:
             loaded = await self.store.load(session_id, repair=True)
             session = Session(self.store, loaded.header, loaded.events, self.redactor)
+        session.fence = fence
         await session.close_open_turn("interrupted", "the process stopped during this turn")
         return session
 

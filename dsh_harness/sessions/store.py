@@ -6,7 +6,14 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 from ..errors import DshError
+from ..storage.fence import OPEN_FENCE, Fence, FencedOut
 from .events import SessionHeader
+
+
+class StaleAppend(FencedOut):
+    """An append from a writer whose view of the log is out of date: the log holds more (or
+    fewer) lines than the writer has seen, because another writer appended since (a replica
+    that lost the session's lease writing after the new holder). Refused, never retried."""
 
 
 @dataclass
@@ -38,8 +45,16 @@ class SessionStore(ABC):
         """Read a log. ``repair`` (only when resuming) cuts a torn final line off the file."""
 
     @abstractmethod
-    async def append(self, session_id: str, events: list) -> None:
-        """Hand events to the OS (they survive a process kill); durable after ``flush``."""
+    async def append(self, session_id: str, events: list, *, expected: int | None = None,
+                     fence: Fence = OPEN_FENCE) -> None:
+        """Hand events to the OS (they survive a process kill); durable after ``flush``.
+
+        Optimistic concurrency: ``expected`` is how many lines (header included) the writer
+        has seen in the log; a log that holds another count refuses the append
+        (``StaleAppend``). ``fence`` is the writer's lease fence, checked before the append
+        (and inside its transaction where the lease lives in the same database): a stale
+        writer's append is refused (``FencedOut``). Stores check ``expected`` where they know
+        the log's length (a log opened for writing)."""
 
     @abstractmethod
     async def flush(self, session_id: str) -> None: ...

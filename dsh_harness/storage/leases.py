@@ -52,9 +52,9 @@ class Replica:
     info: dict[str, Any]
 
 
-# The lease whose token guards the storage writes of the current task (and the tasks it
-# starts): set by ``Leases.fenced``.
-FENCE: contextvars.ContextVar[Lease | None] = contextvars.ContextVar("dsh_fence", default=None)
+# The fence (``fence.Fence``: the lease whose token guards the storage writes, and its local
+# deadline) of the current task and the tasks it starts: set by ``Leases.fenced``.
+FENCE: contextvars.ContextVar[Any] = contextvars.ContextVar("dsh_fence", default=None)
 
 
 def new_replica_id() -> str:
@@ -101,8 +101,10 @@ class Leases(ABC):
         """Forget this replica (clean shutdown)."""
 
     @contextmanager
-    def fenced(self, lease: Lease) -> Iterator[None]:
-        token = FENCE.set(lease)
+    def fenced(self, fence: Any) -> Iterator[None]:
+        """Fence the storage writes of this task (and the tasks it starts) by ``fence``: a
+        ``Fence`` (token and local deadline) or a bare ``Lease`` (its token only)."""
+        token = FENCE.set(fence)
         try:
             yield
         finally:

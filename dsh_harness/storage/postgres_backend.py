@@ -22,7 +22,8 @@ from typing import Any
 
 from ..errors import StorageError
 from .base import DomainSpec, StorageBackend, StoredDomain, WriteOp
-from .leases import FENCE, Lease, LeaseLost, Leases, Replica
+from .fence import FencedOut, TokenFence
+from .leases import FENCE, Lease, Leases, Replica
 from .postgres import LazyPool, describe, error_text, is_driver_error, prepare_schema
 
 LAYOUT_VERSION = 1
@@ -145,8 +146,11 @@ class PostgresStoredDomain(StoredDomain):
         async with self._connection() as c, c.conn.transaction():
             await c.lock()
             fence = FENCE.get()
-            if fence is not None:
-                await _check_fence(c.conn, fence)
+            if isinstance(fence, Lease):  # ``fenced(lease)``: the token alone
+                fence = TokenFence(fence)
+            if fence is not None and fence.lease is not None:
+                fence.alive("a storage write")
+                await check_fence(c.conn, fence, "a storage write")
             yield _TxView(c)
 
     async def stored_version(self) -> int | None:
@@ -204,16 +208,19 @@ async def _prepare(conn: Any, where: str) -> None:
                          layout=LAYOUT_VERSION, what="storage", where=where, error=StorageError)
 
 
-async def _check_fence(conn: Any, lease: Lease) -> None:
-    """Inside a write's transaction: the lease must still hold the writer's token. FOR SHARE
-    keeps a takeover (an UPDATE of that row) waiting until this write has committed."""
+async def check_fence(conn: Any, fence: Any, what: str = "the write") -> None:
+    """Inside a write's transaction: the lease must still hold the writer's token (``fence``:
+    a ``fence.Fence`` with a lease). FOR SHARE keeps a takeover (an UPDATE of that row)
+    waiting until this write has committed. A refusal marks the fence lost."""
+    lease: Lease = fence.lease
     cur = await conn.execute("SELECT token FROM dsh_leases WHERE name = %s FOR SHARE",
                              (lease.name,))
     row = await cur.fetchone()
     if row is None or int(row[0]) != lease.token:
-        raise LeaseLost(f"lease {lease.name!r} with token {lease.token} is no longer held by "
-                        f"{lease.owner} (now: {'free' if row is None else f'token {row[0]}'}); "
-                        "the write was refused")
+        why = (f"lease {lease.name!r} with token {lease.token} is no longer held by "
+               f"{lease.owner} (now: {'free' if row is None else f'token {row[0]}'})")
+        fence.lose(why)
+        raise FencedOut(f"{why}; {what} was refused")
 
 
 class PostgresLeases(Leases):

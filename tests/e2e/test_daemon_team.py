@@ -121,10 +121,10 @@ async def test_a_persona_log_the_disk_refused_posts_no_incomplete_review(tmp_pat
     real = JsonlSessionStore.append
     full = {"on": True}
 
-    async def append(store, session_id, events):
+    async def append(store, session_id, events, **kw):
         if full["on"] and session_id.endswith(":security"):
             raise OSError(28, "No space left on device")
-        return await real(store, session_id, events)
+        return await real(store, session_id, events, **kw)
     monkeypatch.setattr(JsonlSessionStore, "append", append)
     build_shop(sandbox80)
     clock = Clock(sandbox80)

@@ -79,12 +79,12 @@ async def test_a_session_log_that_cannot_be_written_counts_no_attempt(tmp_path, 
     real = JsonlSessionStore.append
     state = {"appends": 0, "failed": 0}
 
-    async def append(store, session_id, events):
+    async def append(store, session_id, events, **kw):
         state["appends"] += 1
         if state["appends"] == 4 and not state["failed"]:   # inside the turn
             state["failed"] += 1
             raise OSError(28, "No space left on device")
-        return await real(store, session_id, events)
+        return await real(store, session_id, events, **kw)
     monkeypatch.setattr(JsonlSessionStore, "append", append)
     try:
         await dep.tick()

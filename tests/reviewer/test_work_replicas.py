@@ -42,7 +42,7 @@ class Worker:
     def due_at(self, rec):
         return None if rec is None else NOW
 
-    async def run(self, key):
+    async def run(self, key, fence=None):
         if key not in self.store.owed:
             return
         self.runs.append((self.replica, key))
@@ -103,7 +103,7 @@ class WritingWorker:
     def due_at(self, rec):
         return NOW
 
-    async def run(self, key):
+    async def run(self, key, fence=None):
         await self.domain.put("prs", key, Item(by=f"{self.replica}-first"))
         self.first_written.set()
         try:
@@ -220,7 +220,7 @@ class SlotWorker:
     def due_at(self, rec):
         return None if rec is None else NOW
 
-    async def run(self, key):
+    async def run(self, key, fence=None):
         if key not in self.store.owed:
             return
         async with self.review_slot():
@@ -265,7 +265,7 @@ class GatedSlotWorker:
     def due_at(self, rec):
         return None if rec is None else NOW
 
-    async def run(self, key):
+    async def run(self, key, fence=None):
         if key not in self.store.owed:
             return
         s = self.state

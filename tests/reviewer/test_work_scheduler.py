@@ -60,11 +60,11 @@ class Worker:
     def due_at(self, rec):
         return None if rec is None else rec.due
 
-    async def acknowledge(self, key):
+    async def acknowledge(self, key, fence=None):
         self.acknowledged.append(key)
         self.store.reactions.pop(key, None)
 
-    async def run(self, key):
+    async def run(self, key, fence=None):
         self.runs.append(key)
         async with self.review_slot():
             self.active += 1

@@ -157,7 +157,8 @@ class TeamReview:
                         "owner": key.owner, "repo": key.repo, "number": key.number,
                         "persona": key.persona, "url": pr.html_url}
                 agent = await self.harness.agents.get_or_open(
-                    sid, meta=meta, inputs=WorldInputs(instructions, model))
+                    sid, meta=meta, inputs=WorldInputs(instructions, model),
+                    fence=acct.client.fence)  # the PR lease's fence guards the appends
                 turn = GuardTurn(scope=scope_for(pr, flow, trigger), client=acct.client,
                                  runtime=acct.mcp, token=await acct.auth.token(),
                                  finalize_body=finalize,
