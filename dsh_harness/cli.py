@@ -226,6 +226,8 @@ async def cmd_sessions_copy(harness: Harness, args: argparse.Namespace) -> int:
         try:
             target = factories[args.target](harness.home)
             try:
+                if target.shared:
+                    await _refuse_live_replicas(harness, args.target)
                 report = await copy_sessions(source, target, ids=args.session_ids,
                                              force=args.force,
                                              backup_dir=harness.home / "backups" / "sessions",
@@ -245,6 +247,21 @@ async def cmd_sessions_copy(harness: Harness, args: argparse.Namespace) -> int:
         print(f"note: sessions.store is still {harness.config.sessions.store}; set it to "
               f"\"{args.target}\" to use the copy")
     return 0
+
+
+async def _refuse_live_replicas(harness: Harness, target: str) -> None:
+    """Replicas on other hosts write a shared store's logs; the home lock cannot see them."""
+    from .sessions.copy import LIVE_HEARTBEAT_S, live_writers
+
+    writers = await live_writers(harness.leases)
+    if writers:
+        shown = ", ".join(writers[:5]) + (f" and {len(writers) - 5} more"
+                                           if len(writers) > 5 else "")
+        raise DshError(f"sessions copy: {len(writers)} replica(s) are running on the "
+                       f"{target} store's database ({shown}: a heartbeat within "
+                       f"{LIVE_HEARTBEAT_S:.0f} s or a lease held) and write its session "
+                       "logs; stop every dsh run that uses it, then copy again; nothing "
+                       "was copied")
 
 
 def _event_line(e: Any) -> str:

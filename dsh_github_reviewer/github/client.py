@@ -144,11 +144,11 @@ class GitHubClient:
         cached = cache.get(cache_key) if conditional else None
         if cached:
             headers["If-None-Match"] = cached[0]
+        stop_point(f"github:{method} {path}")  # (the replica pause tests stop here)
         if method != "GET" if write is None else write:
             # As close to the send as the client gets: what remains is the request's transit
             # (docs/deploy.en.md, "Replicas": the fencing window).
             await self.fence.check(f"{method} {path}")
-        stop_point(f"github:{method} {path}")
         try:
             resp = await self.http.request(method, url, params=params, json=json,
                                            headers=headers)

@@ -329,6 +329,10 @@ class AccountPoller:
 
 
 def _expected(exc: Exception) -> bool:
+    """A failure whose message says it all (one log line, no traceback): GitHub's, or the
+    storage's (a database connection terminated mid-poll: the next tick recovers)."""
+    from dsh_harness import StorageError
+
     from ..github.errors import GitHubError
 
-    return isinstance(exc, GitHubError)
+    return isinstance(exc, (GitHubError, StorageError))

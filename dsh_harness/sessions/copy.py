@@ -7,14 +7,19 @@ for byte, so a copied session replays to the same request bytes. A target log th
 exactly those bytes, or a prefix of them (an earlier copy of a log that has grown since), is
 brought up to date; a target log that differs otherwise is replaced only with ``force``, after
 its bytes were saved to a backup file.
+
+A shared target (``postgres``) may be written by replicas on other hosts, which the home lock
+does not see: a copy onto it is refused while any replica is alive there (a recent heartbeat)
+or holds a lease (``live_writers``): their turns since would be replaced or mixed with the copy.
 """
 
 from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from ..storage.json_backend import atomic_write
 from .jsonl_store import SessionLogError, _parse, file_name
@@ -28,6 +33,22 @@ class SessionsCopyReport:
     replaced: list[str] = field(default_factory=list)  # differed; backed up, then replaced
     backups: Path | None = None
     dropped_tails: int = 0  # torn final lines left behind
+
+
+# A replica beats every 10 s (default_plugins/replicas.py): three missed beats and it is gone.
+LIVE_HEARTBEAT_S = 30.0
+
+
+async def live_writers(leases: Any) -> list[str]:
+    """The replicas that may be writing on the shared database now: a heartbeat within
+    ``LIVE_HEARTBEAT_S``, or an unexpired lease (``leases``: ``storage.leases.Leases``)."""
+    if not leases.shared:
+        return []
+    now = datetime.now(UTC)
+    alive = {r.id for r in await leases.replicas()
+             if now - r.heartbeat_at < timedelta(seconds=LIVE_HEARTBEAT_S)}
+    alive |= {lease.owner for lease in await leases.held("")}
+    return sorted(alive)
 
 
 async def _raw(store: SessionStore, session_id: str) -> bytes:

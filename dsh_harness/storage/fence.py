@@ -128,14 +128,23 @@ class LeaseFence(Fence):
 
 
 STOP_ENV = "DSH_TEST_STOP_AT"
+_stop_matches: dict[str, int] = {}
 
 
 def stop_point(name: str) -> None:
-    """Fault injection for the replica tests: a process whose ``DSH_TEST_STOP_AT`` holds a
-    glob matching ``name`` stops itself (SIGSTOP) there, once; the test resumes it (SIGCONT)
-    when it chooses. Without the variable (always, outside those tests) this does nothing."""
-    pattern = os.environ.get(STOP_ENV)
-    if pattern and fnmatchcase(name, pattern):
-        del os.environ[STOP_ENV]
-        log.warning("test stop point %r: stopping this process", name)
-        os.kill(os.getpid(), signal.SIGSTOP)
+    """Fault injection for the replica tests: a process whose ``DSH_TEST_STOP_AT`` holds
+    ``glob`` or ``glob#n`` stops itself (SIGSTOP) at the first (the n-th) point whose name
+    matches, once; the test resumes it (SIGCONT) when it chooses. Without the variable (always,
+    outside those tests) this does nothing."""
+    spec = os.environ.get(STOP_ENV)
+    if not spec:
+        return
+    pattern, _, nth = spec.partition("#")
+    if not fnmatchcase(name, pattern):
+        return
+    seen = _stop_matches[spec] = _stop_matches.get(spec, 0) + 1
+    if seen < int(nth or 1):
+        return
+    del os.environ[STOP_ENV]
+    log.warning("test stop point %r: stopping this process", name)
+    os.kill(os.getpid(), signal.SIGSTOP)

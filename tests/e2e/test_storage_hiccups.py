@@ -97,3 +97,35 @@ async def test_a_session_log_that_cannot_be_written_counts_no_attempt(tmp_path, 
         assert len(dep.reviews()) == 1 and (await dep.entry()).status == "reviewed"
     finally:
         await dep.stop()
+
+
+async def test_a_database_connection_lost_during_a_poll_is_one_log_line(tmp_path, sandbox80,
+                                                                        model, monkeypatch,
+                                                                        caplog):
+    """A terminated database connection while a repository is polled (issue 27 item 9): one
+    line naming the cause, no traceback, and the next tick polls again."""
+    import logging
+
+    from dsh_github_reviewer.sources.poll import AccountPoller
+
+    build_shop(sandbox80)
+    dep = await Deployment(tmp_path, sandbox80, model).start()
+    real = AccountPoller._poll_repo
+    state = {"failed": 0}
+
+    async def poll_repo(self, full, account, now):
+        if not state["failed"]:
+            state["failed"] += 1
+            raise StorageError("storage domain 'reviewer' on postgresql://db/dsh: "
+                               "terminating connection due to administrator command")
+        return await real(self, full, account, now)
+    monkeypatch.setattr(AccountPoller, "_poll_repo", poll_repo)
+    try:
+        with caplog.at_level(logging.INFO):
+            await dep.tick()
+        lines = [r for r in caplog.records if "administrator command" in r.getMessage()]
+        assert len(lines) == 1 and lines[0].exc_info is None, "one line, no traceback"
+        await dep.tick()
+        assert await dep.entry() is not None, "the next tick polled again"
+    finally:
+        await dep.stop()

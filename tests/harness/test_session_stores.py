@@ -383,3 +383,52 @@ def test_only_the_newest_session_backups_of_a_store_are_kept(tmp_path):
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == ["20261101T000000Z.jsonl",
                     *(f"202612{d:02d}T000000Z.postgres" for d in range(3, 8))]
+
+
+def test_cli_sessions_copy_onto_a_database_with_live_replicas_is_refused(tmp_path, pg_dsn,
+                                                                         capsys, monkeypatch):
+    """Replicas on other hosts write the shared store (the home lock cannot see them): a copy
+    with ``--force`` would replace the turns they wrote since; it is refused, naming them,
+    while one is alive (a recent heartbeat) or holds a lease."""
+    import asyncio
+
+    from dsh_harness import Harness, cli, parse_config
+    from dsh_harness.storage.postgres_backend import PostgresBackend
+
+    toml = f'home = "home"\n[storage]\nbackend = "postgres"\ndsn = "{pg_dsn}"\n'
+    loaded = parse_config(toml, "test.toml", tmp_path)
+    asyncio.run(_seed(JsonlSessionStore(tmp_path / "home" / "sessions"), 2))
+    monkeypatch.setattr(cli, "Harness", lambda _: Harness(loaded, load_entry_points=False))
+
+    async def replica(action: str) -> None:
+        backend = PostgresBackend(pg_dsn)
+        leases = backend.leases("db-host:4242:abc123")
+        try:
+            if action == "beat":
+                await leases.heartbeat()
+            elif action == "lease":
+                await leases.acquire("pr:demo:acme/shop#1", 60)
+            else:
+                await leases.retire()
+        finally:
+            await backend.close()
+
+    async def copied() -> list[str]:
+        store = PostgresSessionStore(pg_dsn)
+        try:
+            return await store.list_ids()
+        finally:
+            await store.close()
+
+    for action in ("beat", "lease"):
+        asyncio.run(replica(action))
+        assert cli.main(["sessions", "copy", "--from", "jsonl", "--to", "postgres",
+                         "--force"]) == 1
+        err = capsys.readouterr().err
+        assert "1 replica(s) are running on the postgres store's database " \
+               "(db-host:4242:abc123" in err and "nothing was copied" in err
+        assert asyncio.run(copied()) == []
+        asyncio.run(replica("retire"))
+    assert cli.main(["sessions", "copy", "--from", "jsonl", "--to", "postgres",
+                     "--force"]) == 0
+    assert len(asyncio.run(copied())) == 2

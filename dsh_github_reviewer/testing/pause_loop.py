@@ -1,0 +1,237 @@
+"""Replicas paused (SIGSTOP/SIGCONT) around their GitHub writes and session appends.
+
+A pause is placed deterministically: the replica is started with ``DSH_TEST_STOP_AT`` naming a
+stop point (``dsh_harness.stop_point``: ``github:<METHOD> <path>`` just before a request,
+``session-append:<event type>`` just before an append; ``#n`` = the n-th match) and stops
+itself there. The test waits until it is stopped, lets another replica take the lease over
+and finish the work, then resumes it (SIGCONT): a replica that lost its lease must write
+nothing more. Checked afterwards: no review, reply, reaction or summary twice (``kill_loop``'s
+invariants), and every session log well formed (``session_problems``: sequence numbers
+consecutive, every line inside its own turn), which a stale writer's lines break.
+
+Used by ``tests/e2e/test_replica_pauses.py`` (two pauses) and ``scripts/replica_loop.py
+--pauses N`` (the long loop, with SIGKILLs too)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dsh_harness.sessions.events import TurnEnd, TurnStart
+from dsh_harness.sessions.postgres_store import PostgresSessionStore
+
+from .deployment import Deployment
+from .kill_loop import LoopReport, _check
+from .sandbox import SandboxGitHub
+from .scenario import FEATURE, REPO, build_shop
+
+LEASE_TTL_S = 3.0
+POLL_INTERVAL_S = 1.0
+FENCED = b"this replica stops the work"
+
+# Where a replica stops itself: the read that precedes the review POST (the second GET of the
+# PR's reviews of a review run: the first is the check before the turn), each kind of write
+# just before it is sent, and session appends inside a turn.
+STOPS = {
+    "read-before-post": "github:GET repos/acme/shop/pulls/{n}/reviews#2",
+    "review-post": "github:POST repos/acme/shop/pulls/{n}/reviews",
+    "summary": "github:PATCH repos/acme/shop/issues/comments/*",
+    "reply-or-summary": "github:POST repos/acme/shop/issues/{n}/comments",
+    "reaction": "github:POST repos/acme/shop/issues/comments/*/reactions",
+    "append-assistant": "session-append:assistant_message",
+    "append-tool-result": "session-append:tool_result",
+    "append-turn-end": "session-append:turn_end",
+}
+
+
+@dataclass
+class PauseReport(LoopReport):
+    pauses: int = 0          # replicas that stopped at their point and were resumed later
+    not_reached: int = 0     # started with a stop point another replica's work made moot
+    fenced: int = 0          # resumed replicas that logged their lease lost
+    sessions: int = 0
+    stops: dict[str, int] = field(default_factory=dict)
+
+
+def spawn(config: Path, stop_at: str | None = None) -> subprocess.Popen:
+    """A ``dsh run`` replica (log: ``replica-NNN.log`` beside the config)."""
+    logs = sorted(config.parent.glob("replica-*.log"))
+    path = config.parent / f"replica-{len(logs):03d}.log"
+    env = {k: v for k, v in os.environ.items() if k != "DSH_TEST_STOP_AT"}
+    if stop_at:
+        env["DSH_TEST_STOP_AT"] = stop_at
+    with open(path, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "dsh_harness.cli", "--config",
+                                 str(config), "-v", "run"], cwd=config.parent, stdout=out,
+                                stderr=subprocess.STDOUT, env=env)
+    proc.log_path = path  # type: ignore[attr-defined]
+    return proc
+
+
+def stopped(proc: subprocess.Popen) -> bool:
+    try:
+        stat = Path(f"/proc/{proc.pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] == "T"
+
+
+def wait_for(what: str, cond: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+def log_of(proc: subprocess.Popen) -> bytes:
+    return proc.log_path.read_bytes()  # type: ignore[attr-defined]
+
+
+def settled(sb: SandboxGitHub, report: LoopReport) -> bool:
+    """Every PR's head reviewed and every /bot answered (what a finished replica leaves)."""
+    st = sb.state
+    for n in range(1, report.prs + 1):
+        head = st.pull(REPO, n).head_sha
+        if not any(r.commit_id == head for r in st.reviews_of(REPO, n)):
+            return False
+    bodies = [c.body for n in range(1, report.prs + 1) for c in st.issue_comments_of(REPO, n)]
+    return all(any(f"reply-to:{cid} -->" in b for b in bodies) for cid in report.bots)
+
+
+def pause_once(config: Path, sb: SandboxGitHub, report: PauseReport, procs: list, kind: str,
+               number: int, rng: random.Random, *, kill: bool = False,
+               reach_s: float = 60.0) -> bool:
+    """Start a replica alone (the others stop first, so it takes the work) that stops itself
+    at ``kind`` (for PR ``number``); once it has, start another that takes the lease over and
+    finishes the work (``kill``: SIGKILLed once on the way, then started again); then resume
+    the paused one, which must log its lease lost. False when it never reached the point."""
+    stop_all(procs)
+    proc = spawn(config, STOPS[kind].format(n=number))
+    procs.append(proc)
+    if not wait_for("the stop point", lambda: stopped(proc), reach_s):
+        report.not_reached += 1
+        return False
+    report.pauses += 1
+    report.stops[kind] = report.stops.get(kind, 0) + 1
+    other = spawn(config)
+    procs.append(other)
+    if kill:  # most likely inside its takeover: the lease expires after LEASE_TTL_S
+        wait_for("a moment", lambda: False, rng.uniform(LEASE_TTL_S, LEASE_TTL_S + 4))
+        other.kill()
+        other.wait()
+        report.kills += 1
+        procs.append(spawn(config))
+    if not wait_for("the work taken over", lambda: settled(sb, report), 90):
+        report.problems.append(f"{kind}: the work was not finished while a replica was "
+                               "paused")
+    proc.send_signal(signal.SIGCONT)
+    if wait_for("the fence", lambda: FENCED in log_of(proc), LEASE_TTL_S * 4):
+        report.fenced += 1
+    return True
+
+
+def session_problems(events: list, sid: str) -> list[str]:
+    """Lines a stale writer leaves: a sequence number out of order, a line outside its turn
+    (after that turn's end, or inside another turn)."""
+    problems, seq, open_turn = [], 0, None
+    for e in events:
+        if e.seq != seq + 1:
+            problems.append(f"{sid}: seq {e.seq} after {seq}")
+        seq = e.seq
+        turn = getattr(e, "turn", None)
+        if isinstance(e, TurnStart):
+            if open_turn is not None:
+                problems.append(f"{sid}: turn {e.turn} starts inside turn {open_turn}")
+            open_turn = e.turn
+        elif isinstance(e, TurnEnd):
+            if open_turn != e.turn:
+                problems.append(f"{sid}: end of turn {e.turn} while turn {open_turn} is open")
+            open_turn = None
+        elif turn is not None and turn != open_turn:
+            problems.append(f"{sid}: a {e.type} line of turn {turn} while turn {open_turn} "
+                            "is open")
+    return problems
+
+
+async def check_sessions(dsn: str, report: PauseReport) -> None:
+    store = PostgresSessionStore(dsn)
+    try:
+        for sid in await store.list_ids():
+            report.sessions += 1
+            report.problems += session_problems((await store.load(sid)).events, sid)
+    finally:
+        await store.close()
+
+
+def stop_all(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def event(sb: SandboxGitHub, report: LoopReport, rng: random.Random, step: int,
+          kind: str) -> int:
+    """A push (reviews, their reads and posts) or a /bot (reactions, replies) on a random PR,
+    whichever reaches the stop point ``kind``; returns the PR's number."""
+    number = rng.randint(1, report.prs)
+    bot = kind in ("reaction", "reply-or-summary") or (
+        kind.startswith("append") and rng.random() < 0.5)
+    if not bot:
+        sb.state.commit(REPO, f"feature-{number}",
+                        {"shop/cart.py": FEATURE["shop/cart.py"] + f"# pause {step}\n"},
+                        message=f"pause {step}")
+        report.pushes += 1
+    else:
+        report.bots.append(sb.state.add_issue_comment(REPO, number, "maintainer",
+                                                      f"/bot question {step}?").id)
+    return number
+
+
+def run_pause_loop(tmp: Path, sb: SandboxGitHub, model, dsn: str, *,
+                   kinds: list[str], prs: int = 1, pauses: int | None = None,
+                   kills: int = 0, seed: int = 5) -> PauseReport:
+    """Pause replicas at ``kinds`` in turn (``pauses`` of them, default one per kind), each
+    after a new event (the first: the PRs' first reviews); ``kills`` of the takeovers are
+    SIGKILLed once on the way. Then check every invariant."""
+    rng = random.Random(seed)
+    build_shop(sb, prs=prs)
+    toml_kw = {"poll_interval_s": POLL_INTERVAL_S, "dsn": dsn, "lease_ttl_s": LEASE_TTL_S}
+    config = Deployment(tmp, sb, model, **toml_kw).write_config()
+    report = PauseReport(prs=prs)
+    procs: list[subprocess.Popen] = []
+    total = pauses if pauses is not None else len(kinds)
+    kill_at = set(rng.sample(range(total), min(kills, total)))
+    try:
+        step = 0
+        while report.pauses < total and step < total * 2:
+            kind = kinds[step % len(kinds)]
+            if step == 0 and kind not in ("reaction", "reply-or-summary", "summary"):
+                number = 1  # the first review of PR 1
+            else:
+                number = event(sb, report, rng, step, kind)
+            pause_once(config, sb, report, procs, kind, number, rng, kill=step in kill_at)
+            step += 1
+        if not wait_for("the last work", lambda: settled(sb, report), 90):
+            report.problems.append("the last work was never finished")
+    finally:
+        stop_all(procs)
+    asyncio.run(_check(tmp, sb, model, report, **toml_kw))
+    asyncio.run(check_sessions(dsn, report))
+    return report

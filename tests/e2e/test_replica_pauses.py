@@ -1,0 +1,26 @@
+"""Replicas paused inside their work (issue 27 items 6 and 7): a replica stops itself
+(SIGSTOP) in the read that precedes its review POST, and another one mid-turn just before a
+session append; a second replica takes each lease over and finishes the work; resumed
+(SIGCONT), the stale replica writes nothing: no second review, summary, reply or reaction,
+and no line in the session its successor wrote. ``scripts/replica_loop.py --pauses 24``
+runs the long loop (every stop point, with SIGKILLs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsh_github_reviewer.testing.pause_loop import run_pause_loop
+from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
+from dsh_harness.testing import ScriptedModelServer
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_replica_resumed_after_losing_its_lease_changes_nothing(tmp_path, sandbox80, pg_dsn):
+    with ScriptedModelServer(policy=reviewer_policy) as model:
+        report = run_pause_loop(tmp_path, sandbox80, model, pg_dsn,
+                                kinds=["read-before-post", "append-assistant"])
+    assert report.problems == [], "\n".join(report.problems)
+    assert report.pauses == 2 and report.not_reached == 0, report.stops
+    assert report.fenced == 2, "each resumed replica logged its lease lost (once)"
+    assert report.reviews >= 2 and report.sessions >= 1
