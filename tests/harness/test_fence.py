@@ -86,7 +86,7 @@ async def test_a_resumed_process_sees_its_deadline_passed_without_asking(caplog)
 
 
 async def test_a_lease_taken_over_is_refused_by_the_synchronous_renewal():
-    leases, clock, fence, stopped = await held(ttl=10)
+    leases, _clock, fence, stopped = await held(ttl=10)
     del leases._leases["pr:1"]
     taken = await leases.acquire("pr:1", 10)  # another holder: a larger token
     assert taken.token > fence.lease.token
@@ -173,7 +173,7 @@ async def test_an_append_from_a_writer_whose_view_is_out_of_date_is_refused(stor
 async def test_an_append_whose_fence_expired_writes_nothing(store):
     from dsh_harness.sessions.events import UserMessage
 
-    leases, clock, fence, stopped = await held(ttl=10)
+    _leases, clock, fence, stopped = await held(ttl=10)
     h = header("test:fence:2")
     await store.create(h)
     session = Session(store, h, [], fence=fence)
