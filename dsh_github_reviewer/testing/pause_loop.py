@@ -15,6 +15,7 @@ Used by ``tests/e2e/test_replica_pauses.py`` (two pauses) and ``scripts/replica_
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import signal
@@ -24,9 +25,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from dsh_harness.sessions.events import TurnEnd, TurnStart
-from dsh_harness.sessions.postgres_store import PostgresSessionStore
 
 from .deployment import Deployment
 from .kill_loop import LoopReport, _check
@@ -140,37 +138,43 @@ def pause_once(config: Path, sb: SandboxGitHub, report: PauseReport, procs: list
     return True
 
 
-def session_problems(events: list, sid: str) -> list[str]:
-    """Lines a stale writer leaves: a sequence number out of order, a line outside its turn
-    (after that turn's end, or inside another turn)."""
+def session_problems(events: list[dict], sid: str) -> list[str]:
+    """Lines a stale writer leaves (``events``: a log's lines after its header, as JSON
+    objects): a sequence number out of order, a line outside its turn (after that turn's end,
+    or inside another turn)."""
     problems, seq, open_turn = [], 0, None
     for e in events:
-        if e.seq != seq + 1:
-            problems.append(f"{sid}: seq {e.seq} after {seq}")
-        seq = e.seq
-        turn = getattr(e, "turn", None)
-        if isinstance(e, TurnStart):
+        if e["seq"] != seq + 1:
+            problems.append(f"{sid}: seq {e['seq']} after {seq}")
+        seq = e["seq"]
+        turn = e.get("turn")
+        if e["type"] == "turn_start":
             if open_turn is not None:
-                problems.append(f"{sid}: turn {e.turn} starts inside turn {open_turn}")
-            open_turn = e.turn
-        elif isinstance(e, TurnEnd):
-            if open_turn != e.turn:
-                problems.append(f"{sid}: end of turn {e.turn} while turn {open_turn} is open")
+                problems.append(f"{sid}: turn {turn} starts inside turn {open_turn}")
+            open_turn = turn
+        elif e["type"] == "turn_end":
+            if open_turn != turn:
+                problems.append(f"{sid}: end of turn {turn} while turn {open_turn} is open")
             open_turn = None
         elif turn is not None and turn != open_turn:
-            problems.append(f"{sid}: a {e.type} line of turn {turn} while turn {open_turn} "
+            problems.append(f"{sid}: a {e['type']} line of turn {turn} while turn {open_turn} "
                             "is open")
     return problems
 
 
-async def check_sessions(dsn: str, report: PauseReport) -> None:
-    store = PostgresSessionStore(dsn)
-    try:
-        for sid in await store.list_ids():
-            report.sessions += 1
-            report.problems += session_problems((await store.load(sid)).events, sid)
-    finally:
-        await store.close()
+def check_sessions(dsn: str, report: PauseReport) -> None:
+    """Every session log in the database (the ``postgres`` store's rows) is well formed."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT session_id, line FROM dsh_session_lines WHERE seq > 0 "
+                            "ORDER BY session_id, seq").fetchall()
+    logs: dict[str, list[dict]] = {}
+    for sid, line in rows:
+        logs.setdefault(sid, []).append(json.loads(bytes(line)))
+    for sid, events in sorted(logs.items()):
+        report.sessions += 1
+        report.problems += session_problems(events, sid)
 
 
 def stop_all(procs: list[subprocess.Popen]) -> None:
@@ -233,5 +237,5 @@ def run_pause_loop(tmp: Path, sb: SandboxGitHub, model, dsn: str, *,
     finally:
         stop_all(procs)
     asyncio.run(_check(tmp, sb, model, report, **toml_kw))
-    asyncio.run(check_sessions(dsn, report))
+    check_sessions(dsn, report)
     return report
