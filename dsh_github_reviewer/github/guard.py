@@ -89,8 +89,8 @@ class GuardTurn:
     # Findings refused because their severity was missing or invalid (the model was told
     # how to resend them); the session log's tool results carry the same fact as their note.
     severity_refusals: int = 0
-    # The bot's open threads on the PR (root comment id -> "path:line"), as the review message
-    # lists them: the ones submit_pending may name as fixed.
+    # The bot's open threads on the PR (root comment id -> "path:line (first words)"), as the
+    # review message lists them: the ones submit_pending may name as fixed.
     fixable: dict[int, str] = field(default_factory=dict)
     # Lines code adds to the review body (e.g. that the PR edits the files steering it).
     body_notes: list[str] = field(default_factory=list)
@@ -276,6 +276,7 @@ class Guard:
             raise Rejected(f"fixedThreads {unknown} are not your open threads on this PR; "
                            f"open threads: {known}")
         turn.draft.fixed = list(fixed)
+        turn.draft.fixed_labels = [turn.fixable[i] for i in fixed]
         try:
             review = await turn.submit(out["body"])
         except GitHubError as exc:

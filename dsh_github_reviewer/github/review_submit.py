@@ -67,8 +67,10 @@ class Draft:
     commit_id: str
     comments: list[DraftComment] = field(default_factory=list)
     limits: FindingLimits = field(default_factory=FindingLimits)
-    # The bot's earlier threads the model says this push fixed (resolved after posting).
+    # The bot's earlier threads the model says this push fixed (resolved after posting), and
+    # each as people know it ("path:line (first words)"), for the review body.
     fixed: list[int] = field(default_factory=list)
+    fixed_labels: list[str] = field(default_factory=list)
 
 
 def fixed_threads(body: str | None) -> list[int]:
@@ -84,6 +86,10 @@ BODY_CHARS = 65_536
 BODY_RESERVE = 2_000
 MODEL_BODY_CHARS = 20_000   # the model's own summary text
 NOTE_CHARS = 4_000          # one file-level comment
+
+
+def _code(text: str) -> str:
+    return text.replace("`", "'")
 
 
 def _listed(c: DraftComment) -> str:
@@ -176,6 +182,12 @@ def review_payload(draft: Draft, body: str, trigger: Trigger | str
         parts.append(f"…and {room.left_out} more finding(s) not listed here: GitHub limits a "
                      "review body to 65,536 characters. They are in this PR's summary comment "
                      "and in the review session.")
+    if draft.fixed_labels:
+        # Which findings, by place and first words: thread ids are internal.
+        parts.append("**Fixed since the last review:**\n\n" + "\n".join(
+            f"- `{_code(label.split(' (', 1)[0])}`"
+            + (f" ({redact_secrets(label.split(' (', 1)[1])}" if " (" in label else "")
+            for label in draft.fixed_labels))
     if draft.fixed:
         parts.append(FIXED_MARKER.format(ids=",".join(map(str, draft.fixed))))
     parts.append(review_marker(trigger))

@@ -133,7 +133,10 @@ async def review_turn_message(acct: ConnectedAccount, pr: PullRequest, previous_
     if prepared.files is not None:
         turn.use_files(prepared.files)
     if prepared.kind != "first":
-        turn.fixable = {i: where for i, (where, _) in prepared.open_threads.items()}
+        # Each thread as people know it: its place and its first words (a review body that
+        # says what it fixed names these, never the internal thread id).
+        turn.fixable = {i: f"{where} ({first[:60]})" if first else where
+                        for i, (where, first) in prepared.open_threads.items()}
     extra, note = repo_turn_notes(instructions, [f.filename for f in prepared.files or []])
     if extra:
         text += "\n\n" + extra

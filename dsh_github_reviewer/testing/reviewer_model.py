@@ -257,17 +257,36 @@ def reviewer_policy(req: ModelRequest,
         submit = {**pr, "method": "submit_pending", "event": "COMMENT", "body": summary}
         fixed_ids = fixed(user, req) if fixed is not None else fixed_threads(user, diff)
         if fixed_ids:
+            # The bot's body lists them by place and first words: no internal ids here.
             submit["fixedThreads"] = fixed_ids
-            submit["body"] += f" Fixed since the last review: threads {fixed_ids}."
         return Reply(tool_calls=[("pull_request_review_write", submit)])
     return Reply(content="Review submitted.")
+
+
+def _fixed_later(req: ModelRequest, comment: dict[str, Any]) -> bool:
+    """Whether a later review of this conversation named ``comment``'s thread as fixed (the
+    open-threads list of that review's message gives each id's place and first words)."""
+    fixed = {i for name, a in _calls(req.messages)
+             if name == "pull_request_review_write" for i in a.get("fixedThreads") or []}
+    if not fixed:
+        return False
+    first = str(comment.get("body", "")).split("\n", 1)[0]
+    for m in req.messages:
+        if m["role"] != "user" or "<your_open_threads>" not in (m.get("content") or ""):
+            continue
+        for ident, where, text in _OPEN.findall(m["content"]):
+            if int(ident) in fixed and where == comment.get("path") and first.startswith(
+                    text.rstrip("…").rstrip()):
+                return True
+    return False
 
 
 def _chat(req: ModelRequest, user: str) -> Reply:
     question = user.split("<question>", 1)[-1].split("</question>", 1)[0].strip()
     if "say nothing" in question.lower():
         return Reply(content="")  # an empty answer: nothing must be posted
-    earlier = [a for name, a in _calls(req.messages) if name == "add_comment_to_pending_review"]
+    earlier = [a for name, a in _calls(req.messages) if name == "add_comment_to_pending_review"
+               and not _fixed_later(req, a)]
     if not earlier:
         return Reply(content=f"You asked: {question}\n\nI have not reported any findings on "
                              "this pull request.")

@@ -109,3 +109,28 @@ async def test_a_github_error_while_resolving_is_retried_until_done(tmp_path, sa
     await dep.tick()
     assert len(fixed_replies(st, sql.id)) == 1 and len(dep.reviews()) == 2
     await dep.stop()
+
+
+async def test_the_rereview_names_what_it_fixed_and_the_bot_answer_leaves_it_out(shop):
+    """The demo's flow: review, push a fix, re-review, then ``/bot``. The re-review says which
+    finding it fixed by place and first words (never an internal thread id), and the answer
+    no longer lists that finding among the open ones."""
+    st = shop.sb.state
+    await shop.tick()
+    (first,) = shop.reviews()
+    sql = next(c for c in st.comments_of_review(first.id)
+               if c.path == "shop/orders.py" and c.line == 10)
+    sql_words = sql.body.split("** ", 1)[1].split("\n", 1)[0]
+    push_fix(shop.sb)
+    await shop.tick()
+    second = shop.reviews()[1]
+    assert "**Fixed since the last review:**\n\n- `shop/orders.py:10` (" + sql_words[:40] \
+        in second.body
+    visible = second.body.split("<!--", 1)[0]
+    assert str(sql.id) not in visible, "no internal thread id shown to people"
+    st.add_issue_comment(REPO, 1, "maintainer", "/bot what is still open?")
+    await shop.tick()
+    (answer,) = [c.body for c in st.issue_comments_of(REPO, 1)
+                 if c.user == BOT and "You asked" in c.body]
+    assert "shop/orders.py` line 10" not in answer, answer
+    assert "shop/orders.py` line 15" in answer, "the open ones are still listed"
