@@ -10,7 +10,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "corpus shipped with the reviewer)")
     p.add_argument("--only", metavar="GLOB", action="append", default=[],
                    help="only cases whose id matches (repeatable)")
-    p.add_argument("--limit", type=int, metavar="N", help="at most N cases")
+    p.add_argument("--limit", type=int, metavar="N", help="at most N cases, stratified: the "
+                   "clean share kept, taken in turn from each language")
     p.add_argument("--model", metavar="PROVIDER/MODEL", action="append", default=[],
                    help="a configuration to run (repeatable; default: default_model)")
     p.add_argument("--team", metavar="P,Q", help="also run each model as a review team with "
@@ -18,14 +19,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instructions", metavar="FILE", help="review instructions to use "
                    "(review.default_instructions) instead of the built-in guidance")
     p.add_argument("--concurrency", type=int, default=4, metavar="N",
-                   help="cases reviewed at once (default 4)")
+                   help="cases in flight at once (default 4; a case starts when one ends)")
     p.add_argument("--json", action="store_true", help="print the JSON report, not the table")
     p.add_argument("--out", metavar="DIR", help="also write report.json, report.md and "
                    "report.html here")
     p.add_argument("--yes", action="store_true", help="start without asking")
     p.add_argument("--max-cost-usd", type=float, metavar="X",
-                   help="stop (with a partial report) once the runs cost this much")
+                   help="stop starting cases (partial report, exit 1) once the runs cost this "
+                   "much; each configuration gets an equal share")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run every configuration N times (intervals then cover run-to-run "
+                   "variation too)")
     p.add_argument("--judge", metavar="PROVIDER/MODEL", help="also ask this model whether each "
-                   "matched finding describes its defect (reported beside the scores)")
+                   "finding near a defect describes it; judge-confirmed figures are reported "
+                   "beside the location-only ones")
     p.add_argument("--check-cases", action="store_true",
                    help="only validate the cases and print what the corpus holds")

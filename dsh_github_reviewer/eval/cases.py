@@ -169,6 +169,24 @@ class Case(_Model):
         return files
 
 
+_ITEM = {"push": "push", "defects": "defect", "decoys": "decoy", "also": "also"}
+
+
+def _where(loc: tuple) -> str:
+    """A pydantic error location with 1-based positions: ("push", 0, "defects", 1, "lines")
+    -> "push 1, defect 2, lines" (what a person counts in the file)."""
+    out: list[str] = []
+    for part in loc:
+        if isinstance(part, int) and out:
+            name = out.pop()
+            out.append(f"{_ITEM.get(name, name)} {part + 1}")
+        elif isinstance(part, int):
+            out.append(f"item {part + 1}")
+        else:
+            out.append(str(part))
+    return ", ".join(out)
+
+
 def load_case(path: Path) -> Case:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -177,17 +195,34 @@ def load_case(path: Path) -> Case:
     try:
         return Case.model_validate({"id": path.stem, **data})
     except ValidationError as exc:
-        errors = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
-                           for e in exc.errors())
+        errors = "; ".join(f"{_where(e['loc'])}: {e['msg']}" for e in exc.errors())
         raise CaseError(f"{path}: {errors}") from None
 
 
-def load_cases(directory: Path | None = None) -> list[Case]:
-    """Every ``*.toml`` case in ``directory`` (default: the shipped corpus), sorted by id."""
+def _files(directory: Path | None) -> list[Path]:
     directory = directory or CASES_DIR
     if not directory.is_dir():
         raise CaseError(f"{directory}: not a directory of eval cases")
-    cases = [load_case(p) for p in sorted(directory.glob("*.toml"))]
-    if not cases:
+    files = sorted(directory.glob("*.toml"))
+    if not files:
         raise CaseError(f"{directory}: no *.toml eval cases")
-    return cases
+    return files
+
+
+def load_cases(directory: Path | None = None) -> list[Case]:
+    """Every ``*.toml`` case in ``directory`` (default: the shipped corpus), sorted by id; the
+    first unreadable one raises (``load_cases_leniently`` reads past it)."""
+    return [load_case(p) for p in _files(directory)]
+
+
+def load_cases_leniently(directory: Path | None = None) -> tuple[list[Case], dict[str, str]]:
+    """The readable cases, and case id -> why it cannot be read for every other file (so
+    ``--check-cases`` names every problem and still validates the rest)."""
+    cases: list[Case] = []
+    problems: dict[str, str] = {}
+    for p in _files(directory):
+        try:
+            cases.append(load_case(p))
+        except CaseError as exc:
+            problems[p.stem] = str(exc)
+    return cases, problems

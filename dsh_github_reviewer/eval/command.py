@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import fnmatch
 import json
 import os
 import re
+import signal
+import socket
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -19,9 +24,10 @@ from dsh_harness import Harness
 from ..config import TeamSettings
 from ..core.clock import utcnow
 from ..reviewers.team.personas import BUILT_IN
-from .cases import Case, CaseError, load_cases
+from .cases import Case, CaseError, load_cases, load_cases_leniently
 from .report import build_report, html_page, markdown
-from .run import EvalConfig, EvalError, Options, check_model, run_config
+from .run import ConfigResult, EvalConfig, EvalError, Options, check_model, run_config
+from .score import CaseRun
 from .validate import check_cases, corpus_stats
 
 # Rough shape of one review turn, for the estimate only: the system prompt and tool schemas, and
@@ -46,24 +52,66 @@ def check_team(team: tuple[str, ...], instructions: str) -> None:
                             f"and --instructions has no '## Persona: {name}' section")
 
 
-def select(cases: list[Case], only: list[str], limit: int | None) -> list[Case]:
-    """The cases ``--only`` keeps; with ``--limit N``, N of them taken in turn from each
-    language (so a quick sample is not all of one language), in the corpus order."""
-    if only:
-        cases = [c for c in cases if any(fnmatch.fnmatchcase(c.id, g) for g in only)]
-    if limit is None:
+def matching(cases: list[Case], only: list[str]) -> list[Case]:
+    if not only:
         return cases
-    by_language: dict[str, list[Case]] = {}
-    for c in cases:
-        by_language.setdefault(c.language, []).append(c)
-    picked: list[Case] = []
-    queues = [list(q) for q in by_language.values()]
-    while len(picked) < limit and any(queues):
-        for q in queues:
-            if q and len(picked) < limit:
-                picked.append(q.pop(0))
+    return [c for c in cases if any(fnmatch.fnmatchcase(c.id, g) for g in only)]
+
+
+def select(cases: list[Case], only: list[str], limit: int | None) -> list[Case]:
+    """The cases ``--only`` keeps; with ``--limit N``, a sample stratified like the whole: the
+    clean share kept (rounded, at least one of each kind when both exist and N > 1), and each
+    kind taken in turn from each language; returned in the corpus order."""
+    cases = matching(cases, only)
+    if limit is None or limit >= len(cases):
+        return cases
+    limit = max(0, limit)
+    clean = [c for c in cases if c.clean]
+    dirty = [c for c in cases if not c.clean]
+    n_clean = round(limit * len(clean) / len(cases)) if cases else 0
+    if limit > 1 and clean and dirty:
+        n_clean = min(max(n_clean, 1), limit - 1)
+    n_clean = min(n_clean, len(clean))
+    n_dirty = min(limit - n_clean, len(dirty))
+    n_clean = min(limit - n_dirty, len(clean))
+    picked = _by_language(cases, n_clean, n_dirty)
     order = {c.id: i for i, c in enumerate(cases)}
     return sorted(picked, key=lambda c: order[c.id])
+
+
+def _by_language(cases: list[Case], n_clean: int, n_dirty: int) -> list[Case]:
+    """Cases taken in turn from each language (in name order), each turn of the kind (clean or
+    not) with more still to take, until ``n_clean`` clean and ``n_dirty`` other ones."""
+    lanes: dict[str, dict[bool, list[Case]]] = {}
+    for c in cases:
+        lanes.setdefault(c.language, {True: [], False: []})[c.clean].append(c)
+    left = {True: n_clean, False: n_dirty}
+    picked: list[Case] = []
+    covered: set[str] = set()
+    while left[True] + left[False] > 0:
+        took = False
+        for lang in sorted(lanes):
+            if left[True] + left[False] == 0:
+                break
+            have = [k for k in (False, True) if lanes[lang][k]]
+            kinds = sorted((k for k in have if left[k] > 0), key=lambda k: -left[k])
+            if kinds:
+                kind = kinds[0]
+            elif have and lang not in covered:
+                # Every language once before the shares: this one has only the kind whose
+                # share is used up, so it takes one place of the other kind.
+                kind = have[0]
+                left[not kind] -= 1
+                left[kind] += 1
+            else:
+                continue
+            picked.append(lanes[lang][kind].pop(0))
+            left[kind] -= 1
+            covered.add(lang)
+            took = True
+        if not took:
+            break
+    return picked
 
 
 def estimate(harness: Harness, cases: list[Case], cfg: EvalConfig) -> dict[str, Any]:
@@ -103,26 +151,56 @@ def _confirm(lines: list[str], yes: bool) -> bool:
     return input("Start? [y/N] ").strip().lower() in ("y", "yes")
 
 
-class Running:
-    """``<home>/eval/running.json`` while a run is under way: the web UI's eval page shows it."""
+HEARTBEAT_S = 15.0
 
-    def __init__(self, home: Path | None, started: datetime, labels: list[str], cases: int):
+
+class Running:
+    """``<home>/eval/running.json`` while a run is under way: the web UI's eval page shows it.
+    It names this process (host, pid) and is rewritten at least every ``HEARTBEAT_S``, so a
+    run that was killed (no chance to remove it) is recognised as gone, not "running"."""
+
+    def __init__(self, home: Path | None, started: datetime, labels: list[str], cases: int,
+                 repeats: int = 1):
         self.path = home / "eval" / "running.json" if home is not None else None
         self.state: dict[str, Any] = {
             "started_at": started.isoformat(timespec="seconds"), "configs": labels,
-            "cases": cases, "config": None, "done": 0, "spent_usd": 0.0}
+            "cases": cases, "repeats": repeats, "config": None, "done": 0, "spent_usd": 0.0,
+            "pid": os.getpid(), "host": socket.gethostname(), "heartbeat_s": HEARTBEAT_S}
+        self._beat: asyncio.Task[None] | None = None
 
-    def update(self, cfg: EvalConfig, done: int, total: int, spent: float) -> None:
+    def update(self, cfg: EvalConfig | None = None, done: int | None = None,
+               total: int | None = None, spent: float | None = None) -> None:
+        if cfg is not None:
+            self.state["config"] = cfg.label
+        if done is not None:
+            self.state["done"] = done
+        if spent is not None:
+            self.state["spent_usd"] = round(spent, 6)
+        self.write()
+
+    def write(self) -> None:
         if self.path is None:
             return
-        self.state.update(config=cfg.label, done=done, spent_usd=round(spent, 6),
-                          updated_at=utcnow().isoformat(timespec="seconds"))
+        self.state["updated_at"] = utcnow().isoformat(timespec="seconds")
         _home_dir(self.path.parent)
         tmp = self.path.with_suffix(".tmp")
         _owner_only(tmp, json.dumps(self.state))
         tmp.replace(self.path)
 
+    def start_heartbeat(self) -> None:
+        async def beat() -> None:
+            while True:
+                await asyncio.sleep(HEARTBEAT_S)
+                try:
+                    self.write()
+                except OSError:  # a full disk: the page may call it stale; the run goes on
+                    pass
+        if self.path is not None:
+            self._beat = asyncio.create_task(beat(), name="eval-heartbeat")
+
     def done(self) -> None:
+        if self._beat is not None:
+            self._beat.cancel()
         if self.path is not None:
             self.path.unlink(missing_ok=True)
 
@@ -162,23 +240,51 @@ def _write(report: dict[str, Any], out: Path | None, home: Path | None) -> list[
     return written
 
 
+def _check(args: argparse.Namespace) -> int:
+    """``--check-cases``: every problem of every case (unreadable ones too), exit 1 if any."""
+    try:
+        cases, unreadable = load_cases_leniently(Path(args.cases) if args.cases else None)
+    except CaseError as exc:
+        print(f"eval: {exc}", file=sys.stderr)
+        return 2
+    if args.only:
+        unreadable = {k: v for k, v in unreadable.items()
+                      if any(fnmatch.fnmatchcase(k, g) for g in args.only)}
+    cases = select(cases, args.only, args.limit)
+    if not cases and not unreadable:
+        print(f"eval: no case matches --only {' '.join(args.only)}", file=sys.stderr)
+        return 2
+    problems = [f"{k}: cannot be read: {v}" for k, v in sorted(unreadable.items())]
+    problems += check_cases(cases)
+    for p in problems:
+        print(p)
+    stats = corpus_stats(cases)
+    bad = set(unreadable) | {p.split(":")[0] for p in check_cases(cases)}
+    total = len(cases) + len(unreadable)
+    print(json.dumps(stats, indent=2) if args.json else
+          f"{total - len(bad)} of {total} cases valid; {stats['clean']} clean, "
+          f"{stats['re_review']} with a second push, {stats['defects']} defects; "
+          f"languages {stats['languages']}")
+    return 1 if problems else 0
+
+
+def _eta(elapsed: float, done: int, total: int) -> str:
+    if not done or done >= total:
+        return ""
+    left = elapsed / done * (total - done)
+    return f", ~{int(left // 60)}m{int(left % 60):02d}s left"
+
+
 async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
+    if args.check_cases:
+        return _check(args)
     try:
         cases = select(load_cases(Path(args.cases) if args.cases else None), args.only,
                        args.limit)
     except CaseError as exc:
-        print(f"eval: {exc}", file=sys.stderr)
+        print(f"eval: {exc} (--check-cases lists every problem)", file=sys.stderr)
         return 2
     problems = check_cases(cases)
-    if args.check_cases:
-        for p in problems:
-            print(p)
-        stats = corpus_stats(cases)
-        print(json.dumps(stats, indent=2) if args.json else
-              f"{len(cases) - len({p.split(':')[0] for p in problems})} of {len(cases)} cases "
-              f"valid; {stats['clean']} clean, {stats['re_review']} with a second push, "
-              f"{stats['defects']} defects; languages {stats['languages']}")
-        return 1 if problems else 0
     if problems:
         print("eval: invalid cases (see --check-cases):\n  " + "\n  ".join(problems),
               file=sys.stderr)
@@ -186,6 +292,7 @@ async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
     if not cases:
         print("eval: no case matches --only/--limit", file=sys.stderr)
         return 2
+    repeats = max(1, args.repeat)
     models = args.model or [harness.config.default_model]
     configs = [EvalConfig(m) for m in models]
     instructions = ""
@@ -205,41 +312,101 @@ async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
         print(f"eval: {exc}", file=sys.stderr)
         return 2
     estimates = [estimate(harness, cases, c) for c in configs]
-    lines = [f"eval: {len(cases)} cases × {len(configs)} configuration(s)"]
-    lines += [f"  {e['config']}: {e['reviews']} reviews, ~{e['prompt_tokens']:,} prompt + "
-              f"{e['output_tokens']:,} output tokens, ~"
-              + f"${e['usd']:.4f}"
+    lines = [f"eval: {len(cases)} cases × {len(configs)} configuration(s)"
+             + (f" × {repeats} runs" if repeats > 1 else "")]
+    lines += [f"  {e['config']}: {e['reviews'] * repeats} reviews, "
+              f"~{e['prompt_tokens'] * repeats:,} prompt + "
+              f"{e['output_tokens'] * repeats:,} output tokens, ~"
+              + f"${e['usd'] * repeats:.4f}"
               for e in estimates]
+    share = None
+    if args.max_cost_usd is not None:
+        # Each configuration gets the same budget, so a cap leaves them comparable (the first
+        # cannot spend what the second needed).
+        share = args.max_cost_usd / len(configs)
+        lines.append(f"  --max-cost-usd {args.max_cost_usd:g}: ${share:.4f} per configuration")
     if not _confirm(lines, args.yes):
         return 1
     home = harness.home if harness.loaded.found else None
     started = utcnow()
-    running = Running(home, started, [c.label for c in configs], len(cases))
-    opts = Options(concurrency=max(1, args.concurrency), instructions=instructions,
-                   max_cost_usd=args.max_cost_usd,
-                   progress=lambda line: print(line, file=sys.stderr, flush=True),
-                   on_batch=running.update)
-    results = []
-    spent = 0.0
+    running = Running(home, started, [c.label for c in configs], len(cases), repeats)
+    stop = asyncio.Event()
+    total = len(cases) * len(configs) * repeats
+    clock = time.monotonic()
+    done = 0
+    spent_by: dict[str, float] = {c.label: 0.0 for c in configs}
+
+    def on_case(cfg: EvalConfig, run: CaseRun, n: int, of: int, spent: float) -> None:
+        nonlocal done
+        done += 1
+        running.update(cfg, done, spent=sum(spent_by.values()) + spent)
+        state = ("failed: " + run.error[:80]) if run.error else f"{len(run.findings)} findings"
+        print(f"[{cfg.label}] {n}/{of} cases, {run.case_id}: {state}; {done}/{total} in all, "
+              f"${sum(spent_by.values()) + spent:.4f} spent"
+              + _eta(time.monotonic() - clock, done, total), file=sys.stderr, flush=True)
+
+    loop = asyncio.get_running_loop()
+
+    def interrupted() -> None:
+        if not stop.is_set():
+            print("eval: stopping after the cases in flight (Ctrl-C again to abort)",
+                  file=sys.stderr, flush=True)
+            stop.set()
+            # A second Ctrl-C is the default one: it aborts.
+            loop.remove_signal_handler(signal.SIGINT)
+
     try:
-        for cfg in configs:
-            running.update(cfg, 0, len(cases), spent)
-            res = await run_config(harness, cfg, cases, opts, spent)
-            spent += sum(r.cost_usd for r in res.runs)
-            results.append(res)
+        loop.add_signal_handler(signal.SIGINT, interrupted)
+    except (NotImplementedError, RuntimeError):  # not the main thread (tests)
+        pass
+    results: dict[str, ConfigResult] = {}
+    running.update()
+    running.start_heartbeat()
+    try:
+        for rep in range(1, repeats + 1):
+            for cfg in configs:
+                if stop.is_set():
+                    break
+                left = None if share is None else max(0.0, share - spent_by[cfg.label])
+                opts = Options(concurrency=max(1, args.concurrency), instructions=instructions,
+                               max_cost_usd=left, stop=stop, repeat=rep,
+                               progress=lambda line: print(line, file=sys.stderr, flush=True),
+                               on_case=on_case)
+                running.update(cfg)
+                res = await run_config(harness, cfg, cases, opts)
+                spent_by[cfg.label] += sum(r.cost_usd for r in res.runs)
+                merged = results.setdefault(cfg.label, ConfigResult(cfg))
+                merged.runs += res.runs
+                merged.wall_s = round(merged.wall_s + res.wall_s, 3)
+                if res.stopped and not stop.is_set():
+                    merged.stopped = (f"run {rep}: {res.stopped}" if repeats > 1
+                                      else res.stopped)
     except EvalError as exc:
         print(f"eval: {exc}", file=sys.stderr)
         return 2
     finally:
         running.done()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
     judge = None
-    if args.judge:
+    if args.judge and not stop.is_set():
         from .judge import judge_results
 
-        judge = await judge_results(harness.config, args.judge, cases, results)
-    report = build_report(cases, results, started_at=started,
-                          estimate={e["config"]: e for e in estimates}, judge=judge)
+        judge = await judge_results(harness.config, args.judge, cases, list(results.values()))
+    # Only the cases that ran (a stopped run is partial).
+    ran = {r.case_id for res in results.values() for r in res.runs}
+    report = build_report([c for c in cases if c.id in ran], list(results.values()),
+                          started_at=started, estimate={e["config"]: e for e in estimates},
+                          judge=judge,
+                          stopped=("Ctrl-C" if stop.is_set() else None))
     for path in _write(report, Path(args.out) if args.out else None, home):
         print(f"eval: wrote {path}", file=sys.stderr)
     print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else markdown(report))
+    if stop.is_set():
+        print("eval: stopped by Ctrl-C; the report is partial", file=sys.stderr)
+        return 130
+    if any(r.stopped for r in results.values()):
+        print("eval: the cost cap stopped a configuration; the report is partial",
+              file=sys.stderr)
+        return 1
     return 0

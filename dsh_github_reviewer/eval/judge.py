@@ -1,9 +1,10 @@
-"""``--judge provider/model``: an LLM checks that each matched finding describes its defect.
+"""``--judge provider/model``: an LLM checks that a finding describes the defect it sits near.
 
-The deterministic match only says a comment sits near a defect; the judge reads the comment and
-the defect's one-sentence description and answers YES or NO. Its verdicts are reported beside
-the scores (``judge`` on each hit, a count in the summary), never instead of them. The comment
-is model output, so it is sanitized before it goes into the judge's prompt.
+The location rule only says a comment sits near a defect; the judge reads the comment and the
+defect's one-sentence description and answers YES or NO, for every pair the location rule allows
+(``score.candidate_pairs``). The report then scores twice: by location alone, and with only the
+pairs the judge confirmed (``score_case(..., confirmed=verdicts)``), side by side. The comment is
+model output, so it is sanitized before it goes into the judge's prompt.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dsh_harness import DeploymentConfig
 from ..core.sanitizer import sanitize
 from .cases import Case
 from .run import ConfigResult
-from .score import score_case
+from .score import candidate_pairs, pair_key
 
 SYSTEM = ("You grade code review comments. You get a known defect and one review comment made "
           "near it. Answer YES if the comment points out that defect (in any words), NO if it "
@@ -51,7 +52,8 @@ async def _ask(client: openai.AsyncOpenAI, model: str, defect: str, comment: str
 
 async def judge_results(base: DeploymentConfig, ref: str, cases: list[Case],
                         results: list[ConfigResult]) -> dict[str, dict[str, Any]]:
-    """config label -> "case:defect" -> verdict, for every hit."""
+    """config label -> ``pair_key`` -> verdict, for every (finding, defect) pair the location
+    rule allows (a pair asked once per configuration, whatever the repeat)."""
     provider, _, model = ref.partition("/")
     by_id = {c.id: c for c in cases}
     client = _client(base, provider)
@@ -66,11 +68,13 @@ async def judge_results(base: DeploymentConfig, ref: str, cases: list[Case],
         jobs = []
         for res in results:
             out[res.config.label] = {}
+            asked: set[str] = set()
             for run in res.runs:
-                score = score_case(by_id[run.case_id], run)
-                desc = {d.id: d.description for d in score.defects}
-                jobs += [one(res.config.label, f"{run.case_id}:{f.target}", desc[f.target or ""],
-                             f.finding.body) for f in score.findings if f.kind == "hit"]
+                for f, d in candidate_pairs(by_id[run.case_id], run):
+                    key = pair_key(run.case_id, f, d.id)
+                    if key not in asked:
+                        asked.add(key)
+                        jobs.append(one(res.config.label, key, d.description, f.body))
         await asyncio.gather(*jobs)
     finally:
         await client.close()

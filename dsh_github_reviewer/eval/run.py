@@ -3,16 +3,19 @@
 Each configuration gets its own sandbox GitHub and a scratch home (deleted afterwards; the
 user's home is never opened). Every case becomes a repository ``eval/<case id>`` whose base is
 the case's base tree; its first push is opened as PR #1 by ``contributor``. The deployment is
-the one ``dsh run --once`` drives (records, worker, runner or review team, guard, the real
-github-mcp-server, the configured provider), reading the sandbox over HTTP. Cases go in batches
-of ``concurrency``: open the batch's PRs, one tick (poll + every due review), push the second
-pushes, another tick; then the findings are read back from what the bot posted (the inline
-comments of its reviews) and the batch's cost is added up, so ``max_cost_usd`` stops between
-batches with what was measured so far.
+the one ``dsh run`` drives (records, worker, runner or review team, guard, the real
+github-mcp-server, the configured provider), reading the sandbox over HTTP, its scheduler
+running throughout. Cases are **pipelined**: up to ``concurrency`` are in flight, and a case
+starts as soon as one ends (no batch waits for its slowest case). A case: open the PR, poll,
+wait until its review is posted (or failed), push the second push, poll, wait again; then the
+findings are read back from what the bot posted and the PR is closed. Before a case starts the
+configuration's spend is checked against ``max_cost_usd`` and ``stop`` (Ctrl-C): either stops
+new cases, and the ones in flight finish.
 """
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 import time
 from collections.abc import Callable
@@ -27,6 +30,7 @@ from ..config import ReviewerConfig
 from ..core.session_key import PrKey
 from ..testing import LoopbackPortDenied, SandboxGitHub
 from ..testing.deployment import Deployment
+from ..work.records import pr_key
 from .cases import Case
 from .score import CaseRun, Finding
 
@@ -43,26 +47,52 @@ class EvalError(DshError):
     """The eval cannot run as asked (bad model name, no sandbox port, …)."""
 
 
+# Further configuration axes (e.g. ``verify``: on/off): name -> how a value changes the
+# account's ``review`` settings. An axis registered here can be put on an EvalConfig as
+# ``extra=(("verify", "on"),)``; it shows in the label and in the report's ``axes``.
+AXES: dict[str, Callable[[dict[str, Any], str], dict[str, Any]]] = {}
+
+
 @dataclass(frozen=True)
 class EvalConfig:
-    """One configuration under test: a model, alone or as a review team."""
+    """One configuration under test: a model, alone or as a review team, and any further
+    axis values (``AXES``)."""
 
     model: str
     team: tuple[str, ...] = ()
+    extra: tuple[tuple[str, str], ...] = ()
 
     @property
     def label(self) -> str:
-        return f"{self.model} team({','.join(self.team)})" if self.team else self.model
+        label = f"{self.model} team({','.join(self.team)})" if self.team else self.model
+        return " ".join([label, *(f"{k}={v}" for k, v in self.extra)])
+
+    @property
+    def axes(self) -> dict[str, Any]:
+        return {"model": self.model, "team": list(self.team), **dict(self.extra)}
+
+    def review(self, review: dict[str, Any]) -> dict[str, Any]:
+        """The account's ``review`` settings with this configuration's axis values applied."""
+        for key, value in self.extra:
+            if key not in AXES:
+                raise EvalError(f"configuration axis {key!r} is not known "
+                                f"(known: {', '.join(sorted(AXES)) or 'none'})")
+            review = AXES[key](review, value)
+        return review
 
 
 @dataclass
 class Options:
     concurrency: int = 4
     instructions: str = ""
+    # This configuration's budget (the command gives each configuration an equal share).
     max_cost_usd: float | None = None
     progress: Callable[[str], None] = lambda line: None
-    # Called after every batch: (configuration, cases done, cases in all, USD spent so far).
-    on_batch: Callable[[EvalConfig, int, int, float], None] = lambda *a: None
+    # Called after every case: (configuration, its run, cases done, cases in all, USD spent).
+    on_case: Callable[[EvalConfig, CaseRun, int, int, float], None] = lambda *a: None
+    # Set (Ctrl-C): start no new case; the cases in flight finish.
+    stop: asyncio.Event | None = None
+    repeat: int = 1  # stamped on the runs (``--repeat N``)
 
 
 @dataclass
@@ -97,8 +127,9 @@ def scratch_config(base: DeploymentConfig, review: dict[str, Any], home: Path,
     the user's deployment (no storage routes, no web UI, no other accounts)."""
     # The model under test alone (no fallback candidates); the cases have no instructions file
     # and two reviews at most, so neither require_instructions nor a review cap may stop them.
-    review = {**review, "models": [], "require_instructions": False, "max_reviews_per_pr": 0,
-              "team": {**review.get("team", {}), "personas": list(cfg.team)}}
+    review = cfg.review({**review, "models": [], "require_instructions": False,
+                         "max_reviews_per_pr": 0,
+                         "team": {**review.get("team", {}), "personas": list(cfg.team)}})
     if opts.instructions:
         review["default_instructions"] = opts.instructions
     account = {"name": ACCOUNT, "personal_access_token": TOKEN, "api_url": sb.api_url,
@@ -177,9 +208,54 @@ async def _collect(dep: Deployment, case: Case, shas: list[str]) -> CaseRun:
                                    if login == BOT), error=error, **usage)
 
 
-async def run_config(harness: Harness, cfg: EvalConfig, cases: list[Case], opts: Options,
-                     spent: float = 0.0) -> ConfigResult:
-    """Every case under ``cfg``; ``spent`` is what earlier configurations cost (for the cap)."""
+class _Poller:
+    """One poll of the account at a time; a caller waits for a poll that started after it
+    asked (the push it made is then seen), and concurrent askers share it."""
+
+    def __init__(self, dep: Deployment):
+        self.dep = dep
+        self.lock = asyncio.Lock()
+        self.started = 0
+
+    async def poll(self) -> None:
+        wanted = self.started + 1
+        async with self.lock:
+            if self.started >= wanted:
+                return  # a poll that started after the ask ran while this one waited
+            self.started += 1
+            await self.dep.pollers[ACCOUNT].tick()
+
+
+SETTLE_POLL_S = 0.1
+REPOLL_S = 2.0
+
+
+async def _settled(dep: Deployment, poller: _Poller, case: Case, sha: str) -> None:
+    """Until the review of head ``sha`` is posted or has failed, and the PR's work is idle."""
+    key = pr_key(ACCOUNT, _repo(case), 1)
+    store = await dep.store(ACCOUNT)
+    await poller.poll()
+    assert dep.work is not None
+    lane = dep.work.scheduler.lanes.get(ACCOUNT)
+    waited = 0.0
+    while True:
+        rec = await store.pr(key)
+        busy = lane is not None and key in lane.running
+        if rec is not None and rec.head_sha == sha and not busy and not rec.fixes and (
+                rec.reviewed_head_sha == sha or rec.last_failed_sha == sha
+                or rec.status == "gave_up"):
+            return
+        await asyncio.sleep(SETTLE_POLL_S)
+        waited += SETTLE_POLL_S
+        if rec is None or rec.head_sha != sha:
+            if waited >= REPOLL_S:  # the listing has not seen the push yet: look again
+                waited = 0.0
+                await poller.poll()
+
+
+async def run_config(harness: Harness, cfg: EvalConfig, cases: list[Case], opts: Options
+                     ) -> ConfigResult:
+    """Every case under ``cfg`` (until the budget or ``stop`` says no more)."""
     check_model(harness.config, cfg.model)
     review = user_review_settings(harness)
     try:
@@ -198,36 +274,66 @@ async def run_config(harness: Harness, cfg: EvalConfig, cases: list[Case], opts:
                                 [_repo(c) for c in cases], opts)
         dep = await Deployment(Path(tmp), sb, None, loaded=loaded).start()
         try:
-            size = max(1, opts.concurrency)
-            for at in range(0, len(cases), size):
-                batch = cases[at:at + size]
+            assert dep.work is not None
+            dep.work.scheduler.start()  # PR work runs as soon as a poll records it
+            poller = _Poller(dep)
+            spent = 0.0
+            queue = list(cases)
+            slots = asyncio.Semaphore(max(1, opts.concurrency))
+
+            def why_stop() -> str | None:
+                if opts.stop is not None and opts.stop.is_set():
+                    return "stopped (Ctrl-C)"
                 if opts.max_cost_usd is not None and spent >= opts.max_cost_usd:
-                    result.stopped = (f"--max-cost-usd {opts.max_cost_usd:g} reached after "
-                                      f"{at} of {len(cases)} cases (${spent:.4f})")
-                    opts.progress(f"[{cfg.label}] {result.stopped}; stopping")
-                    break
-                shas: dict[str, list[str]] = {}
-                for case in batch:
-                    shas[case.id] = [_push(sb, case, 1)]
-                    st.open_pull(_repo(case), BRANCH, title=case.title, body=case.body,
-                                 author=AUTHOR)
-                await dep.tick(ACCOUNT)
-                second = [c for c in batch if len(c.push) > 1]
-                if second:
-                    st.advance(1)  # the push is newer than what the last listing saw
-                    for case in second:
-                        shas[case.id].append(_push(sb, case, 2))
-                    await dep.tick(ACCOUNT)
-                for case in batch:
-                    run = await _collect(dep, case, shas[case.id])
-                    result.runs.append(run)
-                    spent += run.cost_usd
-                opts.on_batch(cfg, len(result.runs), len(cases), spent)
-                opts.progress(f"[{cfg.label}] {len(result.runs)}/{len(cases)} cases, "
-                              f"${spent:.4f} spent"
-                              + (f", {sum(r.error is not None for r in result.runs)} failed"
-                                 if any(r.error for r in result.runs) else ""))
+                    return f"--max-cost-usd share ${opts.max_cost_usd:g} reached (${spent:.4f})"
+                return None
+
+            async def one(case: Case) -> None:
+                nonlocal spent
+                st.advance(1)  # the push is newer than what the last listing saw
+                shas = [_push(sb, case, 1)]
+                st.open_pull(_repo(case), BRANCH, title=case.title, body=case.body,
+                             author=AUTHOR)
+                await _settled(dep, poller, case, shas[0])
+                if len(case.push) > 1:
+                    st.advance(1)
+                    shas.append(_push(sb, case, 2))
+                    await _settled(dep, poller, case, shas[1])
+                run = await _collect(dep, case, shas)
+                run.repeat = opts.repeat
+                # Nothing more happens to it (no retry of a failed review after its backoff).
+                st.close_pull(_repo(case), 1)
+                result.runs.append(run)
+                spent += run.cost_usd
+                opts.on_case(cfg, run, len(result.runs), len(cases), spent)
+
+            async def slot(case: Case) -> None:
+                try:
+                    await one(case)
+                finally:
+                    slots.release()
+
+            tasks: list[asyncio.Task[None]] = []
+            try:
+                while queue:
+                    await slots.acquire()
+                    reason = why_stop()
+                    if reason:
+                        slots.release()
+                        result.stopped = (f"{reason} after {len(cases) - len(queue)} of "
+                                          f"{len(cases)} cases started")
+                        opts.progress(f"[{cfg.label}] {result.stopped}; finishing the cases "
+                                      "in flight")
+                        break
+                    tasks.append(asyncio.create_task(slot(queue.pop(0))))
+                await asyncio.gather(*tasks)
+            finally:
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
         finally:
             await dep.stop()
+    order = {c.id: i for i, c in enumerate(cases)}
+    result.runs.sort(key=lambda r: order[r.case_id])
     result.wall_s = round(time.monotonic() - started, 3)
     return result

@@ -106,7 +106,8 @@ def check_case(case: Case) -> list[str]:
                                     f"already there, list it at the push that added it")
         for d in case.live(i).values():
             for x in case.live_decoys(i).values():
-                if x.path == d.path and x.lines[0] <= d.lines[1] and d.lines[0] <= x.lines[1]:
+                if any(x.path == loc.path and x.lines[0] <= loc.lines[1]
+                       and loc.lines[0] <= x.lines[1] for loc in d.locations):
                     problems.append(f"push {i}: decoy {x.id!r} overlaps defect {d.id!r}")
         base = case.tree(0)
         changed |= {p for p in set(base) | set(after) if base.get(p) != after.get(p)}

@@ -9,7 +9,16 @@ can be computed by hand.
 * ``repeater``: like ``perfect``, and on a second push every defect still present again;
 * ``claims_all``: like ``perfect``, but names every open thread as fixed;
 * ``decoys``: like ``perfect``, plus one finding on every decoy;
-* ``fail``: every request of the case fails (HTTP 500), so its review is never posted.
+* ``fail``: every request of the case fails (HTTP 500), so its review is never posted;
+* ``half``: like ``perfect`` for every other defect of the case (the 1st, 3rd, ...);
+* ``off_by_4``: every defect, described rightly but 4 lines below its range (above it at the
+  end of the file): by location alone it can land on a neighbouring defect; a judge says no;
+* ``decoy_only``: one finding on every decoy, nothing else;
+* ``vague`` (scored directly, not through the loop: the scripted model posts single lines):
+  two "Something in here is wrong." comments spanning each changed hunk.
+
+``scripted_findings`` gives what each behaviour reports as eval findings, so the scoring tests
+can score the whole corpus without the loop.
 
 The case is known from the repository name (``eval/<case id>``), the push from how many review
 turns the PR's conversation has had.
@@ -24,11 +33,13 @@ from collections.abc import Callable
 from dsh_harness.testing import ModelRequest, Reply, ScriptedModelServer
 
 from ..eval.cases import Case
-from ..eval.score import TOLERANCE
+from ..eval.score import TOLERANCE, CaseRun, candidate_pairs, pair_key
+from ..eval.score import Finding as EvalFinding
 from ..eval.validate import hunks
 from .reviewer_model import _TARGET, Finding, reviewer_policy
 
-BEHAVIOURS = ("perfect", "silent", "every_line", "repeater", "claims_all", "decoys", "fail")
+BEHAVIOURS = ("perfect", "silent", "every_line", "repeater", "claims_all", "decoys", "fail",
+              "half", "off_by_4", "decoy_only")
 # A line of the <your_open_threads> block: "- thread <id>: <path>[:<line>]: <first line>".
 _THREAD = re.compile(r"^- thread (\d+): ([^\s:]+)(?::(\d+))?: ", re.M)
 
@@ -53,12 +64,49 @@ def _report(case: Case, push: int, behaviour: str) -> list[Finding]:
                 for line in sorted(added)]
     live = case.live(push)
     new = [d for d in live.values() if case.introduced_in(d.id) == push]
+    if behaviour == "decoy_only":
+        return [f(x.path, x.lines[0], "This looks unsafe.") for x in case.push[push - 1].decoys]
+    if behaviour == "half":
+        order = [d.id for d in case.defects]
+        new = [d for d in new if order.index(d.id) % 2 == 0]
+    if behaviour == "off_by_4":
+        head = case.tree(push)
+        out = []
+        for d in new:
+            below = d.lines[1] + 4
+            line = below if below <= len(head[d.path].splitlines()) else max(1, d.lines[0] - 4)
+            out.append(f(d.path, line, d.description))
+        return out
     out = [f(d.path, d.lines[0], d.description) for d in new]
     if behaviour == "repeater":
         out += [f(d.path, d.lines[0], d.description) for d in live.values() if d not in new]
     if behaviour == "decoys":
         out += [f(x.path, x.lines[0], "This looks unsafe.") for x in case.push[push - 1].decoys]
     return out
+
+
+def scripted_findings(case: Case, behaviour: str) -> list[EvalFinding]:
+    """What ``behaviour`` reports on every push of ``case``, as the scorer reads findings."""
+    out: list[EvalFinding] = []
+    for push in range(1, len(case.push) + 1):
+        if behaviour == "vague":
+            head, base = case.tree(push), case.tree(0)
+            for path in sorted(head):
+                if head[path] == base.get(path):
+                    continue
+                for first, last, _ in hunks(base.get(path, ""), head[path]):
+                    out += [EvalFinding(push=push, path=path, start_line=first, line=last,
+                                        body="Something in here is wrong.")] * 2
+            continue
+        out += [EvalFinding(push=push, path=f.path, line=f.line, body=f.message)
+                for f in _report(case, push, behaviour)]
+    return out
+
+
+def scripted_verdicts(case: Case, findings: list[EvalFinding]) -> dict[str, bool]:
+    """A judge that reads like one: YES when the comment states the defect's description."""
+    return {pair_key(case.id, f, d.id): d.description in f.body
+            for f, d in candidate_pairs(case, CaseRun(case_id=case.id, findings=findings))}
 
 
 def _fixed(cases: dict[str, Case], behaviour: Callable[[str], str], user: str,

@@ -67,3 +67,19 @@ def test_a_suggestion_github_would_reject_is_refused_naming_the_range(args, erro
         check_comment(args, SCOPE, CHANGED)
     assert str(exc.value) == error
 
+
+
+def test_an_empty_block_deletes_the_lines_and_parsing_ends():
+    """An empty ```suggestion block (the closing fence right after the opening one) replaces
+    the range with nothing; parsing moves past it (a loop that stays on the fence never ends,
+    so the parse runs in a daemon thread: a regression fails here instead of hanging)."""
+    import threading
+
+    found: list = []
+    body = "Remove these.\n```suggestion\n```\ntrailing text\n```suggestion\n```"
+    worker = threading.Thread(target=lambda: found.append(suggestions(body)), daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive(), "parsing an empty suggestion block did not end"
+    assert [s.lines for s in found[0]] == [[], []]
+    assert one_suggestion("```suggestion\n```").lines == []

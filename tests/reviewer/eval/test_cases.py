@@ -165,3 +165,51 @@ def test_limit_takes_cases_in_turn_from_each_language():
     assert {c.language for c in select(cases, [], len(languages))} == languages
     assert select(cases, ["go-*"], 2) == [c for c in cases if c.id.startswith("go-")][:2]
     assert select(cases, [], None) == cases
+
+
+def test_limit_keeps_the_clean_share():
+    """--limit 5 used to pick 3 clean cases of 5 (ids sort ``*-clean-*`` early); a sample keeps
+    roughly the corpus's clean share, and at least one of each kind."""
+    from dsh_github_reviewer.eval.command import select
+
+    cases = load_cases()
+    share = sum(c.clean for c in cases) / len(cases)
+    for n in (2, 5, 10, 20):
+        picked = select(cases, [], n)
+        clean = sum(c.clean for c in picked)
+        assert len(picked) == n and 1 <= clean <= max(1, round(n * share) + 1), (n, clean)
+    assert select(cases, [], 1)[0].clean is False or share > 0.5
+
+
+def _check_args(directory, *only, limit=None, json=False):
+    import argparse
+
+    return argparse.Namespace(cases=str(directory), only=list(only), limit=limit, json=json)
+
+
+def test_check_cases_lists_every_problem_and_validates_the_rest(tmp_path, capsys):
+    """An unparsable case no longer stops the check: every problem is listed, with 1-based
+    positions as a person counts them in the file, the valid case is validated, exit 1."""
+    from dsh_github_reviewer.eval.command import _check
+
+    (tmp_path / "calc.toml").write_text(TWO_PUSH)
+    (tmp_path / "bad.toml").write_text(TWO_PUSH.replace('severity = "major"',
+                                                        'severity = "huge"', 1))
+    (tmp_path / "broken.toml").write_text('language = "python"\ntitle = \n')
+    (tmp_path / "wrong.toml").write_text(TWO_PUSH.replace("lines = [6, 6]", "lines = [2, 2]"))
+    assert _check(_check_args(tmp_path)) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("bad: cannot be read: ") and "push 1, defect 1, severity" in out[0]
+    assert out[1].startswith("broken: cannot be read: ") and "line 2" in out[1]
+    assert out[2].startswith("wrong: div: lines [2, 2]")
+    assert out[-1].startswith("1 of 4 cases valid")
+
+
+def test_check_cases_matching_no_case_is_an_error(tmp_path, capsys):
+    from dsh_github_reviewer.eval.command import _check
+
+    (tmp_path / "calc.toml").write_text(TWO_PUSH)
+    assert _check(_check_args(tmp_path, "typo*")) == 2
+    assert "no case matches --only typo*" in capsys.readouterr().err
+    assert _check(_check_args(tmp_path, "calc")) == 0
+    assert "1 of 1 cases valid" in capsys.readouterr().out

@@ -4,6 +4,7 @@ test server as the provider; its report in --out, in the home, and on the web UI
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -17,8 +18,9 @@ from ...harness.agent_kit import config_text
 from ...web.test_pr_pages import client
 from .kit import TWO_PUSH
 
-SUMMARY_KEYS = {"cases", "defects", "found", "findings", "hits", "false_positives", "recall",
-                "precision", "f1", "false_positives_per_pr", "false_positive_kinds",
+SUMMARY_KEYS = {"cases", "repeats", "defects", "found", "findings", "hits", "false_positives",
+                "recall", "recall_ci95", "precision", "precision_ci95", "f1", "f1_ci95",
+                "by_language", "false_positives_per_pr", "false_positive_kinds",
                 "clean_cases", "findings_on_clean", "clean_cases_flagged", "decoys",
                 "decoy_hits", "re_review", "by_category", "by_severity", "failures", "cost_usd",
                 "cost_per_pr_usd", "prompt_tokens", "output_tokens", "cache_hit", "model_calls",
@@ -47,8 +49,9 @@ async def test_eval_limit_5_json_runs_every_case_through_the_provider(tmp_path):
     assert cfg["summary"]["defects"] == sum(len(r["defects"]) for r in cfg["cases"]) > 0
     assert cfg["summary"]["recall"] == 0.0  # its Python rules find nothing in these Go PRs
     assert "cases ×" in proc.stderr and "5/5 cases" in proc.stderr  # estimate, progress
+    assert "1/5 cases" in proc.stderr and "left" in proc.stderr  # per case, with what remains
     html = (tmp_path / "out" / "report.html").read_text()
-    assert "<td>go-audit-query</td><td title=" in html and "<td class=miss>✗</td>" in html
+    assert "go-audit-query<div class=muted>" in html and "<td class=miss>✗ missed</td>" in html
     assert "| scripted/deepseek-v4-flash | 5 |" in (tmp_path / "out" / "report.md").read_text()
     assert json.loads((tmp_path / "home" / "eval" / "latest.json").read_text()) == report
     assert not (tmp_path / "home" / "eval" / "running.json").exists()  # removed at the end
@@ -123,3 +126,63 @@ def test_models_and_the_team_side_by_side_on_the_same_cases(tmp_path):
     personas = [r for r in requests if r["messages"][0]["content"].startswith(
         "You are the security reviewer")]
     assert {r["model"] for r in personas} == {"deepseek-v4-flash", "deepseek-v4-pro"}
+
+
+@pytest.mark.slow
+def test_the_cost_cap_is_shared_evenly_so_every_model_is_scored(tmp_path):
+    """Before: with two models the first spent the whole cap and the second was left with 0 of
+    its cases, and the run exited 0. Now each configuration gets an equal share: both are
+    scored on the same first case, and the partial run exits 1."""
+    with ScriptedModelServer(policy=reviewer_policy) as model:
+        (tmp_path / "dsh.toml").write_text(config_text(model.base_url))
+        proc = dsh("github-reviewer", "eval", "--only", "py-pagination", "--only",
+                   "py-retry", "--model", "scripted/deepseek-v4-flash", "--model",
+                   "scripted/deepseek-v4-pro", "--max-cost-usd", "1e-9", "--concurrency", "1",
+                   "--json", "--yes", cwd=tmp_path, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "the cost cap stopped a configuration" in proc.stderr
+    report = json.loads(proc.stdout)
+    assert [[r["case"] for r in c["cases"]] for c in report["configs"]] == [
+        ["py-pagination"], ["py-pagination"]]
+    assert all("share $5e-10 reached" in c["stopped"] for c in report["configs"])
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_after_the_case_in_flight_with_a_partial_report(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    from ...cli_kit import STRIPPED
+
+    arrived, release = threading.Event(), threading.Event()
+
+    def policy(req):
+        arrived.set()
+        release.wait(60)
+        return reviewer_policy(req)
+
+    with ScriptedModelServer(policy=policy) as model:
+        (tmp_path / "dsh.toml").write_text(config_text(model.base_url))
+        env = {k: v for k, v in os.environ.items() if k not in STRIPPED} | {
+            "HOME": str(tmp_path)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dsh_harness.cli", "github-reviewer", "eval", "--only",
+             "py-*", "--limit", "4", "--concurrency", "1", "--json", "--yes"],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert arrived.wait(120), "the first review never reached the model"
+            proc.send_signal(signal.SIGINT)
+            release.set()
+            out, err = proc.communicate(timeout=240)
+        finally:
+            release.set()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 130, err
+    assert "stopping after the cases in flight" in err and "the report is partial" in err
+    report = json.loads(out)
+    assert report["stopped"] == "Ctrl-C" and len(report["configs"][0]["cases"]) == 1
+    assert not (tmp_path / "home" / "eval" / "running.json").exists()

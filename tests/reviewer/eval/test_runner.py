@@ -87,13 +87,17 @@ async def test_shipped_cases_with_a_perfect_reviewer_and_the_cost_cap(tmp_path):
                                                   "ts-clean-debounce")]
     res, requests = await _run(tmp_path, cases, "perfect", concurrency=1,
                                max_cost_usd=1e-9)
-    # The first batch ran (nothing was spent before it); the cap stopped the rest.
-    assert len(res.runs) == 1 and "--max-cost-usd 1e-09 reached after 1 of 3" in res.stopped
+    # The first case ran (nothing was spent before it); the cap stopped the rest.
+    assert len(res.runs) == 1 and "share $1e-09 reached" in res.stopped
+    assert "after 1 of 3 cases started" in res.stopped
     assert all(f"eval/{res.runs[0].case_id}#1" in json.dumps(r) for r in requests)
-    batches = []
+    progress = []
     res, _ = await _run(tmp_path, cases, "perfect", concurrency=2,
-                        on_batch=lambda cfg, done, total, spent: batches.append((done, total)))
-    assert batches == [(2, 3), (3, 3)]  # what the progress line and running.json show
+                        on_case=lambda cfg, run, done, total, spent: progress.append(
+                            (run.case_id, done, total)))
+    # One line per case as it ends (what the progress line and running.json show).
+    assert [(d, t) for _, d, t in progress] == [(1, 3), (2, 3), (3, 3)]
+    assert sorted(c for c, _, _ in progress) == sorted(c.id for c in cases)
     by = {c.id: c for c in cases}
     s = summarize([score_case(by[r.case_id], r) for r in res.runs], res.runs)
     assert (s["recall"], s["precision"], s["findings_on_clean"], s["failures"]) == \
@@ -101,8 +105,11 @@ async def test_shipped_cases_with_a_perfect_reviewer_and_the_cost_cap(tmp_path):
     report = build_report(cases, [res], started_at=res_started())
     assert report["configs"][0]["summary"]["decoys"] == 1
     table = markdown(report)
-    assert "| scripted/deepseek-v4-flash | 3 | 100% | 100% | 1.00 |" in table
-    assert "| off-by-one | 100% (1/1) |" in table and "| critical | 100% (1/1) |" in table
+    # Every rate with its n and 95 % interval.
+    assert ("| scripted/deepseek-v4-flash | 3 | 100% [44–100%] (n=3) | 100% [44–100%] (n=3) | "
+            "1.00 [1.00–1.00] |") in table
+    assert "| off-by-one | 100% [21–100%] (1/1);" in table
+    assert "| critical | 100% [21–100%] (1/1);" in table and "| by language |" in table
 
 
 def res_started():
@@ -119,11 +126,13 @@ def test_report_bars_show_an_empty_track_at_zero():
     run = CaseRun(case_id="calc", findings=[], reviewed=[1, 2])
     page = html_fragment(build_report([case()], [ConfigResult(EvalConfig(MODEL), [run])],
                                       started_at=res_started()))
-    assert "<th colspan=3>recall · precision · F1</th>" in page and "<th>recall</th>" not in page
+    assert "<th colspan=3>recall · precision · F1 (location)</th>" in page
+    assert "<th>recall</th>" not in page
     for name in ("recall", "precision", "F1"):
         assert (f"aria-label='{name}'><rect width='120' height='12' fill='#e4e7eb'/><rect "
                 f"width='0' height='12'") in page
-    assert "font-size='12' fill='currentColor'>recall 0%</text></svg>" in page  # no wrap
+    # The label (with its 95 % interval) inside the SVG, so it never wraps away from its bar.
+    assert "font-size='12' fill='currentColor'>recall 0% [0–56%]</text></svg>" in page
 
 
 def test_report_escapes_what_the_model_wrote():

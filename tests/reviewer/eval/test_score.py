@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from dsh_github_reviewer.eval import TOLERANCE, CaseRun, Finding, load_cases, score_case, summarize
-from dsh_github_reviewer.eval.score import overlaps
+from dsh_github_reviewer.eval import (
+    TOLERANCE,
+    CaseRun,
+    Finding,
+    check_cases,
+    load_cases,
+    score_case,
+    summarize,
+)
+from dsh_github_reviewer.eval.score import distance, max_width, overlaps
 from dsh_github_reviewer.eval.validate import hunks
 
-from .kit import case
+from .kit import TWO_PUSH, case
 
 
 def _run(findings, **kw) -> CaseRun:
@@ -120,11 +128,17 @@ def test_each_defect_is_matched_once_by_a_maximum_matching():
 def test_slices_by_category_and_severity():
     c = case()
     s = _one(c, _run([(1, 6), (1, 30), (2, 15)], reviewed=[1, 2]))
-    assert s["by_category"]["secret"] == {"defects": 1, "found": 1, "recall": 1.0,
-                                          "precision": 0.5, "f1": round(2 * 0.5 / 1.5, 4)}
+    keys = ("defects", "found", "findings", "hits", "recall", "precision", "f1")
+    assert {k: s["by_category"]["secret"][k] for k in keys} == {
+        "defects": 1, "found": 1, "findings": 2, "hits": 1, "recall": 1.0, "precision": 0.5,
+        "f1": round(2 * 0.5 / 1.5, 4)}
     assert s["by_category"]["off-by-one"]["recall"] == 0.0
-    assert s["by_severity"]["major"] == {"defects": 2, "found": 1, "recall": 0.5,
-                                         "precision": 0.5, "f1": 0.5}
+    assert {k: s["by_severity"]["major"][k] for k in keys} == {
+        "defects": 2, "found": 1, "findings": 2, "hits": 1, "recall": 0.5, "precision": 0.5,
+        "f1": 0.5}
+    # Every rate with its n and a 95 % interval.
+    assert s["by_severity"]["major"]["recall_ci95"] == [0.0945, 0.9055]
+    assert s["by_language"]["python"]["cases"] == 1
 
 
 def test_the_shipped_corpus_scores_perfectly_against_its_own_ground_truth():
@@ -139,3 +153,88 @@ def test_the_shipped_corpus_scores_perfectly_against_its_own_ground_truth():
     s = summarize(scores, runs)
     assert (s["recall"], s["precision"], s["f1"]) == (1.0, 1.0, 1.0)
     assert s["findings_on_clean"] == 0 and s["clean_cases"] >= 8
+
+
+def test_a_finding_much_wider_than_the_defect_matches_nothing():
+    """At most the defect's lines plus twice the tolerance: "div" is one line, so 7 lines."""
+    c = case()
+    assert max_width((6, 6)) == 1 + 2 * TOLERANCE
+    ok = Finding(push=1, path="app/calc.py", start_line=3, line=9)
+    wide = Finding(push=1, path="app/calc.py", start_line=2, line=9)
+    assert distance(ok, c.defects[0]) == 0 and distance(wide, c.defects[0]) is None
+    # 9 lines: wider than "loop" (2 lines + 6) too, although within its tolerance.
+    wide = Finding(push=1, path="app/calc.py", start_line=1, line=9)
+    s = score_case(c, CaseRun(case_id="calc", findings=[wide]))
+    assert [f.kind for f in s.findings] == ["other"]
+    # One comment spanning the whole hunk finds nothing, however many defects are inside it.
+    hunk = Finding(push=1, path="app/calc.py", start_line=4, line=14, body="Something's off.")
+    s = summarize([score_case(c, CaseRun(case_id="calc", findings=[hunk, hunk]))])
+    assert (s["found"], s["hits"]) == (0, 0)
+
+
+def test_any_of_a_defects_locations_is_accepted():
+    """``also``: the symptom beside the cause; a comment on either finds it, once."""
+    text = TWO_PUSH.replace('description = "b may be zero"',
+                            'description = "b may be zero"\n'
+                            'also = [{path = "app/calc.py", lines = [12, 12]}]', 1)
+    c = case(text)
+    assert check_cases([c]) == []
+    at_symptom = Finding(push=1, path="app/calc.py", line=12)
+    s = score_case(c, CaseRun(case_id="calc", findings=[at_symptom]))
+    # Line 12 is both "loop" and div's symptom: one comment, one defect.
+    assert [f.kind for f in s.findings] == ["hit"]
+    both = [at_symptom, Finding(push=1, path="app/calc.py", line=11)]
+    s = score_case(c, CaseRun(case_id="calc", findings=both))
+    assert {d.id for d in s.defects if d.found_in} == {"div", "loop"}
+    # An also location off the diff is refused like any range.
+    bad = case(text.replace("lines = [12, 12]}]", "lines = [2, 2]}]"))
+    assert any("div also.1: lines [2, 2]" in p for p in check_cases([bad]))
+
+
+def test_the_nearest_comment_is_credited_and_either_thread_resolves_the_fix():
+    """Two comments on "div" (push 1) - the one on its line is the hit; the bot resolving the
+    thread of either when push 2 fixes it recognises the fix (py-db-backup)."""
+    c = case()
+    near = Finding(push=1, path="app/calc.py", line=6, comment_id=1)
+    far = Finding(push=1, path="app/calc.py", line=4, comment_id=2)
+    for resolved in ([1], [2]):
+        run = CaseRun(case_id="calc", findings=[far, near], reviewed=[1, 2], resolved=resolved)
+        s = score_case(c, run)
+        assert [(f.finding.line, f.kind, f.distance) for f in s.findings] == \
+            [(4, "duplicate", None), (6, "hit", 0)]
+        assert next(d for d in s.defects if d.id == "div").fix_recognised is True
+
+
+def test_matching_prefers_the_least_total_distance():
+    """Line 8 is 2 from "div" and 3 from "loop"; line 9 is 3 and 2: both pairings are maximum,
+    the nearer one (8-div, 9-loop) is taken, whatever order the comments came in."""
+    c = case()
+    for order in ([8, 9], [9, 8]):
+        s = score_case(c, _run([(1, n) for n in order]))
+        assert {f.finding.line: f.target for f in s.findings} == {8: "div", 9: "loop"}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_maximum_matching_is_order_independent(seed):
+    """Any order of the same comments scores the same (kinds, targets, figures)."""
+    import random
+
+    c = case()
+    lines = [(1, n) for n in (4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 30)] + [(2, 12), (2, 15)]
+    base = score_case(c, _run(lines, reviewed=[1, 2]))
+    shuffled = list(lines)
+    random.Random(seed).shuffle(shuffled)
+    other = score_case(c, _run(shuffled, reviewed=[1, 2]))
+    assert other.model_dump() == base.model_dump()
+    assert sum(f.kind == "hit" for f in base.findings) == 3  # every defect, once
+
+
+def test_a_comment_on_a_decoy_next_to_a_defect_falls_for_the_decoy():
+    """The decoy (line 13) is one line from "loop" (11-12): a comment on the decoy is closer to
+    it and counts as a decoy hit, not as finding "loop"; a comment on "loop" still finds it."""
+    c = case()
+    s = score_case(c, _run([(1, 13)]))
+    assert [(f.kind, f.target) for f in s.findings] == [("decoy", "fstring")]
+    assert all(d.found_in is None for d in s.defects)
+    s = score_case(c, _run([(1, 12), (1, 13)]))
+    assert [(f.finding.line, f.kind) for f in s.findings] == [(12, "hit"), (13, "decoy")]
