@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
 import socket
 import sys
@@ -80,13 +81,28 @@ def port_denied_message(port: int) -> str:
             f"`sudo setcap cap_net_bind_service=+ep {Path(sys.executable).resolve()}`")
 
 
+def _address_slice() -> tuple[int, int]:
+    """The last octets this process may probe, first and last. Parallel test workers
+    (pytest-xdist sets ``PYTEST_XDIST_WORKER=gw<N>`` and ``PYTEST_XDIST_WORKER_COUNT``) each get
+    a slice of 127.0.0.2–254 of their own: a probe then bind in two processes at once could
+    otherwise pick the same address, and the second server would fail to bind."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not (worker.startswith("gw") and worker[2:].isdigit() and count.isdigit()):
+        return 2, 254
+    size = 253 // max(1, int(count))
+    first = 2 + (int(worker[2:]) % max(1, int(count))) * size
+    return first, first + size - 1
+
+
 def free_loopback_address(port: int = 80) -> str:
     """A 127.0.0.N whose ``port`` is free (tests running side by side each take their own).
 
     Raises ``LoopbackPortDenied`` when the port is privileged and this process may not bind it
     (the test suite skips those tests with that reason; the demo prints it).
     """
-    for n in range(2 + secrets.randbelow(200), 255):
+    first, last = _address_slice()
+    for n in range(first + secrets.randbelow(max(1, (last - first) * 3 // 4)), last + 1):
         host = f"127.0.0.{n}"
         with socket.socket() as s:
             try:
