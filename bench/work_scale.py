@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dsh_github_reviewer.config import AccountConfig
+from dsh_github_reviewer.core.triggers import BotIdentity
 from dsh_github_reviewer.github.feeds import FeedMarks
 from dsh_github_reviewer.github.models import PullSummary
 from dsh_github_reviewer.work.inbox import Inbox, Observations
@@ -55,7 +56,8 @@ async def new_tick(n: int) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         domain = await Domain.open(domain_spec(), SqliteBackend(Path(tmp)))
         store = WorkStore(domain, "demo")
-        inbox = Inbox(store, AccountConfig(name="demo", repositories=["acme/shop"]))
+        inbox = Inbox(store, AccountConfig(name="demo", repositories=["acme/shop"]),
+                      BotIdentity("shop-review-bot"))
         pulls = [pull(i) for i in range(1, n + 1)]
         marks = FeedMarks(issue_comments_since=NOW, review_comments_since=NOW)
         cpu, wall = time.process_time(), time.perf_counter()

@@ -22,7 +22,7 @@ from dsh_harness import AgentWorld, DshError, Harness
 from ..config import AccountConfig, McpSettings, ReviewerConfig, SetupError
 from ..core.clock import Clock, utcnow
 from ..core.session_key import PrKey, parse_session_id
-from ..github.account import ConfiguredAccount, ConnectedAccount, connect
+from ..github.account import ConfiguredAccount, ConnectedAccount, IdentityError, connect
 from ..github.auth import load_private_key
 from ..github.errors import AuthError
 from ..reviewers.base import Reviewer
@@ -170,13 +170,19 @@ class ReviewerApp:
         return out
 
     async def connect(self) -> None:
-        """Connect every account (App keys are read and parsed here) and open its records."""
+        """Connect every account (App keys are read and parsed here, the bot's login is asked
+        of GitHub) and open its records."""
         self.check_credentials()
         domain = await self.harness.storage.domain(DOMAIN)
         for key, acct in self.configured.items():
             try:
-                self.connected[key] = connect(acct, self.key_path(acct), self.mcp_settings(acct))
+                self.connected[key] = await connect(acct, self.key_path(acct),
+                                                    self.mcp_settings(acct))
+            except IdentityError as exc:
+                await self.close()
+                raise SetupError(f"{acct.where}: {exc}") from None
             except AuthError as exc:
+                await self.close()
                 raise SetupError(f"{acct.where}.private_key_path: {exc}") from None
             self.stores[key] = WorkStore(domain, key)
 

@@ -52,9 +52,10 @@ class WorkService:
             self.scheduler.add_account(
                 key, store, lambda review, chat, ctx=ctx: PrWorker(ctx, review, chat),
                 acct.config.poll_interval_s, acct.config.max_concurrent_reviews)
-            self.pollers[key] = AccountPoller(acct, store, Inbox(store, acct.config),
-                                              self.scheduler, tick_intervals_s[key], clock,
-                                              pause, leases=self.leases)
+            inbox = Inbox(store, acct.config, acct.identity)
+            self.pollers[key] = AccountPoller(acct, store, inbox, self.scheduler,
+                                              tick_intervals_s[key], clock, pause,
+                                              leases=self.leases)
 
     def record_work(self) -> RecordWork:
         """The webhook receivers' sink: records into the pollers' inboxes, wakes the

@@ -24,7 +24,13 @@ from dsh_harness import DshError, Harness, error_lines
 from ..app import ReviewerApp
 from ..config import TeamSettings
 from ..core.sanitizer import redact_secrets
-from ..core.triggers import Trigger, is_review_post, reply_marker, review_trigger
+from ..core.triggers import (
+    Trigger,
+    answers_command,
+    is_bot_review,
+    posted_trigger,
+    reply_marker,
+)
 from ..github.account import ConfiguredAccount, ConnectedAccount
 from ..github.errors import GitHubError, NotFound
 from ..github.models import PullRequest, Review
@@ -104,7 +110,7 @@ async def previous_head(acct: ConnectedAccount, pr: PullRequest) -> str | None:
     base = pr.base.repo
     assert base is not None
     ours = [r for r in await acct.client.list_reviews(base.owner.login, base.name, pr.number)
-            if r.state != "PENDING" and is_review_post(r.body)]
+            if r.state != "PENDING" and is_bot_review(r, acct.identity)]
     return ours[-1].commit_id if ours else None
 
 
@@ -120,7 +126,7 @@ async def reviewed_head(acct: ConnectedAccount, pr: PullRequest) -> Review | Non
     assert base is not None
     found = None
     for r in await acct.client.list_reviews(base.owner.login, base.name, pr.number):
-        answered = review_trigger(r.body)
+        answered = posted_trigger(r, acct.identity)
         if r.state == "PENDING" or r.commit_id != pr.head.sha or answered is None \
                 or answered.account != acct.key:
             continue
@@ -310,7 +316,7 @@ async def _chat(team: TeamReview, acct: ConnectedAccount, pr: PullRequest, task:
     base = pr.base.repo
     tag = reply_marker(task.comment_id)
     comments = await acct.client.list_issue_comments(base.owner.login, base.name, pr.number)
-    if any(c.body and tag in c.body for c in comments):
+    if any(answers_command(c, acct.identity, task.comment_id) for c in comments):
         say("the answer was already posted")
         return 0
     await acct.client.post_issue_comment(base.owner.login, base.name, pr.number,

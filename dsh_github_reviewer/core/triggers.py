@@ -18,13 +18,20 @@ Kinds (``ident`` in brackets):
 Automatic reviews (``auto`` and ``retarget``) are the ones ``review.max_reviews_per_pr`` caps.
 The format of both triggers and markers is fixed: records and posts written by earlier
 versions must keep parsing and matching.
+
+**Own words.** A marker is hidden text anyone can type. It counts only on content the bot itself
+authored: a review, review comment, issue comment or reply whose author is the bot's identity
+(``BotIdentity``: a token's login, an App's ``<slug>[bot]``, learned when the account connects).
+The readers below are the only code that looks for markers in a body, and each one takes the
+author; in anyone else's text a marker is plain text.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 Kind = Literal["auto", "retarget", "cmd", "chat", "bot", "ci"]
 KINDS: tuple[str, ...] = get_args(Kind)
@@ -126,13 +133,72 @@ def notice_marker(trigger: Trigger | str) -> str:
     return NOTICE_MARKER.format(trigger=trigger)
 
 
+def fixed_marker(ids: Iterable[int]) -> str:
+    """The hidden line of a review naming the bot's earlier threads this push fixed."""
+    return FIXED_MARKER.format(ids=",".join(str(int(i)) for i in ids))
+
+
+def fixed_in_marker(root_id: int) -> str:
+    """The hidden line of the bot's "Fixed in" reply in a thread it resolved."""
+    return FIXED_IN_MARKER.format(id=int(root_id))
+
+
+def summary_marker() -> str:
+    """The hidden line of the PR's summary comment."""
+    return SUMMARY_MARKER
+
+
+# -- whose words: the only readers of markers ------------------------------------------------
+
+
+class Authored(Protocol):
+    """A review, review comment or issue comment as GitHub lists it: a body and an author
+    (``user`` with a ``login``, or the login itself; None for a review by a deleted
+    account)."""
+
+    @property
+    def body(self) -> str | None: ...
+    @property
+    def user(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class BotIdentity:
+    """The account the bot posts as: a PAT's login, or ``<slug>[bot]`` for an App. GitHub
+    logins are case-insensitive."""
+
+    login: str
+
+    def __post_init__(self) -> None:
+        if not self.login or not self.login.strip():
+            raise ValueError("the bot's identity needs a login")
+
+    def owns(self, author: str | None) -> bool:
+        """``author`` (a login) is the bot."""
+        return bool(author) and str(author).lower() == self.login.lower()
+
+    def wrote(self, item: Authored) -> bool:
+        """The bot authored ``item``."""
+        user = getattr(item, "user", None)
+        return self.owns(user if isinstance(user, str) else getattr(user, "login", None))
+
+    def __str__(self) -> str:
+        return self.login
+
+
+def _own_body(item: Authored, me: BotIdentity) -> str:
+    """The body when the bot wrote ``item``, else empty: a stranger's marker is plain text."""
+    return (item.body or "") if me.wrote(item) else ""
+
+
 _REVIEW_MARKER_RE = re.compile(re.escape(REVIEW_MARKER_PREFIX) + r"(\S+) -->")
+_FIXED_RE = re.compile(re.escape(OWN_MARKER + "fixed:") + r"([0-9,]*) -->")
 
 
-def review_trigger(body: str | None) -> Trigger | None:
-    """The trigger a posted review answers, read from its marker (None: not the bot's review,
-    or a marker that does not parse)."""
-    m = _REVIEW_MARKER_RE.search(body or "")
+def posted_trigger(item: Authored, me: BotIdentity) -> Trigger | None:
+    """The trigger a review of the bot's answers, read from its marker (None: not the bot's
+    review, or a marker that does not parse)."""
+    m = _REVIEW_MARKER_RE.search(_own_body(item, me))
     if m is None:
         return None
     try:
@@ -141,11 +207,37 @@ def review_trigger(body: str | None) -> Trigger | None:
         return None
 
 
-def is_own_post(body: str | None) -> bool:
-    """Any of the bot's markers: its reviews, replies and notices."""
-    return OWN_MARKER in (body or "")
+def is_bot_review(item: Authored, me: BotIdentity) -> bool:
+    """A review the bot posted: its author is the bot and it carries a trigger marker."""
+    return REVIEW_MARKER_PREFIX in _own_body(item, me)
 
 
-def is_review_post(body: str | None) -> bool:
-    """A review the bot posted (it carries a trigger marker)."""
-    return REVIEW_MARKER_PREFIX in (body or "")
+def answers_trigger(item: Authored, me: BotIdentity, trigger: Trigger | str) -> bool:
+    """The bot's review posted for ``trigger``."""
+    return review_marker(trigger) in _own_body(item, me)
+
+
+def answers_command(item: Authored, me: BotIdentity, comment_id: int) -> bool:
+    """The bot's answer to the command comment ``comment_id``."""
+    return reply_marker(comment_id) in _own_body(item, me)
+
+
+def gave_up_on(item: Authored, me: BotIdentity, trigger: Trigger | str) -> bool:
+    """The bot's give-up notice for the work ``trigger``."""
+    return notice_marker(trigger) in _own_body(item, me)
+
+
+def fixed_threads(item: Authored, me: BotIdentity) -> list[int]:
+    """The thread ids a review of the bot names as fixed (its ``fixed:`` marker)."""
+    m = _FIXED_RE.search(_own_body(item, me))
+    return [int(x) for x in m.group(1).split(",") if x] if m else []
+
+
+def marks_fixed_in(item: Authored, me: BotIdentity, root_id: int) -> bool:
+    """The bot's "Fixed in" reply for thread ``root_id`` (it resolved that thread once)."""
+    return fixed_in_marker(root_id) in _own_body(item, me)
+
+
+def is_summary(item: Authored, me: BotIdentity) -> bool:
+    """The bot's summary comment of the PR."""
+    return SUMMARY_MARKER in _own_body(item, me)

@@ -3,8 +3,13 @@
 * ``ConfiguredAccount`` — what exists in every process (``dsh run``, the CLI, the web UI) with no
   network: the config block and the guard holding the four tools. The world hook needs no more.
 * ``ConnectedAccount`` — built whole by ``connect`` (``dsh run``, CI): the configured account
-  plus its HTTP client, auth, REST client and MCP host. No field is ever missing, so no code
-  asks whether it has been connected yet.
+  plus its HTTP client, auth, REST client, MCP host and the bot's identity (the login it posts
+  as, asked of GitHub once). No field is ever missing, so no code asks whether it has been
+  connected yet.
+
+The identity is what makes a marker count (``core/triggers.py``, "own words"): only content
+that login authored is the bot's. It is learned or the account does not connect — there is no
+fallback that would trust a marker by anyone.
 """
 
 from __future__ import annotations
@@ -15,8 +20,10 @@ from pathlib import Path
 import httpx2
 
 from ..config import AccountConfig, McpSettings
+from ..core.triggers import BotIdentity
 from .auth import AppAuth, PatAuth, load_private_key
 from .client import GitHubClient
+from .errors import AuthError, GitHubError, RateLimited
 from .guard import Guard
 from .mcp_host import McpRuntime
 
@@ -46,6 +53,8 @@ class ConnectedAccount:
     auth: PatAuth | AppAuth
     client: GitHubClient
     mcp: McpRuntime
+    # The login the bot posts as: only its content's markers count.
+    identity: BotIdentity
 
     @property
     def instance(self) -> str:
@@ -69,9 +78,41 @@ class ConnectedAccount:
         await self.http.aclose()
 
 
-def connect(configured: ConfiguredAccount, key_path: Path | None,
-            mcp: McpSettings) -> ConnectedAccount:
-    """Open the account's clients; an App key is read and parsed here (``AuthError``).
+class IdentityError(AuthError):
+    """The bot's own login could not be learned: the account must not run without it."""
+
+
+VIEWER = "query { viewer { login } }"
+
+
+async def learn_identity(client: GitHubClient, auth: PatAuth | AppAuth) -> BotIdentity:
+    """Who the bot is on GitHub. A token: its login (``GET /user``; an installation token such
+    as Actions' ``GITHUB_TOKEN`` may not read that, so GraphQL ``viewer`` then). An App:
+    ``<slug>[bot]`` (``GET /app`` with the App's JWT). ``IdentityError`` names what failed."""
+    try:
+        if isinstance(auth, AppAuth):
+            return BotIdentity(await auth.app_login())
+        try:
+            return BotIdentity(await client.authenticated_login())
+        except GitHubError as exc:
+            if isinstance(exc, RateLimited) or exc.status not in (403, 404):
+                raise
+            data = await client.graphql(VIEWER, {})
+            login = (data.get("viewer") or {}).get("login") if isinstance(data, dict) else None
+            if not isinstance(login, str) or not login:
+                raise GitHubError("GraphQL viewer: the answer has no login") from None
+            return BotIdentity(login)
+    except (GitHubError, AuthError, ValueError) as exc:
+        raise IdentityError(
+            "cannot learn the bot's own GitHub login (" + str(exc)[:300] + "); it is needed to "
+            "tell the bot's posts from others' (only its own markers count), so the account "
+            "does not start without it") from None
+
+
+async def connect(configured: ConfiguredAccount, key_path: Path | None,
+                  mcp: McpSettings) -> ConnectedAccount:
+    """Open the account's clients and learn the bot's identity; an App key is read and parsed
+    here (``AuthError``), a failed identity lookup raises ``IdentityError``.
     ``key_path`` and ``mcp`` come with relative paths already resolved."""
     cfg = configured.config
     if cfg.app_mode:
@@ -84,5 +125,11 @@ def connect(configured: ConfiguredAccount, key_path: Path | None,
                        cfg.api_url, http)
     else:
         auth = PatAuth(cfg.personal_access_token.get_secret_value())  # type: ignore[union-attr]
-    return ConnectedAccount(configured, http, auth, GitHubClient(cfg.api_url, auth, http),
-                            McpRuntime(mcp, cfg.web_url, cfg.review.tool_timeout_s))
+    client = GitHubClient(cfg.api_url, auth, http)
+    try:
+        identity = await learn_identity(client, auth)
+    except BaseException:
+        await http.aclose()
+        raise
+    return ConnectedAccount(configured, http, auth, client,
+                            McpRuntime(mcp, cfg.web_url, cfg.review.tool_timeout_s), identity)

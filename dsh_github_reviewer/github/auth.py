@@ -108,6 +108,30 @@ class AppAuth:
                         expires_at - self._clock(), valid_for_s)
         return token
 
+    async def app_login(self) -> str:
+        """The login the App's installation posts as, ``<slug>[bot]``: ``GET /app`` with the
+        App's JWT (an installation token may not read it)."""
+        try:
+            resp = await self._http.get(f"{self.api_url}/app", headers={
+                "Authorization": f"Bearer {self.app_jwt()}",
+                "Accept": "application/vnd.github+json",
+                "X-GitHub-Api-Version": "2022-11-28"})
+        except httpx2.HTTPError as exc:
+            raise AuthError(f"GET /app failed: {type(exc).__name__}") from None
+        if resp.status_code == 401:
+            raise BadCredentials("GET /app failed: HTTP 401: GitHub rejected the App's "
+                                 "credentials (app_id or private key)", 401)
+        if resp.status_code != 200:
+            raise AuthError(f"GET /app failed: HTTP {resp.status_code}: {truncate(resp.text)}",
+                            resp.status_code)
+        try:
+            slug = resp.json()["slug"]
+        except (ValueError, KeyError, TypeError):
+            raise AuthError("GET /app: the answer has no slug") from None
+        if not isinstance(slug, str) or not slug.strip():
+            raise AuthError("GET /app: the answer has no slug")
+        return f"{slug.strip()}[bot]"
+
     async def _fetch(self) -> tuple[str, float]:
         self.refreshes += 1
         url = f"{self.api_url}/app/installations/{self.installation_id}/access_tokens"

@@ -19,6 +19,7 @@ from typing import Any
 from dsh_harness import Tool, ToolContext, ToolRejected, ToolText
 
 from ..core.sanitizer import sanitize_code
+from ..core.triggers import BotIdentity
 from . import tool_specs
 from .client import GitHubClient
 from .dialects import Dialect, DialectError, detect
@@ -70,6 +71,8 @@ class GuardTurn:
     client: GitHubClient
     runtime: McpRuntime
     token: str
+    # Who the bot is: only its own review answering the trigger counts as already posted.
+    me: BotIdentity
     connection: McpConnection | None = None
     dialect: Dialect | None = None
     changed: ChangedFiles | None = None
@@ -174,7 +177,7 @@ class GuardTurn:
             body = body.rstrip() + "\n\n" + "\n\n".join(self.body_notes)
         body = self.finalize_body(body) if self.finalize_body else body
         review, posted = await post_review(self.client, s.owner, s.repo, s.number, self.draft,
-                                           body, s.trigger)
+                                           body, s.trigger, self.me)
         self.submitted, self.posted_now = review, posted
         return review
 

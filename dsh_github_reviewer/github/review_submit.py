@@ -5,19 +5,20 @@ The guard keeps the model's review as a local draft and posts it in one REST cal
 GitHub while the model works, so a crash before the submit leaves nothing behind, and the
 github-mcp-server 0.12.1 ``reviews(first: 1)`` problem (re-reviews fail once the bot has an
 older review) cannot occur. The review body carries a hidden trigger marker; before posting,
-the PR's reviews are checked for it, so a retried or resumed turn never posts twice.
+the PR's reviews are checked for it, so a retried or resumed turn never posts twice. Only the
+bot's own reviews count there (``core/triggers.py``): a marker anyone else typed into a review
+is plain text and never stands in for the bot's review.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import severity
 from ..core.sanitizer import redact_secrets
-from ..core.triggers import FIXED_MARKER, Trigger, review_marker
+from ..core.triggers import BotIdentity, Trigger, answers_trigger, fixed_marker, review_marker
 from .client import GitHubClient
 from .errors import GitHubError
 from .models import Review
@@ -46,9 +47,6 @@ class DraftComment:
         return f"{self.path}:{self.line}"
 
 
-_FIXED = re.compile(re.escape(FIXED_MARKER.split("{")[0]) + r"([0-9,]*) -->")
-
-
 @dataclass(frozen=True)
 class FindingLimits:
     """What goes inline: at least ``min_severity``, at most ``max_findings`` (0 = no cap); and
@@ -71,12 +69,6 @@ class Draft:
     # each as people know it ("path:line (first words)"), for the review body.
     fixed: list[int] = field(default_factory=list)
     fixed_labels: list[str] = field(default_factory=list)
-
-
-def fixed_threads(body: str | None) -> list[int]:
-    """The thread ids a posted review's hidden marker names as fixed."""
-    m = _FIXED.search(body or "")
-    return [int(x) for x in m.group(1).split(",") if x] if m else []
 
 
 LISTED_CHARS = 600
@@ -189,7 +181,7 @@ def review_payload(draft: Draft, body: str, trigger: Trigger | str
             + (f" ({redact_secrets(label.split(' (', 1)[1])}" if " (" in label else "")
             for label in draft.fixed_labels))
     if draft.fixed:
-        parts.append(FIXED_MARKER.format(ids=",".join(map(str, draft.fixed))))
+        parts.append(fixed_marker(draft.fixed))
     parts.append(review_marker(trigger))
     comments = []
     for c in inline:
@@ -203,18 +195,19 @@ def review_payload(draft: Draft, body: str, trigger: Trigger | str
 
 
 async def find_posted(client: GitHubClient, owner: str, repo: str, number: int,
-                      trigger: Trigger | str) -> Review | None:
-    tag = review_marker(trigger)
+                      trigger: Trigger | str, me: BotIdentity) -> Review | None:
+    """The bot's own review answering ``trigger``, if it is on the PR."""
     for review in await client.list_reviews(owner, repo, number):
-        if review.state != "PENDING" and review.body and tag in review.body:
+        if review.state != "PENDING" and answers_trigger(review, me, trigger):
             return review
     return None
 
 
 async def post_review(client: GitHubClient, owner: str, repo: str, number: int,
-                      draft: Draft, body: str, trigger: Trigger | str) -> tuple[Review, bool]:
+                      draft: Draft, body: str, trigger: Trigger | str, me: BotIdentity
+                      ) -> tuple[Review, bool]:
     """(the review, whether this call posted it) — an earlier post for the trigger is reused."""
-    existing = await find_posted(client, owner, repo, number, trigger)
+    existing = await find_posted(client, owner, repo, number, trigger, me)
     if existing is not None:
         log.info("%s/%s#%d: review for trigger %s already posted (%s)", owner, repo, number,
                  trigger, existing.id)

@@ -2,6 +2,8 @@
 
 Each reply carries a hidden marker naming the command comment it answers; before posting,
 the PR's comments are checked for it, so a command re-run after a crash never answers twice.
+Only the bot's own comments count there: anyone else's comment quoting the marker never
+silences a command.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from typing import Literal, Protocol
 
 from ..core.sanitizer import redact_secrets
-from ..core.triggers import reply_marker
+from ..core.triggers import BotIdentity, answers_command, reply_marker
 from ..github.client import GitHubClient
 
 
@@ -25,19 +27,19 @@ class CommandRef(Protocol):
 
 
 async def already_replied(client: GitHubClient, owner: str, repo: str, number: int,
-                          cmd: CommandRef) -> bool:
-    tag = reply_marker(cmd.comment_id)
+                          cmd: CommandRef, me: BotIdentity) -> bool:
+    """The bot already answered ``cmd`` (its own reply carrying the command's marker)."""
     if cmd.source == "review":
         comments = await client.list_review_comments(owner, repo, number)
     else:
         comments = await client.list_issue_comments(owner, repo, number)
-    return any(c.body and tag in c.body for c in comments)
+    return any(answers_command(c, me, cmd.comment_id) for c in comments)
 
 
 async def post_reply(client: GitHubClient, owner: str, repo: str, number: int, cmd: CommandRef,
-                     text: str) -> bool:
+                     text: str, me: BotIdentity) -> bool:
     """Post the answer (review thread or issue comment); False if it was already there."""
-    if await already_replied(client, owner, repo, number, cmd):
+    if await already_replied(client, owner, repo, number, cmd, me):
         return False
     body = f"{redact_secrets(text).strip()}\n\n{reply_marker(cmd.comment_id)}"
     if cmd.source == "review":

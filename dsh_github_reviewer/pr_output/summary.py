@@ -5,7 +5,9 @@ review threads and their state) and the session log (cost, cache hits): a walkth
 per changed file, or per directory on a large PR), the findings with severity and status
 (open, fixed, dismissed), the head last reviewed or "reviewing <sha>…" while a review runs, and
 how to talk to the bot. Exactly once: before creating it, the PR's comments are searched for the
-marker, so a crash after the create edits the same comment next time.
+marker, so a crash after the create edits the same comment next time. Only the bot's own comment
+is its summary (``core/triggers.py``): another account's comment holding the marker is never
+edited, and only the bot's own threads are findings.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from datetime import UTC, datetime
 
 from ..core.sanitizer import redact_secrets, sanitize_line
 from ..core.severity import parse as parse_severity
-from ..core.triggers import FIXED_IN_MARKER, SUMMARY_MARKER
+from ..core.triggers import BotIdentity, is_summary, marks_fixed_in, summary_marker
 from ..github.client import GitHubClient
 from ..github.models import IssueComment, PullFile, ReviewComment
 from ..github.threads import ThreadState
@@ -147,25 +149,25 @@ def render(s: Summary) -> str:
                      f"cache hit {hit:.0f} %")
     parts.append("Comment `/review` to review the current head again, or `/bot <question>` "
                  "to ask about this pull request (on a review thread, about that finding).")
-    parts.append(SUMMARY_MARKER)
+    parts.append(summary_marker())
     return "\n\n".join(parts)
 
 
 def findings_of(comments: Sequence[ReviewComment], review_ids: set[int],
-                states: dict[int, ThreadState]) -> list[Finding]:
+                states: dict[int, ThreadState], me: BotIdentity) -> list[Finding]:
     """The bot's inline findings (roots of its reviews' threads) with their status: fixed
     when the bot resolved the thread after a push fixed it (its "Fixed in" reply) and it stayed
     resolved; dismissed when people resolved it otherwise or voted it down (👎 over 👍); else
     open. Severity is read from the comment's first token."""
     out = []
     for c in comments:
-        if c.in_reply_to_id is not None or c.pull_request_review_id not in review_ids:
+        if c.in_reply_to_id is not None or c.pull_request_review_id not in review_ids \
+                or not me.wrote(c):
             continue
         sev, text = parse_severity((c.body or "").strip())
         state = states.get(c.id)
         resolved = bool(state and state.resolved)
-        fixed_by_bot = any(r.in_reply_to_id == c.id
-                           and FIXED_IN_MARKER.format(id=c.id) in (r.body or "")
+        fixed_by_bot = any(r.in_reply_to_id == c.id and marks_fixed_in(r, me, c.id)
                            for r in comments)
         votes = c.reactions
         if resolved and fixed_by_bot:
@@ -219,15 +221,11 @@ def listed_findings(drafted: Sequence[Drafted], reviews: dict[str, str],
     return out
 
 
-def is_summary(c: IssueComment) -> bool:
-    return SUMMARY_MARKER in (c.body or "")
-
-
 async def upsert(client: GitHubClient, owner: str, repo: str, number: int,
-                 body: str) -> IssueComment:
-    """Edit the PR's summary comment in place, or create it when none carries the marker."""
+                 body: str, me: BotIdentity) -> IssueComment:
+    """Edit the bot's summary comment in place, or create it when the bot has none."""
     existing = [c for c in await client.list_issue_comments(owner, repo, number)
-                if is_summary(c)]
+                if is_summary(c, me)]
     if existing:
         if existing[0].body == body:
             return existing[0]

@@ -118,7 +118,7 @@ async def review_turn_message(acct: ConnectedAccount, pr: PullRequest, previous_
             settings = settings.model_copy(update={
                 "exclude": [*settings.exclude, *repo.config.exclude]})
         prepared = await prepare_review(acct.client, pr, settings, previous_head, conv,
-                                        full=extras.full)
+                                        acct.identity, full=extras.full)
         return (prepared, review_message(pr_facts, previous_head, requested_by, prepared, conv),
                 conv)
 

@@ -70,7 +70,8 @@ class SingleReviewer:
             async with asyncio.timeout_at(deadline):
                 agent = await self._agent(acct, key, pr, instructions)
                 turn = GuardTurn(scope=scope_for(pr, flow, trigger), client=acct.client,
-                                 runtime=acct.mcp, limits=finding_limits(acct, instructions),
+                                 runtime=acct.mcp, me=acct.identity,
+                                 limits=finding_limits(acct, instructions),
                                  token=await acct.auth.token(valid_for_s=deadline - loop.time()))
                 message = await message_for(pr, agent, turn)
                 told = {}

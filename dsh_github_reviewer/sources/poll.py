@@ -185,7 +185,6 @@ class AccountPoller:
         if not self.cfg.repositories and not self.watched.from_installation:
             return result  # an idle account makes no GitHub calls
         try:
-            await self._own_login(account)
             for full in await self.watched.current():
                 try:
                     result.new_work += await self._poll_repo(full, account, now)
@@ -223,24 +222,6 @@ class AccountPoller:
         if await account_pause.resume(self.pause, "github"):
             self.scheduler.wake(self.acct.key)   # PR work held by the pause runs again
         return result
-
-    async def _own_login(self, account: AccountRecord) -> None:
-        """PAT mode: the token's own login, looked up once, so its comments never command."""
-        if self.inbox.bot_login or self.acct.auth.mode != "pat":
-            return
-        if account.bot_login:
-            self.inbox.bot_login = account.bot_login
-        try:
-            login = await self.client.authenticated_login()
-        except RateLimited:
-            raise
-        except Exception as exc:
-            log.warning("account %s: cannot look up the token's login (%s); own comments are "
-                        "recognized by their marker only", self.acct.key, exc)
-            return
-        self.inbox.bot_login = login
-        if account.bot_login != login:
-            await self.store.update_account(lambda a: setattr(a, "bot_login", login))
 
     async def _repo_failed(self, full: str, message: str) -> None:
         now = self.clock()

@@ -18,7 +18,7 @@ from ..sources.poll import AccountPoller
 from ..work.records import DOMAIN, pr_key
 from ..work.store import WorkStore
 from .sandbox import SandboxGitHub
-from .scenario import REPO, deployment_toml
+from .scenario import BOT_LOGIN, REPO, deployment_toml
 
 
 class Deployment:
@@ -105,4 +105,4 @@ class Deployment:
     def bot_comments(self, number: int = 1):
         """The bot's issue comments other than the PR's summary comment (replies, notices)."""
         return [c for c in self.sb.state.issue_comments_of(REPO, number)
-                if c.user == "shop-review-bot" and SUMMARY_MARKER not in c.body]
+                if c.user == BOT_LOGIN and SUMMARY_MARKER not in c.body]

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..core.triggers import SUMMARY_MARKER, Trigger, review_marker
 from .deployment import Deployment
 from .sandbox import SandboxGitHub
-from .scenario import FEATURE, REPO, build_shop
+from .scenario import BOT_LOGIN, FEATURE, REPO, build_shop
 
 PRS = 3
 
@@ -98,14 +98,17 @@ async def _check(tmp: Path, sb: SandboxGitHub, model, report: LoopReport,
                  **toml_kw) -> None:
     st = sb.state
     problems = report.problems
-    all_reviews = [r for n in range(1, report.prs + 1) for r in st.reviews_of(REPO, n)]
+    # The bot's posts only (by author), as the bot itself counts them.
+    all_reviews = [r for n in range(1, report.prs + 1) for r in st.reviews_of(REPO, n)
+                   if r.user == BOT_LOGIN]
     report.reviews = len(all_reviews)
     if any(r.state == "PENDING" for r in st.reviews):
         problems.append("a pending review was left on GitHub")
     comments = [c for n in range(1, report.prs + 1) for c in st.issue_comments_of(REPO, n)
-                if SUMMARY_MARKER not in c.body]
+                if c.user != BOT_LOGIN or SUMMARY_MARKER not in c.body]
     for cid in report.bots:
-        answers = [c for c in comments if f"reply-to:{cid} -->" in c.body]
+        answers = [c for c in comments
+                   if c.user == BOT_LOGIN and f"reply-to:{cid} -->" in c.body]
         report.replies += len(answers)
         if len(answers) != 1:
             problems.append(f"/bot {cid} answered {len(answers)} times")
@@ -122,7 +125,8 @@ async def _check(tmp: Path, sb: SandboxGitHub, model, report: LoopReport,
             problems.append(f"/review {cid} was never answered")
     _check_reactions(sb, report)
     for n in range(1, report.prs + 1):
-        summaries = [c for c in st.issue_comments_of(REPO, n) if SUMMARY_MARKER in c.body]
+        summaries = [c for c in st.issue_comments_of(REPO, n)
+                     if c.user == BOT_LOGIN and SUMMARY_MARKER in c.body]
         if len(summaries) != 1:
             problems.append(f"PR {n}: {len(summaries)} summary comments")
     for r in all_reviews:

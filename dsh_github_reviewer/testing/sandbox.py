@@ -64,6 +64,7 @@ class App:
     installation_id: int
     public_key_pem: str
     bot_login: str
+    slug: str = "dsh-reviewer"
     token_ttl_s: float = 3600.0
     fail_next: int = 0
     token_requests: int = 0
@@ -153,7 +154,7 @@ class SandboxGitHub:
         """``repositories``: what the installation can access (None = every repository)."""
         login = f"{slug}[bot]"
         self.state.add_user(login, "Bot")
-        app = App(app_id, installation_id, public_key_pem, login, token_ttl_s)
+        app = App(app_id, installation_id, public_key_pem, login, slug, token_ttl_s)
         self.apps[installation_id] = app
         self.set_installation_repositories(login, repositories)
         return app
@@ -262,6 +263,8 @@ class SandboxGitHub:
                ) -> tuple[Reply, str | None]:
         if request.method == "POST" and path.startswith("/app/installations/"):
             return self._installation_token(request, path), None
+        if request.method == "GET" and path.rstrip("/") == "/app":
+            return self._get_app(request), None
         login = self._login(request)
         if login is None:
             return Reply(401, {"message": "Bad credentials"}), None
@@ -291,19 +294,8 @@ class SandboxGitHub:
             return Reply(200, '{"message": "cut off in the midd')
         return Reply(fault.status, {"message": "Server Error (sandbox fault)"})
 
-    def _installation_token(self, request: Request, path: str) -> Reply:
-        parts = path.strip("/").split("/")
-        try:
-            installation = int(parts[2])
-        except (IndexError, ValueError):
-            return Reply(404, {"message": "Not Found"})
-        app = self.apps.get(installation)
-        if app is None:
-            return Reply(404, {"message": "Not Found"})
-        app.token_requests += 1
-        if app.fail_next > 0:
-            app.fail_next -= 1
-            return Reply(500, {"message": "Server Error (sandbox fault)"})
+    def _refused_jwt(self, request: Request, app: App) -> Reply | None:
+        """None when the request carries a valid JWT of ``app``; else GitHub's 401."""
         auth = request.headers.get("authorization", "")
         try:
             claims = jwt.decode(auth.removeprefix("Bearer ").strip(), app.public_key_pem,
@@ -319,6 +311,40 @@ class SandboxGitHub:
         if str(claims["iss"]) != str(app.app_id) or claims["exp"] - claims["iat"] > 600:
             return Reply(401, {"message": "'Expiration time' claim ('exp') is too far in the "
                                           "future or the issuer does not match"})
+        return None
+
+    def _get_app(self, request: Request) -> Reply:
+        """``GET /app`` with an App's JWT: the App itself (its slug names its bot)."""
+        auth = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        try:
+            iss = str(jwt.decode(auth, options={"verify_signature": False})["iss"])
+        except (jwt.PyJWTError, KeyError):
+            return Reply(401, {"message": "A JSON web token could not be decoded"})
+        app = next((a for a in self.apps.values() if str(a.app_id) == iss), None)
+        if app is None:
+            return Reply(404, {"message": "Not Found"})
+        refused = self._refused_jwt(request, app)
+        if refused is not None:
+            return refused
+        return Reply(200, {"id": app.app_id, "slug": app.slug, "name": app.slug,
+                           "owner": {"login": "sandbox", "type": "Organization"}})
+
+    def _installation_token(self, request: Request, path: str) -> Reply:
+        parts = path.strip("/").split("/")
+        try:
+            installation = int(parts[2])
+        except (IndexError, ValueError):
+            return Reply(404, {"message": "Not Found"})
+        app = self.apps.get(installation)
+        if app is None:
+            return Reply(404, {"message": "Not Found"})
+        app.token_requests += 1
+        if app.fail_next > 0:
+            app.fail_next -= 1
+            return Reply(500, {"message": "Server Error (sandbox fault)"})
+        refused = self._refused_jwt(request, app)
+        if refused is not None:
+            return refused
         token = f"ghs_{secrets.token_hex(18)}"
         expires = self.state.now() + timedelta(seconds=app.token_ttl_s)
         app.tokens[token] = expires.timestamp()

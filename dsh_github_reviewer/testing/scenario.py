@@ -56,13 +56,17 @@ PUSH = {
 }
 
 
+# The login the bot posts as (its token's user): only its posts count as the bot's.
+BOT_LOGIN = "shop-review-bot"
+
+
 def build_shop(sb: SandboxGitHub, prs: int = 1) -> None:
     """The repository, maintainers, and ``prs`` open PRs from branches feature-1..N."""
     st = sb.state
     st.create_repo(REPO, dict(BASE_FILES))
     st.set_association(REPO, "maintainer", "MEMBER")
     st.add_user("stranger")
-    sb.add_token("shop-review-bot", BOT_TOKEN)
+    sb.add_token(BOT_LOGIN, BOT_TOKEN)
     for i in range(1, prs + 1):
         st.commit(REPO, f"feature-{i}", dict(FEATURE), message="Add order search and discounts")
         st.open_pull(REPO, f"feature-{i}", title=f"Order search and discounts ({i})",

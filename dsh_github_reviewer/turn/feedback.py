@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..core.sanitizer import sanitize, sanitize_line
-from ..core.triggers import is_own_post, is_review_post
+from ..core.triggers import BotIdentity, is_bot_review
 from ..github.models import Review, ReviewComment
 from ..github.threads import ThreadState
 from ..github.threads import thread_states as thread_states  # re-exported
@@ -46,16 +46,15 @@ def told_facts(news: Sequence[ThreadNews]) -> tuple[list[str], dict[str, str]]:
             {str(n.root.id): n.resolution for n in shown if n.resolution})
 
 
-def bot_reviews(reviews: Iterable[Review]) -> list[Review]:
-    """The bot's submitted reviews: they carry its trigger marker."""
-    return [r for r in reviews if r.state != "PENDING" and is_review_post(r.body)]
+def bot_reviews(reviews: Iterable[Review], me: BotIdentity) -> list[Review]:
+    """The bot's submitted reviews: written by the bot, carrying its trigger marker."""
+    return [r for r in reviews if r.state != "PENDING" and is_bot_review(r, me)]
 
 
-def _from_a_person(c: ReviewComment, bot_logins: set[str]) -> bool:
-    """Replies by the bot itself (its login, or any post carrying its marker, as its chat
-    answers do) and by other bots are not people's feedback."""
-    return not (c.user.is_bot or c.user.login.lower() in bot_logins
-                or is_own_post(c.body))
+def _from_a_person(c: ReviewComment, me: BotIdentity) -> bool:
+    """Replies by the bot itself (its chat answers, its "Fixed in" notes) and by other bots
+    are not people's feedback; a person's reply stays one whatever hidden text it holds."""
+    return not (c.user.is_bot or me.wrote(c))
 
 
 def _resolution_news(root_id: int, state: ThreadState, conv: Conversation) -> str | None:
@@ -72,12 +71,13 @@ def _resolution_news(root_id: int, state: ThreadState, conv: Conversation) -> st
 
 def thread_news(comments: Sequence[ReviewComment], mine: Sequence[Review],
                 states: dict[int, ThreadState],
-                history: Conversation | Sequence[str]) -> list[ThreadNews]:
+                history: Conversation | Sequence[str], me: BotIdentity) -> list[ThreadNews]:
+    """``mine``: the bot's reviews (``bot_reviews``); only their threads, started by the bot,
+    are the bot's threads."""
     conv = Conversation.of(history)
-    review_ids = {r.id for r in mine}
-    bot_logins = {r.user.login.lower() for r in mine if r.user}
-    roots = [c for c in comments
-             if c.in_reply_to_id is None and c.pull_request_review_id in review_ids]
+    review_ids = {r.id for r in mine if me.wrote(r)}
+    roots = [c for c in comments if c.in_reply_to_id is None
+             and c.pull_request_review_id in review_ids and me.wrote(c)]
     out = []
     for root in roots:
         news = ThreadNews(root)
@@ -85,7 +85,7 @@ def thread_news(comments: Sequence[ReviewComment], mine: Sequence[Review],
         # never makes it news again.
         found: list[tuple[str, str]] = []
         for c in comments:
-            if c.in_reply_to_id != root.id or not _from_a_person(c, bot_logins):
+            if c.in_reply_to_id != root.id or not _from_a_person(c, me):
                 continue
             body = sanitize(c.body)
             if body.lstrip().lower().startswith(COMMAND_PREFIXES):

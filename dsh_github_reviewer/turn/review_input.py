@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from ..config import ReviewSettings
 from ..core.sanitizer import redact_secrets, sanitize, sanitize_line
 from ..core.severity import parse as parse_severity
-from ..core.triggers import FIXED_IN_MARKER
+from ..core.triggers import BotIdentity, marks_fixed_in
 from ..github.client import GitHubClient
 from ..github.errors import GitHubError, NotFound, RateLimited
 from ..github.models import Comparison, PullFile, PullRequest, Review, ReviewComment
@@ -176,7 +176,7 @@ async def _between_heads(client: GitHubClient, owner: str, repo: str, old: str, 
 
 async def prepare_review(client: GitHubClient, pr: PullRequest, settings: ReviewSettings,
                          previous_head: str | None,
-                         history: Conversation | Sequence[str], *,
+                         history: Conversation | Sequence[str], me: BotIdentity, *,
                          full: bool = False) -> ReviewInput:
     """``full``: ``/review full`` — the PR's whole prepared diff even when the conversation
     holds the last review (the earlier findings still count as told)."""
@@ -188,7 +188,7 @@ async def prepare_review(client: GitHubClient, pr: PullRequest, settings: Review
     budget = settings.max_diff_kb * 1024
     try:
         # The runner's trigger check listed the reviews just before: a free 304 here.
-        mine = bot_reviews(await client.list_reviews(owner, repo, number))
+        mine = bot_reviews(await client.list_reviews(owner, repo, number), me)
         if previous_head is None and mine and conv.reviewed:
             # The conversation holds a review but the caller lost its head (a reset record):
             # the bot's last review on GitHub says which head it was.
@@ -210,14 +210,14 @@ async def prepare_review(client: GitHubClient, pr: PullRequest, settings: Review
             "the changes with pull_request_read method=get_diff or get_files."))
     try:
         comments = await client.list_review_comments(owner, repo, number) if mine else []
-        news, states = await _feedback(client, owner, repo, number, mine, comments, conv)
-        result.open_threads = open_threads(comments, mine, states)
+        news, states = await _feedback(client, owner, repo, number, mine, comments, conv, me)
+        result.open_threads = open_threads(comments, mine, states, me)
         result.feedback = render(news)
         result.told_facts, result.told_threads = told_facts(news)
         result.places = thread_places(comments, {*result.open_threads,
                                                  *(n.root.id for n in news)})
         if result.kind == "again":
-            result.findings = earlier_findings(comments, mine)
+            result.findings = earlier_findings(comments, mine, me)
     except RateLimited:
         raise
     except GitHubError as exc:
@@ -306,29 +306,32 @@ async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile
 
 async def _feedback(client: GitHubClient, owner: str, repo: str, number: int,
                     mine: list[Review], comments: list[ReviewComment],
-                    conv: Conversation) -> tuple[list[ThreadNews], dict[int, ThreadState]]:
+                    conv: Conversation, me: BotIdentity
+                    ) -> tuple[list[ThreadNews], dict[int, ThreadState]]:
     if not mine:
         return [], {}
     ids = {r.id for r in mine}
     has_threads = any(c.pull_request_review_id in ids and c.in_reply_to_id is None
                       for c in comments)
     states = await thread_states(client, owner, repo, number) if has_threads else {}
-    return thread_news(comments, mine, states, conv), states
+    return thread_news(comments, mine, states, conv, me), states
 
 
 OPEN_THREADS_SHOWN = 50
 
 
 def open_threads(comments: Sequence[ReviewComment], mine: Sequence[Review],
-                 states: dict[int, ThreadState]) -> dict[int, tuple[str, str]]:
+                 states: dict[int, ThreadState], me: BotIdentity
+                 ) -> dict[int, tuple[str, str]]:
     """The bot's inline threads that are unresolved (state known) and that the bot never
     resolved before (a person who unresolved one keeps it open)."""
-    ids = {r.id for r in mine}
+    ids = {r.id for r in mine if me.wrote(r)}
     out: dict[int, tuple[str, str]] = {}
     for c in comments:
         state = states.get(c.id)
         if c.pull_request_review_id not in ids or c.in_reply_to_id is not None \
-                or state is None or state.resolved or resolved_by_bot_before(c.id, comments):
+                or not me.wrote(c) or state is None or state.resolved \
+                or resolved_by_bot_before(c.id, comments, me):
             continue
         where = sanitize_line(c.path or "", 200) + (f":{c.line}" if c.line else "")
         first = sanitize_line(parse_severity((c.body or "").strip())[1].split("\n", 1)[0], 160)
@@ -338,18 +341,21 @@ def open_threads(comments: Sequence[ReviewComment], mine: Sequence[Review],
     return out
 
 
-def resolved_by_bot_before(root_id: int, comments: Sequence[ReviewComment]) -> bool:
-    marker = FIXED_IN_MARKER.format(id=root_id)
-    return any(c.in_reply_to_id == root_id and marker in (c.body or "") for c in comments)
+def resolved_by_bot_before(root_id: int, comments: Sequence[ReviewComment],
+                           me: BotIdentity) -> bool:
+    """The bot's own "Fixed in" reply is in the thread: it resolved it once."""
+    return any(c.in_reply_to_id == root_id and marks_fixed_in(c, me, root_id)
+               for c in comments)
 
 
-def earlier_findings(comments: Sequence[ReviewComment], mine: Sequence[Review]) -> list[str]:
+def earlier_findings(comments: Sequence[ReviewComment], mine: Sequence[Review],
+                     me: BotIdentity) -> list[str]:
     """The bot's inline findings on the PR, one line each: what a model that no longer has
     its earlier review (a lost session, a crash right after the post) must not repeat."""
-    ids = {r.id for r in mine}
+    ids = {r.id for r in mine if me.wrote(r)}
     out = []
     for c in comments:
-        if c.pull_request_review_id in ids and c.in_reply_to_id is None:
+        if c.pull_request_review_id in ids and c.in_reply_to_id is None and me.wrote(c):
             where = sanitize_line(c.path or "", 200) + (f":{c.line}" if c.line else "")
             first = sanitize_line((c.body or "").strip().split("\n", 1)[0], 160)
             out.append(f"{where}: {first}")

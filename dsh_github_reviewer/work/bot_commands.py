@@ -44,7 +44,7 @@ async def answer(ctx: WorkContext, key: str, cmd: Command) -> None:
     text = await _text(ctx, key, cmd)
     if text is None:
         return
-    posted = await post_reply(ctx.client, owner, name, number, cmd, text)
+    posted = await post_reply(ctx.client, owner, name, number, cmd, text, ctx.acct.identity)
     log.info("%s: /bot %s %d answered%s", key, cmd.action, cmd.comment_id,
              "" if posted else " (reply was already posted)")
 
@@ -116,8 +116,9 @@ async def _finding(ctx: WorkContext, key: str, root_id: int | None
     root = next((c for c in comments if c.id == root_id), None)
     if root is None or root.in_reply_to_id is not None:
         return None, None
-    mine = {r.id for r in bot_reviews(await client.list_reviews(owner, name, number))}
-    if root.pull_request_review_id not in mine:
+    me = ctx.acct.identity
+    mine = {r.id for r in bot_reviews(await client.list_reviews(owner, name, number), me)}
+    if root.pull_request_review_id not in mine or not me.wrote(root):
         return None, None
     first = (root.body or "").strip().split("\n", 1)[0]
     return root, LessonFinding(comment_id=root.id, number=number, path=root.path or "",

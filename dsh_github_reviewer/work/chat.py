@@ -61,7 +61,7 @@ class CommandProcedure:
             await bot_commands.answer(ctx, key, cmd)
             await self._done(key, cmd)
             return
-        if await already_replied(ctx.client, owner, name, number, cmd):
+        if await already_replied(ctx.client, owner, name, number, cmd, ctx.acct.identity):
             log.info("%s: /bot %d was already answered", key, cmd.comment_id)
             await self._done(key, cmd)
             return
@@ -84,7 +84,8 @@ class CommandProcedure:
             raise ChatFailed(result.error or "chat failed")
         await account_pause.resume(ctx.pause, "model")
         if result.text:
-            posted = await post_reply(ctx.client, owner, name, number, cmd, result.text)
+            posted = await post_reply(ctx.client, owner, name, number, cmd, result.text,
+                                      ctx.acct.identity)
             log.info("%s: /bot %d answered%s", key, cmd.comment_id,
                      "" if posted else " (reply was already posted)")
         else:

@@ -15,9 +15,9 @@ import logging
 from datetime import timedelta
 
 from ..core.failures import local_failure
+from ..core.triggers import fixed_threads
 from ..github.errors import BadCredentials, GitHubError, RateLimited
 from ..github.models import Review
-from ..github.review_submit import fixed_threads
 from ..pr_output.threads import resolve_fixed
 from .context import WorkContext, repo_of, short_error
 from .records import PrRecord
@@ -38,7 +38,9 @@ async def resolve(ctx: WorkContext, key: str, review: Review, owed: bool = False
     limits and rejected credentials are raised: they pause the caller's work as a whole."""
     owner, name, number = repo_of(key)
     try:
-        await resolve_fixed(ctx.client, owner, name, number, review, fixed_threads(review.body))
+        me = ctx.acct.identity
+        await resolve_fixed(ctx.client, owner, name, number, review, fixed_threads(review, me),
+                            me)
     except (RateLimited, BadCredentials):
         raise
     except Exception as exc:

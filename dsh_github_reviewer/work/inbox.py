@@ -8,8 +8,8 @@ records, and workers run only from the records, never from memory).
 
 Entry point for other sources of observations (webhooks)::
 
-    keys = await Inbox(store, account_config).record(Observations(repo="o/r", pulls=[...],
-                                                                  comments=[...], marks=None))
+    inbox = Inbox(store, account_config, acct.identity)
+    keys = await inbox.record(Observations(repo="o/r", pulls=[...], comments=[...], marks=None))
     scheduler.wake(account_key, keys)
 
 ``pulls`` are ``PullSummary`` items of open PRs (one PR is fine); ``comments`` are issue or
@@ -29,7 +29,7 @@ from ..config import AccountConfig
 from ..core.clock import utcnow
 from ..core.commands import association_allowed, author_ignored, parse_command
 from ..core.sanitizer import sanitize_line
-from ..core.triggers import Trigger, is_own_post
+from ..core.triggers import BotIdentity, Trigger
 from ..github.feeds import FeedMarks
 from ..github.models import IssueComment, PullSummary, ReviewComment
 from .records import ACCOUNTS, PRS, AccountRecord, Command, PrRecord, RepoState, pr_key
@@ -58,7 +58,8 @@ class Observations:
 class Inbox:
     store: WorkStore
     config: AccountConfig
-    bot_login: str | None = None
+    # Who the bot is (learned at connect): its own comments never command.
+    me: BotIdentity
     _logged: set[tuple[str, str, str]] = field(default_factory=set)
 
     @property
@@ -72,10 +73,9 @@ class Inbox:
             log.info(msg, *args)
 
     def is_own(self, c: IssueComment | ReviewComment) -> bool:
-        """The bot's own comments never command: its login (PAT) or any of its markers."""
-        if c.user.is_bot or is_own_post(c.body):
-            return True
-        return bool(self.bot_login) and c.user.login.lower() == self.bot_login.lower()
+        """The bot's own comments (and other bots') never command. Decided by the author
+        alone: a person's command holding a bot marker is a command like any other."""
+        return c.user.is_bot or self.me.wrote(c)
 
     async def record(self, obs: Observations) -> list[str]:
         """Record observations in one atomic write; the keys of PRs that now owe work."""

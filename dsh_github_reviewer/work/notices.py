@@ -2,7 +2,7 @@
 
 The comment carries ``<!-- dsh-github-reviewer:gave-up:<trigger> -->``; before posting, the
 PR's issue comments are checked for it, so a crash between the post and the record never
-posts it twice.
+posts it twice. Only the bot's own comments count: a forged marker never suppresses a notice.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from ..core.sanitizer import redact_secrets
-from ..core.triggers import notice_marker
+from ..core.triggers import BotIdentity, gave_up_on, notice_marker
 from ..github.client import GitHubClient
 from .records import Notice
 
@@ -35,11 +35,10 @@ def notice_body(notice: Notice, attempts: int) -> str:
 
 
 async def post_notice(client: GitHubClient, owner: str, repo: str, number: int,
-                      notice: Notice, attempts: int) -> bool:
-    """Post the notice unless it is already there; False if it was."""
-    tag = notice_marker(notice.trigger)
+                      notice: Notice, attempts: int, me: BotIdentity) -> bool:
+    """Post the notice unless the bot already did; False if it was there."""
     for c in await client.list_issue_comments(owner, repo, number):
-        if c.body and tag in c.body:
+        if gave_up_on(c, me, notice.trigger):
             return False
     await client.post_issue_comment(owner, repo, number, notice_body(notice, attempts))
     return True

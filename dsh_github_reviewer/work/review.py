@@ -232,13 +232,15 @@ class ReviewProcedure:
         head = pr.head.sha
         if trigger == self._auto(rec.head_sha):
             trigger = self._auto(head)   # the head the review will actually see
-        posted = await find_posted(ctx.client, owner, name, number, trigger)
+        posted = await find_posted(ctx.client, owner, name, number, trigger,
+                                   ctx.acct.identity)
         if posted is not None and posted.commit_id != head:
             log.info("%s: trigger %s was answered on %s; reviewing head %s on its own", key,
                      trigger, (posted.commit_id or "?")[:12], head[:12])
             await self._answered_elsewhere(key, trigger, posted.commit_id)
             trigger = self._auto(head)
-            posted = await find_posted(ctx.client, owner, name, number, trigger)
+            posted = await find_posted(ctx.client, owner, name, number, trigger,
+                                       ctx.acct.identity)
         if posted is not None:
             log.info("%s: review for %s was already posted (%s)", key, trigger, posted.id)
             await self._after_post(key, posted)
@@ -301,7 +303,8 @@ class ReviewProcedure:
         if result.ok:
             await account_pause.resume(ctx.pause, "model", "rate_limit")
             log.info("%s: review posted (review id %s)", key, result.review_id)
-            posted = await find_posted(ctx.client, owner, name, number, trigger)
+            posted = await find_posted(ctx.client, owner, name, number, trigger,
+                                       ctx.acct.identity)
             if posted is not None:
                 await self._after_post(key, posted)
             await self._succeeded(key, rec.trigger, trigger, pr, result.review_id, started)

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..core.session_key import PrKey
 from ..core.severity import SEVERITIES
-from ..core.triggers import is_review_post, review_trigger
+from ..core.triggers import is_bot_review, posted_trigger
 from ..github.errors import GitHubError
 from ..github.threads import thread_states
 from ..pr_output.summary import (
@@ -36,24 +36,24 @@ async def update_summary(ctx: WorkContext, key: str, *, reviewing: str | None,
     if not ctx.cfg.review.summary:
         return
     owner, name, number = repo_of(key)
-    client = ctx.client
+    client, me = ctx.client, ctx.acct.identity
     try:
         files = await client.list_pull_files(owner, name, number, max_pages=FILES_PAGE_CAP)
         reviews = [r for r in await client.list_reviews(owner, name, number)
-                   if r.state != "PENDING" and is_review_post(r.body)]
+                   if r.state != "PENDING" and is_bot_review(r, me)]
         ids = {r.id for r in reviews}
         comments = await client.list_review_comments(owner, name, number) if ids else []
         roots = any(c.pull_request_review_id in ids and c.in_reply_to_id is None
                     for c in comments)
         states = await thread_states(client, owner, name, number) if roots else {}
-        summary = Summary(files=files, findings=findings_of(comments, ids, states),
+        summary = Summary(files=files, findings=findings_of(comments, ids, states, me),
                           reviewing=None if waiting else reviewing, waiting=waiting,
                           last_reviewed=last_reviewed, reviews=len(reviews))
         drafted = await _from_session(ctx, key, summary)
         posted = {str(t): r.html_url for r in reviews
-                  if (t := review_trigger(r.body)) is not None}
+                  if (t := posted_trigger(r, me)) is not None}
         summary.findings += listed_findings(drafted, posted, comments, ids)
-        await upsert(client, owner, name, number, render(summary))
+        await upsert(client, owner, name, number, render(summary), me)
     except GitHubError as exc:
         log.warning("%s: summary comment not updated: %s", key, exc)
 

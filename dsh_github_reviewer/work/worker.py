@@ -137,7 +137,7 @@ class PrWorker:
         wait: float | None = None
         try:
             await post_notice(self.ctx.client, owner, name, number, notice,
-                              self.ctx.cfg.review.max_attempts)
+                              self.ctx.cfg.review.max_attempts, self.ctx.acct.identity)
         except RateLimited as exc:
             error, wait = short_error(exc), exc.wait_s
         except BadCredentials as exc:

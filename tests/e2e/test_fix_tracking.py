@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from dsh_github_reviewer.app import ReviewerApp
-from dsh_github_reviewer.github.review_submit import fixed_threads
+from dsh_github_reviewer.core.triggers import BotIdentity, fixed_threads
 from dsh_github_reviewer.pr_output.threads import resolve_fixed
 from dsh_github_reviewer.testing.scenario import FEATURE, PUSH, REPO, build_shop, push_fix
 from tests.e2e.conftest import Deployment
@@ -15,6 +15,7 @@ from tests.e2e.fault_kit import Clock
 
 pytestmark = pytest.mark.slow
 BOT = "shop-review-bot"
+ME = BotIdentity(BOT)
 
 
 def fixed_replies(st, root_id: int) -> list:
@@ -36,7 +37,7 @@ async def test_fixed_threads_are_resolved_once_and_never_a_persons(shop):
     user = shop.model.served[-1].request["messages"]
     told = next(m["content"] for m in reversed(user) if m["role"] == "user")
     assert f"- thread {sql.id}: shop/orders.py:10:" in told, "the open threads are listed"
-    assert fixed_threads(second.body) == [sql.id]
+    assert fixed_threads(second, ME) == [sql.id]
     assert st.resolved_threads == {sql.id: BOT}, "exactly the fixed one, never a person's"
     (reply,) = fixed_replies(st, sql.id)
     assert reply.body.startswith(f"Fixed in {head}.")
@@ -45,15 +46,15 @@ async def test_fixed_threads_are_resolved_once_and_never_a_persons(shop):
     # A re-run after a crash between the post and the record changes nothing...
     client = ReviewerApp.of(shop.harness).connected["demo"].client
     second = (await client.list_reviews("acme", "shop", 1))[1]
-    assert await resolve_fixed(client, "acme", "shop", 1, second, [sql.id]) == []
+    assert await resolve_fixed(client, "acme", "shop", 1, second, [sql.id], ME) == []
     assert len(fixed_replies(st, sql.id)) == 1
     # ...and one between the resolve and the reply posts the reply once.
     st.review_comments.remove(reply)
-    await resolve_fixed(client, "acme", "shop", 1, second, [sql.id])
-    await resolve_fixed(client, "acme", "shop", 1, second, [sql.id])
+    await resolve_fixed(client, "acme", "shop", 1, second, [sql.id], ME)
+    await resolve_fixed(client, "acme", "shop", 1, second, [sql.id], ME)
     assert len(fixed_replies(st, sql.id)) == 1
     # The bot never resolves a person's thread, even when told to.
-    assert await resolve_fixed(client, "acme", "shop", 1, second, [person.id]) == []
+    assert await resolve_fixed(client, "acme", "shop", 1, second, [person.id], ME) == []
     assert person.id not in st.resolved_threads
 
     # A person unresolves the fixed thread: the bot never resolves it again.
@@ -65,7 +66,7 @@ async def test_fixed_threads_are_resolved_once_and_never_a_persons(shop):
                 if m["role"] == "user")
     assert f"thread {sql.id}:" not in told.split("<your_open_threads>")[-1]
     third = (await client.list_reviews("acme", "shop", 1))[2]
-    assert await resolve_fixed(client, "acme", "shop", 1, third, [sql.id]) == []
+    assert await resolve_fixed(client, "acme", "shop", 1, third, [sql.id], ME) == []
     assert sql.id not in st.resolved_threads and len(fixed_replies(st, sql.id)) == 1
     assert FEATURE   # the scenario's files are the ones the rules fire on
 
@@ -87,7 +88,7 @@ async def test_a_github_error_while_resolving_is_retried_until_done(tmp_path, sa
     sandbox80.inject_error(502, path_contains=path, body_contains=body)
     await dep.tick()
     second = dep.reviews()[1]
-    assert fixed_threads(second.body) == [sql.id]
+    assert fixed_threads(second, ME) == [sql.id]
     assert not sandbox80.faults, "the 502 hit the resolution"
     rec = await dep.entry()
     assert rec.status == "reviewed" and rec.reviewed_head_sha == head, "the review stands"

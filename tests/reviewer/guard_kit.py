@@ -7,6 +7,7 @@ from typing import Any
 import httpx2
 
 from dsh_github_reviewer.config import McpSettings
+from dsh_github_reviewer.core.triggers import BotIdentity
 from dsh_github_reviewer.github.auth import PatAuth
 from dsh_github_reviewer.github.client import GitHubClient
 from dsh_github_reviewer.github.guard import Guard, GuardTurn
@@ -69,7 +70,7 @@ async def begin_turn(guard: Guard, sb: SandboxGitHub, http: httpx2.AsyncClient,
                      **scope_kw: Any) -> GuardTurn:
     client = GitHubClient(sb.api_url, PatAuth(TOKEN), http)
     turn = GuardTurn(scope=scope_for(sb, **scope_kw), client=client, runtime=runtime,
-                     token=TOKEN, limits=limits or FindingLimits())
+                     token=TOKEN, limits=limits or FindingLimits(), me=BotIdentity("dsh-bot"))
     guard.begin(SESSION, turn)
     return turn
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from dsh_github_reviewer.core.triggers import BotIdentity
 from dsh_github_reviewer.github.dialects import Dialect, DialectError, detect
 from dsh_github_reviewer.github.guard import Guard, GuardTurn
 from dsh_github_reviewer.github.mcp_host import ToolInfo
@@ -80,7 +81,8 @@ def test_legacy_file_reads_avoid_the_sha_lookup_bug():
 async def test_guard_on_a_current_dialect_server():
     guard = Guard()
     runtime = FakeRuntime(CURRENT)
-    guard.begin(SESSION, GuardTurn(scope=SCOPE, client=None, runtime=runtime, token="t"))
+    guard.begin(SESSION, GuardTurn(scope=SCOPE, client=None, runtime=runtime, token="t",
+                                   me=BotIdentity("bot")))
     drive = Driver(guard)
     pr = {"owner": "octo", "repo": "app", "pullNumber": 7}
     assert await drive("pull_request_read", {**pr, "method": "get_check_runs"}) == (

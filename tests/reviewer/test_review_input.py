@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from dsh_github_reviewer.config import ReviewSettings
+from dsh_github_reviewer.core.triggers import BotIdentity
 from dsh_github_reviewer.core.triggers import review_marker as marker
 from dsh_github_reviewer.reviewers.inputs import facts, review_turn_message
 from dsh_github_reviewer.turn.prompts import review_message, told_meta
@@ -15,6 +16,9 @@ from dsh_github_reviewer.turn.told import Conversation
 from .conftest import small_repo
 
 HISTORY = ["Flow: review.\nThis is the first review of this pull request."]
+
+
+ME = BotIdentity("dsh-bot")
 
 
 def bot_review(st, commit: str) -> None:
@@ -28,19 +32,19 @@ async def test_a_lost_previous_head_comes_from_the_bots_last_review(sandbox, cli
     bot_review(st, first)
     st.commit("octo/app", "feature-1", {"lib.py": "x = 1\n"}, message="Add lib")
     pr = await client.get_pull("octo", "app", 1)
-    got = await prepare_review(client, pr, ReviewSettings(), None, HISTORY)
+    got = await prepare_review(client, pr, ReviewSettings(), None, HISTORY, ME)
     assert (got.kind, got.previous_head) == ("push", first)
     assert "+++ b/lib.py" in got.diff and "app.py" not in got.diff
     assert got.commits and got.commits[0].endswith("Add lib")
     # Without an earlier review in the conversation it is a first review, head or not.
-    fresh = await prepare_review(client, pr, ReviewSettings(), None, [])
+    fresh = await prepare_review(client, pr, ReviewSettings(), None, [], ME)
     assert fresh.kind == "first" and "+++ b/app.py" in fresh.diff
 
 
 async def test_a_vanished_previous_head_gives_the_whole_diff_with_a_note(sandbox, client):
     small_repo(sandbox)
     pr = await client.get_pull("octo", "app", 1)
-    got = await prepare_review(client, pr, ReviewSettings(), "f" * 40, HISTORY)
+    got = await prepare_review(client, pr, ReviewSettings(), "f" * 40, HISTORY, ME)
     assert got.kind == "force_push" and "cannot be compared with the new head" in got.note
     assert "+++ b/app.py" in got.diff
 
@@ -63,7 +67,7 @@ def merge_main_into_the_pr(sandbox) -> str:
 async def test_a_merge_of_the_base_branch_shows_only_the_prs_files(sandbox, client):
     first = merge_main_into_the_pr(sandbox)
     pr = await client.get_pull("octo", "app", 1)
-    got = await prepare_review(client, pr, ReviewSettings(), first, HISTORY)
+    got = await prepare_review(client, pr, ReviewSettings(), first, HISTORY, ME)
     assert got.kind == "push" and "+++ b/app.py" in got.diff and "other.py" not in got.diff
     assert "1 file(s) changed by the new commits are not part of this PR" in got.note
 
@@ -72,7 +76,7 @@ async def test_a_failed_preparation_tells_the_model_to_use_the_tools(sandbox, cl
     small_repo(sandbox)
     pr = await client.get_pull("octo", "app", 1)
     sandbox.inject_error(500, times=3, path_contains="/files")
-    got = await prepare_review(client, pr, ReviewSettings(), None, [])
+    got = await prepare_review(client, pr, ReviewSettings(), None, [], ME)
     assert got.kind == "unavailable" and got.diff == ""
     assert "pull_request_read method=get_diff" in got.note and "HTTP 500" in got.note
 
@@ -87,7 +91,7 @@ async def test_a_push_that_takes_files_out_of_the_pr_still_shows_them(sandbox, c
     st.commit("octo/app", "feature-1", {"new.py": None, "app.py": "def f(x):\n    return x\n"},
               message="Drop new.py, revert app.py")
     pr = await client.get_pull("octo", "app", 1)
-    got = await prepare_review(client, pr, ReviewSettings(), first, HISTORY)
+    got = await prepare_review(client, pr, ReviewSettings(), first, HISTORY, ME)
     assert got.kind == "push" and got.note == ""
     assert "diff --git a/new.py b/new.py\ndeleted file" in got.diff
     assert "-    return x + 1\n+    return x\n" in got.diff and "other.py" not in got.diff
@@ -102,7 +106,7 @@ async def test_a_force_push_names_the_files_the_pr_no_longer_changes(sandbox, cl
     st.commit("octo/app", "feature-1", {"app.py": "def f(x):\n    return x + 2\n"}, onto=main)
     st.pull("octo/app", 1).base_sha = main
     pr = await client.get_pull("octo", "app", 1)
-    got = await prepare_review(client, pr, ReviewSettings(), first, HISTORY)
+    got = await prepare_review(client, pr, ReviewSettings(), first, HISTORY, ME)
     assert got.kind == "force_push" and "+    return x + 2" in got.diff
     assert got.note.endswith("No longer changed by the PR (deleted or back to the base's "
                              "content): new.py.")
@@ -117,11 +121,11 @@ async def test_a_new_base_branch_gives_the_whole_diff_against_it(sandbox, client
             "author: alice\nurl: u\nbase branch: main\nhead branch: feature-1\n"
             "</pull_request>"]
     pr = await client.get_pull("octo", "app", 1)
-    assert (await prepare_review(client, pr, ReviewSettings(), head, told)).kind == "unchanged"
+    assert (await prepare_review(client, pr, ReviewSettings(), head, told, ME)).kind == "unchanged"
     st.commit("octo/app", "release", {"README.md": "release\n"}, from_branch="main")
     st.change_base("octo/app", 1, "release")
     pr = await client.get_pull("octo", "app", 1)
-    got = await prepare_review(client, pr, ReviewSettings(), head, told)
+    got = await prepare_review(client, pr, ReviewSettings(), head, told, ME)
     assert got.kind == "base_changed" and "+++ b/app.py" in got.diff
 
 
@@ -132,9 +136,9 @@ async def test_preparing_the_same_push_again_is_all_conditional_hits(sandbox, cl
     first = st.pull("octo/app", 1).head_sha
     st.commit("octo/app", "feature-1", {"lib.py": "x = 1\n"})
     pr = await client.get_pull("octo", "app", 1)
-    one = await prepare_review(client, pr, ReviewSettings(), first, HISTORY)
+    one = await prepare_review(client, pr, ReviewSettings(), first, HISTORY, ME)
     requests, hits = client.counters.requests, client.counters.not_modified
-    again = await prepare_review(client, pr, ReviewSettings(), first, HISTORY)
+    again = await prepare_review(client, pr, ReviewSettings(), first, HISTORY, ME)
     assert again.diff == one.diff and "+++ b/lib.py" in again.diff
     assert client.counters.requests - requests == 3
     assert client.counters.not_modified - hits == 3
@@ -144,13 +148,13 @@ async def test_the_reviewed_heads_files_unavailable_still_gives_the_interdiff(sa
     first = merge_main_into_the_pr(sandbox)
     pr = await client.get_pull("octo", "app", 1)
     sandbox.inject_error(404, times=1, path_contains=f"/compare/{pr.base.sha}")
-    got = await prepare_review(client, pr, ReviewSettings(), first, HISTORY)
+    got = await prepare_review(client, pr, ReviewSettings(), first, HISTORY, ME)
     assert got.kind == "push" and "+++ b/app.py" in got.diff and "other.py" not in got.diff
 
 
 async def _turn_of(client, pr, previous_head, conv, requested_by=None):
     """What the bot tells the model in a review turn, and the turn as the next one sees it."""
-    prepared = await prepare_review(client, pr, ReviewSettings(), previous_head, conv)
+    prepared = await prepare_review(client, pr, ReviewSettings(), previous_head, conv, ME)
     text = review_message(facts(pr), previous_head, requested_by, prepared, conv)
     meta = told_meta(facts(pr), previous_head, prepared, conv)
     return prepared, text, SimpleNamespace(meta=meta, content=text)
@@ -240,7 +244,8 @@ async def test_the_turn_that_compacts_does_not_call_the_summarized_text_unchange
     bot_review(st, head)
     st.commit("octo/app", "feature-1", {"lib.py": "x = 1\n"})
     pr = await client.get_pull("octo", "app", 1)
-    acct = SimpleNamespace(client=client, config=SimpleNamespace(review=ReviewSettings()))
+    acct = SimpleNamespace(client=client, identity=ME,
+                           config=SimpleNamespace(review=ReviewSettings()))
     guard_turn = SimpleNamespace(use_files=lambda files: None)
     # Without a compaction the title and body are not repeated...
     kept = SimpleNamespace(user_turns=lambda upcoming_tokens=0: [first])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from dsh_github_reviewer.core.triggers import SUMMARY_MARKER
+from dsh_github_reviewer.core.triggers import SUMMARY_MARKER, BotIdentity
 from dsh_github_reviewer.github.models import PullFile, ReviewComment, User
 from dsh_github_reviewer.pr_output.summary import (
     Drafted,
@@ -83,7 +83,7 @@ def test_findings_listed_in_the_review_body_count_as_open_and_show_once():
                 Drafted("acct:auto:h1", "c.py", "gone\nmore", "nit", line=9, side="LEFT",
                         start_line=8),
                 Drafted("acct:auto:never-posted", "d.py", "never posted", "major", line=1)]
-    findings = findings_of(inline, {1}, {})
+    findings = findings_of(inline, {1}, {}, BotIdentity("bot"))
     findings += listed_findings(drafted, {"acct:auto:h1": "https://g/review"}, inline, {1})
     assert [(f.where, f.listed) for f in findings] == [
         ("a.py:1", False), ("a.py:2", False), ("a.py:3", False), ("a.py:4", True),

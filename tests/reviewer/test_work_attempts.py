@@ -14,6 +14,7 @@ import httpx2
 import pytest
 
 from dsh_github_reviewer.config import AccountConfig, McpSettings
+from dsh_github_reviewer.core.triggers import BotIdentity
 from dsh_github_reviewer.github.account import ConfiguredAccount, ConnectedAccount
 from dsh_github_reviewer.github.auth import PatAuth
 from dsh_github_reviewer.github.client import GitHubClient
@@ -66,7 +67,8 @@ async def world(tmp_path):
         auth = PatAuth(PAT)
         client = GitHubClient(f"http://127.0.0.1:{closed_port()}", auth, http)
         acct = ConnectedAccount(ConfiguredAccount("github-reviewer", cfg), http, auth, client,
-                                McpRuntime(McpSettings(), cfg.web_url, 5.0))
+                                McpRuntime(McpSettings(), cfg.web_url, 5.0),
+                                BotIdentity("dsh-bot"))
         clock = Clock()
         # No runner: every attempt fails at GitHub before a model turn would start.
         ctx = WorkContext(acct=acct, store=store, runner=None,  # type: ignore[arg-type]

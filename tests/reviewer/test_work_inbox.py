@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dsh_github_reviewer.config import AccountConfig
-from dsh_github_reviewer.core.triggers import Trigger
+from dsh_github_reviewer.core.triggers import BotIdentity, Trigger
 from dsh_github_reviewer.github.feeds import FeedMarks
 from dsh_github_reviewer.github.models import IssueComment, PullSummary, ReviewComment
 from dsh_github_reviewer.work.inbox import Inbox, Observations
@@ -88,7 +88,8 @@ async def store(tmp_path):
 
 
 def inbox(store: WorkStore, **config) -> Inbox:
-    return Inbox(store, AccountConfig(name="demo", repositories=[REPO], **config))
+    return Inbox(store, AccountConfig(name="demo", repositories=[REPO], **config),
+                 BotIdentity("shop-review-bot"))
 
 
 async def record(ib: Inbox, **kw) -> list[str]:
@@ -347,8 +348,8 @@ async def test_an_outsiders_command_on_an_unknown_pr_creates_no_record(store):
 
 async def test_the_bots_own_comments_never_command(store):
     await put(store, reviewed())
-    ib = inbox(store)
-    ib.bot_login = "Shop-Review-Bot"
+    ib = Inbox(store, AccountConfig(name="demo", repositories=[REPO]),
+               BotIdentity("Shop-Review-Bot"))
     await record(ib, comments=[
         comment(61, "/bot from the App", bot=True),
         comment(62, "/bot quoted <!-- dsh-github-reviewer:reply-to:1 -->"),
@@ -356,13 +357,15 @@ async def test_the_bots_own_comments_never_command(store):
         comment(64, "just talking"),
         comment(65, "/bot from a person")])
     rec = await store.pr(key())
-    assert [c.comment_id for c in rec.queued] == [65]
-    assert not any(rec.processed(i) for i in (61, 62, 63, 64))
+    # A person's command holding a bot marker is a command like any other (issue 27).
+    assert [c.comment_id for c in rec.queued] == [62, 65]
+    assert not any(rec.processed(i) for i in (61, 63, 64))
 
 
-def test_without_a_bot_login_people_are_not_the_bot(store):
+def test_only_the_bots_login_is_the_bot(store):
     ib = inbox(store)
-    assert not ib.is_own(comment(1, "/bot hi", login="shop-review-bot"))
+    assert ib.is_own(comment(1, "/bot hi", login="SHOP-review-bot"))
+    assert not ib.is_own(comment(1, "/bot hi <!-- dsh-github-reviewer:summary -->"))
     assert ib.is_own(comment(1, "x", bot=True))
 
 
@@ -569,7 +572,6 @@ async def test_a_command_on_a_closed_pr_gets_a_confused_reaction_once(store, cap
     caplog.set_level(logging.INFO, logger="dsh_github_reviewer.work.inbox")
     await put(store, reviewed(closed_seen_at=T0))
     ib = inbox(store)
-    ib.bot_login = "shop-review-bot"
     cs = [review_comment(111, "/bot closed?"), comment(112, "no command"),
           comment(113, "/bot mine", login="shop-review-bot")]
     await record(ib, comments=cs)

@@ -81,7 +81,7 @@ class TeamReview:
         base = pr.base.repo
         assert base is not None
         already = await find_posted(acct.client, base.owner.login, base.name, pr.number,
-                                    trigger)
+                                    trigger, acct.identity)
         if already is not None:
             # Posted before a crash or by an earlier attempt of this job: nothing to run.
             found = verdict.verdict_of(already.body)
@@ -161,7 +161,7 @@ class TeamReview:
                     fence=acct.client.fence)  # the PR lease's fence guards the appends
                 turn = GuardTurn(scope=scope_for(pr, flow, trigger), client=acct.client,
                                  runtime=acct.mcp, token=await acct.auth.token(),
-                                 finalize_body=finalize,
+                                 me=acct.identity, finalize_body=finalize,
                                  limits=finding_limits(acct, instructions))
                 acct.guard.begin(sid, turn)
                 try:
@@ -273,7 +273,7 @@ class TeamReview:
         try:
             review, now = await post_review(acct.client, base.owner.login, base.name,
                                             pr.number, Draft(commit_id=pr.head.sha), body,
-                                            trigger)
+                                            trigger, acct.identity)
         except Exception as exc:
             log.exception("%s#%d: posting the fallback review failed", base.full_name, pr.number)
             return TeamResult(False, None, verdict.failed_verdict(failed), failed, reports,
