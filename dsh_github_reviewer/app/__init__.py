@@ -175,16 +175,21 @@ class ReviewerApp:
         self.check_credentials()
         domain = await self.harness.storage.domain(DOMAIN)
         for key, acct in self.configured.items():
+            store = self.stores[key] = WorkStore(domain, key)
+            known = (await store.load_account()).bot_login
             try:
-                self.connected[key] = await connect(acct, self.key_path(acct),
-                                                    self.mcp_settings(acct))
+                connected = self.connected[key] = await connect(
+                    acct, self.key_path(acct), self.mcp_settings(acct), known)
             except IdentityError as exc:
                 await self.close()
                 raise SetupError(f"{acct.where}: {exc}") from None
             except AuthError as exc:
                 await self.close()
                 raise SetupError(f"{acct.where}.private_key_path: {exc}") from None
-            self.stores[key] = WorkStore(domain, key)
+            login = connected.identity.login
+            if login != known:
+                # Kept for a later start that cannot ask GitHub (a revoked token, an outage).
+                await store.update_account(lambda a, login=login: setattr(a, "bot_login", login))
 
     def build_work(self, clock: Clock = utcnow) -> WorkService:
         """The work service over the connected accounts (after ``connect``), kept as

@@ -8,12 +8,16 @@
   connected yet.
 
 The identity is what makes a marker count (``core/triggers.py``, "own words"): only content
-that login authored is the bot's. It is learned or the account does not connect — there is no
-fallback that would trust a marker by anyone.
+that login authored is the bot's. It is asked of GitHub at every connect; when GitHub cannot
+answer (rejected credentials, an outage) the login this account learned at an earlier connect
+(kept in its account record) stands in, so a revoked token still starts into the credential
+pause. With neither, the account does not connect — there is no fallback that would trust a
+marker by anyone.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +32,7 @@ from .guard import Guard
 from .mcp_host import McpRuntime
 
 HTTP_TIMEOUT_S = 30.0
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -110,9 +115,10 @@ async def learn_identity(client: GitHubClient, auth: PatAuth | AppAuth) -> BotId
 
 
 async def connect(configured: ConfiguredAccount, key_path: Path | None,
-                  mcp: McpSettings) -> ConnectedAccount:
+                  mcp: McpSettings, known: str | None = None) -> ConnectedAccount:
     """Open the account's clients and learn the bot's identity; an App key is read and parsed
-    here (``AuthError``), a failed identity lookup raises ``IdentityError``.
+    here (``AuthError``). ``known``: the login learned at an earlier connect, used only when
+    GitHub cannot tell now; without it a failed lookup raises ``IdentityError``.
     ``key_path`` and ``mcp`` come with relative paths already resolved."""
     cfg = configured.config
     if cfg.app_mode:
@@ -128,6 +134,13 @@ async def connect(configured: ConfiguredAccount, key_path: Path | None,
     client = GitHubClient(cfg.api_url, auth, http)
     try:
         identity = await learn_identity(client, auth)
+    except IdentityError as exc:
+        if not known:
+            await http.aclose()
+            raise
+        log.warning("account %s: %s; using the login learned before, %s", configured.key,
+                    str(exc).split(";", 1)[0], known)
+        identity = BotIdentity(known)
     except BaseException:
         await http.aclose()
         raise

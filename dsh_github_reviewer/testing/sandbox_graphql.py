@@ -18,7 +18,7 @@ OPERATIONS = {
     "pull_request_id": re.compile(r"repository\(owner: \$owner, name: \$repo\)\{pullRequest\("
                                   r"number: \$prNum\)\{id\}\}"),
     "add_review": re.compile(r"addPullRequestReview\(input: \$input\)\{pullRequestReview\{id\}\}"),
-    "viewer": re.compile(r"^\{viewer\{login\}\}$"),
+    "viewer": re.compile(r"^(query\s*)?\{\s*viewer\s*\{\s*login\s*\}\s*\}$"),
     "first_review": re.compile(r"reviews\(first: 1, author: \$author\)\{nodes\{id,state,url\}\}"),
     "add_thread": re.compile(r"addPullRequestReviewThread\(input: \$input\)\{thread\{id\}\}"),
     "submit": re.compile(r"submitPullRequestReview\(input: \$input\)\{pullRequestReview\{id\}\}"),
