@@ -79,6 +79,27 @@ def audit(case: Case, show: bool) -> list[str]:
     return warn
 
 
+def off_by(cases: list[Case], shift: int, tolerance: int = 3) -> tuple[int, int, list[str]]:
+    """A reviewer that comments ``shift`` lines below every defect (its own place, as
+    introduced): how many of those comments still land within ``tolerance`` of some live
+    defect location (its own or another's), which would let an imprecise reviewer score."""
+    hits, total, where = 0, 0, []
+    for c in cases:
+        for i, push in enumerate(c.push, 1):
+            live = c.live(i)
+            places = [(d.id, d.path, d.lines) for d in live.values()]
+            places += [(d.id, loc.path, loc.lines) for d in push.defects for loc in d.also]
+            for d in push.defects:
+                total += 1
+                first, last = d.lines[0] + shift, d.lines[1] + shift
+                near = [did for did, path, lines in places if path == d.path
+                        and first <= lines[1] + tolerance and lines[0] - tolerance <= last]
+                if near:
+                    hits += 1
+                    where.append(f"{c.id}:{d.id}->{','.join(sorted(set(near)))}")
+    return hits, total, where
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--show", action="store_true", help="print the lines each range points at")
@@ -97,6 +118,10 @@ def main() -> int:
         for w in audit(c, args.show):
             print("  WARN", w)
             bad += 1
+    for shift in (4, -4):
+        hits, total, where = off_by(cases, shift)
+        print(f"{shift:+d}-line reviewer lands near a defect for {hits} of {total}: "
+              + " ".join(where))
     return 1 if bad else 0
 
 
