@@ -204,14 +204,63 @@ def test_no_process_residue_in_code_or_help_texts():
     assert not found, "process residue:\n" + "\n".join(found)
 
 
+def wall_clock_reads(tree: ast.AST) -> list[int]:
+    """Lines that read the wall clock: ``now``/``utcnow``/``today`` of ``datetime``/``date``
+    and ``time.time``, whatever they were imported as (``import datetime as dt``,
+    ``from datetime import datetime as D``)."""
+    modules: set[str] = set()       # names bound to the datetime or time module
+    classes: set[str] = set()       # names bound to datetime.datetime / datetime.date
+    times: set[str] = set()         # names bound to time.time
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in ("datetime", "time"):
+                    modules.add(alias.asname or alias.name)
+        elif isinstance(node, ast.ImportFrom) and node.module in ("datetime", "time"):
+            for alias in node.names:
+                if node.module == "datetime" and alias.name in ("datetime", "date"):
+                    classes.add(alias.asname or alias.name)
+                if node.module == "time" and alias.name == "time":
+                    times.add(alias.asname or alias.name)
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in times:
+            lines.append(node.lineno)
+        elif isinstance(func, ast.Attribute):
+            owner = func.value
+            if func.attr in ("now", "utcnow", "today") and (
+                    (isinstance(owner, ast.Name) and owner.id in classes)
+                    or (isinstance(owner, ast.Attribute) and owner.attr in ("datetime", "date")
+                        and isinstance(owner.value, ast.Name) and owner.value.id in modules)):
+                lines.append(node.lineno)
+            elif func.attr == "time" and isinstance(owner, ast.Name) and owner.id in modules:
+                lines.append(node.lineno)
+    return sorted(lines)
+
+
 def test_one_clock():
     """The reviewer reads the time through ``core.clock`` (tests move it); the sandbox GitHub
-    in ``testing`` keeps its own, as GitHub would."""
+    in ``testing`` keeps its own, as GitHub would. Durations read ``time.monotonic``, which is
+    no clock of the day and stays allowed."""
     calls = [f"{path.relative_to(ROOT)}:{n}"
              for module, path in MODULES.items()
              if module.startswith("dsh_github_reviewer.")
              and module not in ("dsh_github_reviewer.core.clock",)
              and not module.startswith("dsh_github_reviewer.testing")
-             for n, line in enumerate(path.read_text().splitlines(), 1)
-             if "datetime.now(" in line or "datetime.utcnow(" in line]
-    assert not calls, f"datetime.now outside core/clock.py: {calls}"
+             for n in wall_clock_reads(ast.parse(path.read_text()))]
+    assert not calls, f"the wall clock read outside core/clock.py: {calls}"
+
+
+def test_the_clock_check_sees_every_spelling():
+    spellings = ["import datetime as dt\ndt.datetime.now()",
+                 "from datetime import datetime as D\nD.now(UTC)",
+                 "from datetime import date\ndate.today()",
+                 "import datetime\ndatetime.datetime.utcnow()",
+                 "import time\ntime.time()",
+                 "from time import time as now\nnow()"]
+    for source in spellings:
+        assert wall_clock_reads(ast.parse(source)) == [2], source
+    assert wall_clock_reads(ast.parse("import time\ntime.monotonic()\nx.now()")) == []

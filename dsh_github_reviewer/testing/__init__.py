@@ -2,7 +2,8 @@
 whole deployment wired on them (``deployment``).
 
 Test support beside the front ends: may import ``app`` and every layer below (and
-``dsh_harness.testing``); production code imports it only lazily, from ``cli.demo``.
+``dsh_harness.testing``). Shipped commands that run the whole loop offline import it too: the
+demo (``cli/demo.py``) and the quality eval (``eval/run.py``); nothing the daemon runs does.
 """
 
 from .sandbox import LoopbackPortDenied, SandboxGitHub, free_loopback_address

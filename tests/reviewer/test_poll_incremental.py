@@ -61,6 +61,27 @@ async def test_a_new_pr_and_a_push_are_recorded_by_an_incremental_tick(dep):
     assert (await dep.entry(1)).head_sha == head
 
 
+def spy_on_records(store) -> list[str]:
+    """Every read or write of PR records by ``store`` (a WorkStore), in order. (The account's
+    own record, its tick times, is written once per tick whatever the number of PRs.)"""
+    calls: list[str] = []
+    for name in ("pr", "update_pr", "prs", "mark_draft", "delete_pr", "instructions",
+                 "start_review"):
+        original = getattr(store, name)
+
+        def counting(*args, _name=name, _original=original, **kwargs):
+            calls.append(_name)
+            return _original(*args, **kwargs)
+        setattr(store, name, counting)
+    transaction = store.domain.transaction
+
+    def counting_transaction(*args, **kwargs):
+        calls.append("transaction")
+        return transaction(*args, **kwargs)
+    store.domain.transaction = counting_transaction
+    return calls
+
+
 async def test_an_idle_tick_reads_and_writes_no_record_and_prunes_once_a_day(dep):
     poller, st = dep.pollers["demo"], dep.sb.state
     await poller.tick()
@@ -68,11 +89,26 @@ async def test_an_idle_tick_reads_and_writes_no_record_and_prunes_once_a_day(dep
     st.close_pull(REPO, 3)
     await poller.tick()
     rec = await dep.entry(3)
+    calls = spy_on_records(poller.store)
+    # An idle tick the same day: three free 304s, no record read or written.
+    dep.sb.reset_log()
+    await poller.tick()
+    assert len(dep.sb.log) == 3 and all(e.status == 304 for e in dep.sb.log)
+    assert calls == [], f"an idle tick touched the records: {calls}"
     # Seven days later the closed PR's record is pruned by the daily housekeeping of an idle
-    # repository, without any GitHub call of its own.
+    # repository, without any GitHub call of its own: one scan of the records.
     later = rec.closed_seen_at + timedelta(days=8)
     poller.clock = lambda: later
     dep.sb.reset_log()
     await poller.tick()
     assert await dep.entry(3) is None and await dep.entry(1) is not None
     assert len(dep.sb.log) == 3 and all(e.status == 304 for e in dep.sb.log)
+    assert calls.count("prs") == 1, calls
+    # Later that day: idle again, no second scan; the next day, one more.
+    calls.clear()
+    poller.clock = lambda: later + timedelta(hours=23)
+    await poller.tick()
+    assert calls == [], f"housekeeping ran twice in one day: {calls}"
+    poller.clock = lambda: later + timedelta(days=1, minutes=1)
+    await poller.tick()
+    assert calls.count("prs") == 1, calls

@@ -11,5 +11,8 @@ and catches whatever a lost delivery missed. Its config block,
 * ``receiver``   — the ASGI app: verify, parse, pick the account, record, answer
 * ``sink``       — what a delivery records, through the account's ``Inbox`` like a poll
 * ``server``     — its own uvicorn listener, apart from the web UI
-* ``runtime``, ``status`` — starting the receivers; what ``status`` and the web UI show
+* ``status``     — what ``status`` and the web UI show of the receivers
+
+The receivers are started by the composition root (``app/webhooks.py``), which wires them to
+each account's inbox and scheduler.
 """
