@@ -12,10 +12,17 @@ from ..config import WebConfig
 from ..errors import ConfigError
 from ..hookspecs import hookimpl
 from ..validation import error_lines
+from ..web import signins
 from ..web.auth import generate_token
 from ..web.server import WebServer
 
 STATE_KEY = "dsh.web"
+
+
+@hookimpl
+def dsh_storage_domains():
+    """Web sign-ins, shared by the replicas on one database (``web/signins.py``)."""
+    return [signins.domain_spec()]
 
 
 @hookimpl

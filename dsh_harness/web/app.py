@@ -30,7 +30,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..errors import DshError
-from . import auth, render
+from . import auth, render, signins
 from .catalog import CatalogEntry, IndexBuilding, LiveLog, SessionCatalog, public_facts
 from .digest import DigestError
 from .redact import Redactor
@@ -332,7 +332,8 @@ class WebApp:
             Mount("/static", StaticFiles(directory=str(STATIC_DIR)),
                   name="static"),
         ]
-        access = auth.Access(auth_token) if auth_token else None
+        access = (auth.Access(auth_token, shared=signins.SharedSignIns(self.harness))
+                  if auth_token else None)
         middleware = [Middleware(auth.TokenAuth, access=access)] if access else []
         app = Starlette(routes=routes, middleware=middleware,
                         exception_handlers={404: self._http_404,

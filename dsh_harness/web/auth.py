@@ -3,10 +3,12 @@
 Bound to loopback, the UI is open unless ``web.auth_token`` is set. Bound anywhere else, a token
 of at least 32 characters is required (the server refuses to start otherwise; ``dsh web
 --generate-token`` prints one). A request is let in with ``Authorization: Bearer <token>`` or
-with the session cookie the login form sets: a signed, expiring value derived from the token,
-never the token itself, and known to this server process: logout forgets it at once (a copied
-cookie stops working), a restart forgets them all (everyone signs in again), and a new token
-voids them too. Wrong tokens are rate limited per client address (the socket's peer; a
+with the session cookie the login form sets: a signed, expiring value whose key is derived from
+the token, never the token itself, and recorded in the storage domain ``web-sessions``
+(``signins.py``) so that every replica on the shared database honours it: logout deletes the
+record (a copied cookie stops working, on the other replicas within ``signins.RECHECK_S``), a
+restart keeps the sign-ins, and a new token voids them all (a new key). Wrong tokens are
+rate limited per client address (the socket's peer; a
 forwarded address only from ``web.trusted_proxies``). A token that is guessable (short, few
 distinct characters, a repeated pattern) is refused at start, on any bind.
 """
@@ -90,46 +92,56 @@ def required_token(host: str, token: str | None) -> str | None:
 
 
 class SessionSigner:
-    """Cookie values ``<expiry>.<nonce>.<hmac>``; the key is derived from the token. A value
-    is valid while signed, unexpired and still known: ``revoke`` (logout) forgets it, and only
-    this process knows its sessions (a bounded table, the oldest forgotten first)."""
+    """Cookie values ``<expiry>.<nonce>.<hmac>``; the key is derived from the token (the same
+    on every replica). A value is valid while signed, unexpired and still recorded: in
+    ``shared`` (the storage domain every replica reads) when given, else in this process's
+    bounded table (the oldest forgotten first). ``revoke`` (logout) deletes the record."""
 
     def __init__(self, token: str, ttl_s: int = SESSION_TTL_S,
-                 max_sessions: int = MAX_SESSIONS):
+                 max_sessions: int = MAX_SESSIONS, shared: Any = None):
         self.key = hmac.new(token.encode(), b"dsh-web-session-v1", hashlib.sha256).digest()
         self.ttl_s = ttl_s
         self.max_sessions = max_sessions
+        self.shared = shared  # signins.SharedSignIns, or None: this process only
         self._live: OrderedDict[str, int] = OrderedDict()  # nonce -> expiry
 
     def _sig(self, payload: str) -> str:
         return hmac.new(self.key, payload.encode(), hashlib.sha256).hexdigest()
 
-    def issue(self, now: float | None = None) -> str:
+    async def issue(self, now: float | None = None) -> str:
         expiry = int((now if now is not None else time.time()) + self.ttl_s)
         nonce = secrets.token_hex(16)
         payload = f"{expiry}.{nonce}"
-        self._live[nonce] = expiry
-        while len(self._live) > self.max_sessions:
-            self._live.popitem(last=False)
+        if self.shared is not None:
+            await self.shared.add(nonce, expiry)
+        else:
+            self._live[nonce] = expiry
+            while len(self._live) > self.max_sessions:
+                self._live.popitem(last=False)
         return f"{payload}.{self._sig(payload)}"
 
     @staticmethod
     def _nonce(value: str) -> str:
         return value.split(".")[1] if value.count(".") == 2 else ""
 
-    def valid(self, value: str, now: float | None = None) -> bool:
+    async def valid(self, value: str, now: float | None = None) -> bool:
         payload, _, sig = value.rpartition(".")
         expiry = payload.partition(".")[0]
         if not (sig and expiry.isdigit()) or len(value) > 200:
             return False
         if not hmac.compare_digest(sig, self._sig(payload)):
             return False
-        if self._live.get(self._nonce(value)) != int(expiry):
-            return False  # logged out, or issued before this process started
-        return int(expiry) > (now if now is not None else time.time())
+        if int(expiry) <= (now if now is not None else time.time()):
+            return False
+        nonce = self._nonce(value)
+        if self.shared is not None:
+            return await self.shared.holds(nonce, int(expiry))  # logged out: no record
+        return self._live.get(nonce) == int(expiry)
 
-    def revoke(self, value: str) -> None:
+    async def revoke(self, value: str) -> None:
         self._live.pop(self._nonce(value), None)
+        if self.shared is not None:
+            await self.shared.remove(self._nonce(value))
 
 
 class RateLimiter:
@@ -171,25 +183,24 @@ def client_of(request: Request) -> str:
 class Access:
     """The token check shared by the middleware and the login form."""
 
-    def __init__(self, token: str):
+    def __init__(self, token: str, shared: Any = None):
         self.token = token
-        self.signer = SessionSigner(token)
+        self.signer = SessionSigner(token, shared=shared)
         self.limiter = RateLimiter()
 
     def token_ok(self, given: str) -> bool:
         return hmac.compare_digest(given.encode(), self.token.encode())
 
-    def signed_in(self, request: Request) -> bool:
+    async def signed_in(self, request: Request) -> bool:
         cookie = request.cookies.get(COOKIE)
-        return bool(cookie) and self.signer.valid(cookie)
+        return bool(cookie) and await self.signer.valid(cookie)
 
-    def check(self, request: Request) -> bool | None:
+    async def check(self, request: Request) -> bool | None:
         """True: let in; False: no credentials; None: wrong bearer token (counts as failure)."""
         auth = request.headers.get("authorization", "")
         if auth.lower().startswith("bearer "):
             return True if self.token_ok(auth[7:].strip()) else None
-        cookie = request.cookies.get(COOKIE)
-        return bool(cookie) and self.signer.valid(cookie)
+        return await self.signed_in(request)
 
 
 def locked(retry: int, api: bool) -> Response:
@@ -212,7 +223,7 @@ class TokenAuth:
             return await self.app(scope, receive, send)
         request = Request(scope)
         api = scope["path"].startswith("/api/")
-        if self.access.signed_in(request):
+        if await self.access.signed_in(request):
             # A signed cookie cannot be guessed, so it passes even while the address is locked
             # out: wrong tokens sent from a shared address (a proxy, a NAT) must not lock out
             # the maintainers already signed in behind it.
@@ -221,7 +232,7 @@ class TokenAuth:
         retry = self.access.limiter.retry_after(client)
         if retry is not None:
             return await locked(retry, api)(scope, receive, send)
-        verdict = self.access.check(request)
+        verdict = await self.access.check(request)
         if verdict:
             return await self.app(scope, receive, send)
         if verdict is None:
@@ -259,7 +270,7 @@ async def login(request: Request) -> Response:
     given = str(form.get("token", ""))
     if access.token_ok(given):
         resp = RedirectResponse("/", status_code=303)
-        resp.set_cookie(COOKIE, access.signer.issue(), max_age=access.signer.ttl_s,
+        resp.set_cookie(COOKIE, await access.signer.issue(), max_age=access.signer.ttl_s,
                         httponly=True, samesite="strict", path="/",
                         secure=request.url.scheme == "https")
         return resp
@@ -272,7 +283,7 @@ async def logout(request: Request) -> Response:
     access: Access | None = request.app.state.access
     cookie = request.cookies.get(COOKIE)
     if access is not None and cookie:
-        access.signer.revoke(cookie)
+        await access.signer.revoke(cookie)
     resp = RedirectResponse("/login", status_code=303)
     resp.delete_cookie(COOKIE, path="/")
     return resp

@@ -106,7 +106,8 @@ def test_cli_copy_dump_and_ls(tmp_path, capsys, monkeypatch):
     assert dumped["tables"]["recs"] == {"k": {"n": 5, "text": "five", "nested": {}}}
     assert cli.main(["storage", "ls", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == [
-        {"domain": "bulk", "version": 3, "backend": "json", "tables": {"recs": 1, "meta": 0}}]
+        {"domain": "bulk", "version": 3, "backend": "json", "tables": {"recs": 1, "meta": 0}},
+        {"domain": "web-sessions", "version": 1, "backend": "json", "tables": {"sessions": 0}}]
 
 
 def _seed_both(tmp_path: Path) -> None:

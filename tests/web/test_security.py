@@ -222,11 +222,12 @@ async def test_session_cookie_is_signed_expiring_and_not_the_token(harness_env):
     async with client(h) as c:  # plain http: no Secure flag (it would never be sent back)
         cookie = (await c.post("/login", data={"token": TOKEN})).headers["set-cookie"]
         assert "secure" not in cookie.lower()
-    signer = SessionSigner(TOKEN, ttl_s=60)
-    issued = signer.issue(now=1000)
-    assert signer.valid(issued, now=1059) and not signer.valid(issued, now=1061)
-    assert not SessionSigner("U" * 40).valid(issued, now=1000), "a new token voids old cookies"
-    assert not SessionSigner(TOKEN).valid(issued, now=1000), "a restart forgets every session"
+    signer = SessionSigner(TOKEN, ttl_s=60)   # without shared records: this process only
+    issued = await signer.issue(now=1000)
+    assert await signer.valid(issued, now=1059) and not await signer.valid(issued, now=1061)
+    assert not await SessionSigner("U" * 40).valid(issued, now=1000), \
+        "a new token voids old cookies"
+    assert not await SessionSigner(TOKEN).valid(issued, now=1000), "another process's cookie"
     await h.close()
 
 
