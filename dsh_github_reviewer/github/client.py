@@ -91,6 +91,15 @@ class Counters:
     rate_limited: int = 0
 
 
+# A rate limit without a stated wait: GitHub's guidance is at least a minute.
+RATE_LIMIT_DEFAULT_S = 60.0
+RATE_LIMIT_MAX_S = 3600.0   # the primary limit's window: never longer than its reset
+
+
+def rate_limit_bounds(wait_s: float) -> float:
+    return min(max(1.0, wait_s), RATE_LIMIT_MAX_S)
+
+
 class GitHubClient:
     """The REST and GraphQL client of one account. A PR's work uses ``fenced(fence)``: the same
     client whose every write (POST, PATCH, PUT, DELETE, a GraphQL mutation) first proves the
@@ -272,14 +281,21 @@ class GitHubClient:
         raise GitHubError(f"{method} {path}: HTTP {status}: {body}", status)
 
     def _rate_limit_wait(self, headers: httpx2.Headers) -> float:
+        """GitHub's own wait (Retry-After, else the reset time), within bounds: a forged or
+        broken header neither spins (< 1 s) nor stops the account for days."""
         try:
             if headers.get("retry-after") is not None:
-                return max(1.0, float(headers["retry-after"]))
+                return rate_limit_bounds(float(headers["retry-after"]))
             if headers.get("x-ratelimit-reset") is not None:
-                return max(1.0, float(headers["x-ratelimit-reset"]) - self.clock())
+                return rate_limit_bounds(float(headers["x-ratelimit-reset"]) - self.clock())
         except ValueError:
             pass
-        return 60.0
+        return RATE_LIMIT_DEFAULT_S
+
+    def block(self, wait_s: float) -> None:
+        """Make no request for ``wait_s`` (a rate limit another caller of GitHub with this
+        token saw, e.g. github-mcp-server): requests raise ``RateLimited`` until then."""
+        self.blocked_until = max(self.blocked_until, self.clock() + rate_limit_bounds(wait_s))
 
     async def paginate(self, path: str, params: dict[str, Any] | None = None,
                        per_page: int = 100, max_pages: int | None = None,

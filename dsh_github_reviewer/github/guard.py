@@ -21,7 +21,7 @@ from dsh_harness import Tool, ToolContext, ToolRejected, ToolText
 from ..core.sanitizer import sanitize_code
 from ..core.triggers import BotIdentity
 from . import tool_specs
-from .client import GitHubClient
+from .client import RATE_LIMIT_DEFAULT_S, GitHubClient
 from .dialects import Dialect, DialectError, detect
 from .diff import commentable_lines
 from .errors import GitHubError
@@ -62,6 +62,17 @@ class ToolFailed(ToolRejected):
 # How github-mcp-server's tool errors name a GitHub rate limit (go-github's RateLimitError and
 # AbuseRateLimitError texts, or the bare status).
 RATE_LIMITED = re.compile(r"rate limit|\b429\b|abuse detection", re.IGNORECASE)
+# go-github's RateLimitError ends with the primary limit's reset ("[rate reset in 1m05s]");
+# its secondary-limit error carries no Retry-After, so that one waits GitHub's minimum.
+RATE_RESET = re.compile(r"\[rate reset in (?:(\d+)m)?(\d+)s\]")
+
+
+def mcp_rate_limit_wait(text: str) -> float:
+    m = RATE_RESET.search(text)
+    if m is None:
+        return RATE_LIMIT_DEFAULT_S
+    return 60.0 * int(m.group(1) or 0) + int(m.group(2))
+
 
 @dataclass
 class GuardTurn:
@@ -117,6 +128,11 @@ class GuardTurn:
                 self.connection = await self.runtime.connect(self.token)
             except McpError as exc:
                 raise ToolFailed(f"github-mcp-server is unavailable: {exc}") from None
+        wait = self.client.blocked_until - self.client.clock()
+        if wait > 0:
+            # The account honours a rate limit's wait: github-mcp-server (same token) too.
+            raise ToolFailed(f"{tool} not called: GitHub rate limited this bot; no GitHub "
+                             f"call for {wait:.0f} s more. Finish the turn now.")
         self.calls.append((tool, args))
         try:
             is_error, text = await self.connection.call(tool, args)
@@ -125,8 +141,11 @@ class GuardTurn:
         if is_error:
             if RATE_LIMITED.search(text):
                 # GitHub refused the server's call for the rate limit (same token as ours):
-                # the turn can only fail, and the account pauses instead of failing PRs.
+                # the account makes no GitHub call until the limit's wait is over (the
+                # server's text states it for the primary limit, else GitHub's minimum), the
+                # turn fails and the account pauses instead of failing PRs.
                 self.rate_limited = True
+                self.client.block(mcp_rate_limit_wait(text))
             raise ToolFailed(f"{tool} failed: {sanitize_code(text)}")
         return sanitize_code(text)
 

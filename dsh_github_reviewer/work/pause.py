@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ..github.client import GitHubClient
 from .records import AccountRecord
 from .store import WorkStore
 
@@ -32,6 +33,8 @@ log = logging.getLogger(__name__)
 
 PAUSE_FIRST = timedelta(minutes=15)
 PAUSE_MAX = timedelta(hours=6)
+RATE_FIRST = timedelta(minutes=1)
+RATE_MAX = timedelta(minutes=15)
 # While one PR probes an ended pause, the others look again this often (woken sooner when
 # the probe lifts the pause).
 PROBE_RECHECK = timedelta(seconds=30)
@@ -59,9 +62,20 @@ class AccountPause:
 CREDENTIAL_PAUSES = ("github", "model")
 
 
-def pause_length(pauses: int) -> timedelta:
-    """The wait after the n-th consecutive pause: 15 min, 30 min, 1 h, ... at most 6 h."""
+def pause_length(pauses: int, kind: str = "model") -> timedelta:
+    """The wait after the n-th consecutive pause: 15 min, 30 min, 1 h, ... at most 6 h for
+    rejected credentials; for a rate limit whose wait is unknown, GitHub's guidance: 1 min,
+    doubling, at most 15 min."""
+    if kind == "rate_limit":
+        return min(RATE_FIRST * 2 ** max(pauses - 1, 0), RATE_MAX)
     return min(PAUSE_FIRST * 2 ** max(pauses - 1, 0), PAUSE_MAX)
+
+
+def github_wait(client: GitHubClient) -> timedelta | None:
+    """What is left of the rate-limit wait the account's GitHub client honours (Retry-After,
+    the reset time, or what github-mcp-server reported), or None."""
+    left = client.blocked_until - client.clock()
+    return timedelta(seconds=left) if left > 0 else None
 
 
 async def first_load(acct: AccountPause, record: AccountRecord, now: datetime
@@ -141,7 +155,7 @@ async def pause(acct: AccountPause, kind: str, reason: str, now: datetime,
             state.update(until=a.paused_until, pauses=a.pauses)
             return
         a.pauses = 1 if a.pause != kind else a.pauses + 1
-        until = now + (wait if wait is not None else pause_length(a.pauses))
+        until = now + (wait if wait is not None else pause_length(a.pauses, kind))
         # A rate limit's own wait may be shorter than a pause already running: keep the later.
         a.paused_until = max(until, a.paused_until) if again and a.paused_until else until
         a.pause, a.pause_reason, a.last_error = kind, reason, reason
@@ -153,6 +167,9 @@ async def pause(acct: AccountPause, kind: str, reason: str, now: datetime,
     if state["again"]:
         log.info("account %s: already paused until %s (%s)", acct.key,
                  until.isoformat(timespec="seconds"), reason)
+    elif state["first"] and kind == "rate_limit":
+        log.warning("account %s: paused until %s: %s. Nothing of this account calls GitHub "
+                    "until then", acct.key, until.isoformat(timespec="seconds"), reason)
     elif state["first"]:
         log.error("account %s: paused until %s: %s. Nothing of this account runs until then; "
                   "fix the credentials (and restart, if they come from the environment) or "

@@ -293,7 +293,9 @@ class ReviewProcedure:
             # work, so the account pauses and this review stays owed, no attempt counted.
             kind, reason = ACCOUNT_FAILURES[result.failure]
             why = f"{reason}: {redact_secrets(result.error or '')}"[:300]
-            until = await account_pause.pause(ctx.pause, kind, why, ctx.clock())
+            # A rate limit: the wait GitHub stated, within bounds (else a short backoff).
+            wait = account_pause.github_wait(ctx.client) if kind == "rate_limit" else None
+            until = await account_pause.pause(ctx.pause, kind, why, ctx.clock(), wait=wait)
             if kind != "rate_limit":   # (rate limited: no GitHub call until it ends)
                 # The PR says its review waits, and why, not "reviewing" for the whole pause.
                 await update_summary(ctx, key, reviewing=None,

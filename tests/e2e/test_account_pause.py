@@ -9,6 +9,7 @@ import logging
 import httpx2
 import pytest
 
+from dsh_github_reviewer.app import ReviewerApp
 from dsh_github_reviewer.app.status import status_data
 from dsh_github_reviewer.core.triggers import SUMMARY_MARKER
 from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
@@ -177,6 +178,8 @@ async def test_the_mcp_servers_rate_limit_pauses_the_account(tmp_path, sandbox80
         build_shop(sandbox80)
         clock = Clock(sandbox80)
         dep = await Deployment(tmp_path, sandbox80, model, clock=clock).start()
+        client = ReviewerApp.of(dep.harness).connected["demo"].client
+        client.clock = lambda: clock().timestamp()   # the rate limit's wait on the test clock
         try:
             await dep.tick()
             tool_results = [m["content"] for s in model.served
@@ -190,6 +193,59 @@ async def test_the_mcp_servers_rate_limit_pauses_the_account(tmp_path, sandbox80
             clock.skip(16 * 60)
             await dep.tick()
             assert len(dep.reviews()) == 1
+        finally:
+            await dep.stop()
+
+
+async def test_after_the_mcp_servers_rate_limit_the_account_calls_github_only_after_the_wait(
+        tmp_path, sandbox80):
+    """The model goes on after github-mcp-server's 429 and submits anyway: the bot makes no
+    GitHub call within the wait (not even the submit), pauses for that wait — about a minute,
+    GitHub's minimum when the wait is not stated, not 15 min — and reviews after it."""
+    state = {"armed": True}
+    pr = {"owner": "acme", "repo": "shop", "pullNumber": 1}
+
+    def policy(req):
+        if req.last_user_text().startswith("Flow: review") and state["armed"]:
+            calls = [c["function"]["name"] for m in req.since_last_user()
+                     for c in m.get("tool_calls") or []]
+            if not calls:
+                sandbox80.inject_rate_limit("secondary", wait_s=30, times=1,
+                                            path_contains="/pulls/1/files")
+                return Reply(tool_calls=[("pull_request_read", {**pr, "method": "get_files"})])
+            if len(calls) == 1:
+                return Reply(tool_calls=[("pull_request_review_write",
+                                          {**pr, "method": "create"})])
+            if len(calls) == 2:
+                return Reply(tool_calls=[("pull_request_review_write", {
+                    **pr, "method": "submit_pending", "event": "COMMENT",
+                    "body": "Reviewed what I could."})])
+            return Reply(content="Done.")
+        return reviewer_policy(req)
+
+    with ScriptedModelServer(policy=policy) as model:
+        build_shop(sandbox80)
+        clock = Clock(sandbox80)
+        dep = await Deployment(tmp_path, sandbox80, model, clock=clock).start()
+        client = ReviewerApp.of(dep.harness).connected["demo"].client
+        client.clock = lambda: clock().timestamp()   # the rate limit's wait on the test clock
+        try:
+            await dep.tick()
+            limited = [i for i, e in enumerate(sandbox80.log) if e.status == 429]
+            assert len(limited) == 1
+            after = sandbox80.log[limited[0] + 1:]
+            assert after == [], f"GitHub called within the wait: {after}"
+            account = await dep.account_record()
+            assert account.pause == "rate_limit" and dep.reviews() == []
+            wait = (account.paused_until - clock()).total_seconds()
+            assert 30 <= wait <= 120, wait
+            await dep.tick()
+            assert sandbox80.log[limited[0] + 1:] == [], "still nothing while it lasts"
+            state["armed"] = False
+            clock.skip(wait + 1)
+            await dep.tick()
+            assert len(dep.reviews()) == 1
+            assert (await dep.account_record()).pause is None
         finally:
             await dep.stop()
 
