@@ -159,6 +159,10 @@ class ReviewSettings(Strict):
     # most severe stay inline), are listed in the review body instead — never dropped.
     min_severity: Severity = "nit"
     max_findings: int = Field(default=0, ge=0, le=1000)
+    # The second look: before a review is posted, a verifier session checks each drafted
+    # finding against the code (keep / drop / lower severity); dropped ones are listed in the
+    # summary comment. Off until the eval shows it pays (``eval --verify off,on``).
+    verify: ConfigBool = False
     # The prepared diff in the review turn: globs left out of it, on top of the
     # built-in lockfile/generated list unless exclude_builtin is false; and its byte budget.
     exclude: list[str] = Field(default_factory=list)

@@ -16,6 +16,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a configuration to run (repeatable; default: default_model)")
     p.add_argument("--team", metavar="P,Q", help="also run each model as a review team with "
                    "these personas, side by side with the single reviewer")
+    p.add_argument("--verify", metavar="off,on", help="run each configuration with the second "
+                   "look off, on, or both side by side (review.verify; default: as configured)")
     p.add_argument("--instructions", metavar="FILE", help="review instructions to use "
                    "(review.default_instructions) instead of the built-in guidance")
     p.add_argument("--concurrency", type=int, default=4, metavar="N",

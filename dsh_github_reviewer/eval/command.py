@@ -13,6 +13,7 @@ import signal
 import socket
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,17 @@ from .validate import check_cases, corpus_stats
 SYSTEM_TOKENS = 6_000
 CALLS_PER_REVIEW = 5
 OUTPUT_PER_REVIEW = 800
+
+
+def verify_values(text: str) -> list[str]:
+    """``--verify off,on``: the second look's settings to run, in order (each once)."""
+    out: list[str] = []
+    for word in (w.strip().lower() for w in text.split(",")):
+        if word not in ("off", "on"):
+            raise EvalError(f"--verify takes off, on or off,on, not {word!r}")
+        if word not in out:
+            out.append(word)
+    return out
 
 
 def check_team(team: tuple[str, ...], instructions: str) -> None:
@@ -303,6 +315,9 @@ async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
             team = tuple(p.strip().lower() for p in args.team.split(",") if p.strip())
             check_team(team, instructions)
             configs += [EvalConfig(m, team) for m in models]
+        if getattr(args, "verify", None):
+            configs = [replace(c, extra=(*c.extra, ("verify", v))) for c in configs
+                       for v in verify_values(args.verify)]
         for m in [*models, *([args.judge] if args.judge else [])]:
             check_model(harness.config, m)
             problem = harness.llm.problem(m)

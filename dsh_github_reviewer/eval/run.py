@@ -53,6 +53,16 @@ class EvalError(DshError):
 AXES: dict[str, Callable[[dict[str, Any], str], dict[str, Any]]] = {}
 
 
+def _verify_axis(review: dict[str, Any], value: str) -> dict[str, Any]:
+    """``verify``: the second look (``review.verify``) off or on."""
+    if value not in ("off", "on"):
+        raise EvalError(f"verify is off or on, not {value!r}")
+    return {**review, "verify": value == "on"}
+
+
+AXES["verify"] = _verify_axis
+
+
 @dataclass(frozen=True)
 class EvalConfig:
     """One configuration under test: a model, alone or as a review team, and any further

@@ -45,7 +45,7 @@ CHANGED_FILES_PAGE_CAP = 30  # GitHub lists at most 3,000 files of a PR
 READ_TOOLS = ("get_file_contents", "pull_request_read")
 # Flows whose turns may only read: a /bot chat answers in text, a team persona reports to the
 # coordinator (the single writer).
-READ_ONLY_FLOWS = ("chat", "persona")
+READ_ONLY_FLOWS = ("chat", "persona", "verify")
 
 
 BUDGET_SPENT = ("read budget spent ({n} reads, review.max_read_calls): no more reads in "
@@ -113,6 +113,16 @@ class GuardTurn:
     # The team's coordinator turn: code, not the model, has the last word on the verdict line
     # (fail closed), applied to the body right before it is posted.
     finalize_body: Callable[[str], str] | None = None
+    # The second look (``reviewers/second_look.py``): submit_pending keeps the body here and
+    # answers the model exactly as a post would; the runner posts after the verifier checked
+    # the draft, so the review session's requests are the same with or without it.
+    hold_post: bool = False
+    held_body: str | None = None
+
+    @property
+    def writes_closed(self) -> bool:
+        """The review was submitted (posted, or held for the second look)."""
+        return self.submitted is not None or self.held_body is not None
 
     async def ensure_dialect(self) -> Dialect:
         if self.dialect is None:
@@ -280,7 +290,7 @@ class Guard:
     async def pull_request_review_write(self, args: dict[str, Any], ctx: ToolContext) -> str:
         turn = self._turn(ctx, write=True)
         method, out = check_review_write(args, turn.scope)
-        if turn.submitted is not None:
+        if turn.writes_closed:
             raise Rejected("the review for this trigger was already submitted; reply with a "
                            "short final message")
         # Neither create nor submit is budgeted: a model that read a lot can always post.
@@ -299,6 +309,9 @@ class Guard:
                            f"open threads: {known}")
         turn.draft.fixed = list(fixed)
         turn.draft.fixed_labels = [turn.fixable[i] for i in fixed]
+        if turn.hold_post:
+            turn.held_body = out["body"]
+            return ToolText(f"Submitted with {len(turn.draft.comments)} comment(s).")
         try:
             review = await turn.submit(out["body"])
         except GitHubError as exc:
@@ -318,7 +331,7 @@ class Guard:
                 log.info("%s: a finding was refused for its severity (%d in this turn)",
                          turn.scope.pr_label, turn.severity_refusals)
             raise
-        if turn.submitted is not None:
+        if turn.writes_closed:
             raise Rejected("the review for this trigger was already submitted")
         if turn.draft is None:
             raise Rejected("no pending review: call pull_request_review_write method=create "

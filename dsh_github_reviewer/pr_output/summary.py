@@ -84,6 +84,8 @@ class Summary:
     cost_usd: float = 0.0
     prompt_tokens: int = 0
     cache_read_tokens: int = 0
+    # The second look's section (``pr_output/second_look.py``): dropped findings, its cost.
+    second_look: str = ""
 
 
 def _walkthrough(files: Sequence[PullFile]) -> list[str]:
@@ -147,6 +149,8 @@ def render(s: Summary) -> str:
         hit = 100.0 * s.cache_read_tokens / s.prompt_tokens
         parts.append(f"Cost of this PR's reviews and answers: ${s.cost_usd:.4f} · prompt "
                      f"cache hit {hit:.0f} %")
+    if s.second_look:
+        parts.append(s.second_look)
     parts.append("Comment `/review` to review the current head again, or `/bot <question>` "
                  "to ask about this pull request (on a review thread, about that finding).")
     parts.append(summary_marker())

@@ -32,6 +32,7 @@ from .inputs import (
     session_key,
 )
 from .models import ModelChoice
+from .second_look import SecondLook, holds, post_held
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ class SingleReviewer:
 
     def __init__(self, harness: Harness, models: ModelChoice):
         self.harness, self.models = harness, models
+        self.second_look = SecondLook(harness, models)
 
     async def _agent(self, acct: ConnectedAccount, key: PrKey, pr: PullRequest,
                      instructions: TrustedInstructions | None) -> Agent:
@@ -72,7 +74,8 @@ class SingleReviewer:
                 turn = GuardTurn(scope=scope_for(pr, flow, trigger), client=acct.client,
                                  runtime=acct.mcp, me=acct.identity,
                                  limits=finding_limits(acct, instructions),
-                                 token=await acct.auth.token(valid_for_s=deadline - loop.time()))
+                                 token=await acct.auth.token(valid_for_s=deadline - loop.time()),
+                                 hold_post=holds(instructions, flow))
                 message = await message_for(pr, agent, turn)
                 told = {}
                 if isinstance(message, TurnMessage):
@@ -124,6 +127,10 @@ class SingleReviewer:
                                              instructions)
 
         turn, result = await self._turn(acct, pr, "review", trigger, instructions, message)
+        if turn is not None and turn.held_body is not None and turn.submitted is None:
+            # The model submitted; the second look checks the draft, then it is posted (also
+            # when the turn failed after the submit, as a direct post would have been).
+            await post_held(self.second_look, turn, acct, pr, trigger, instructions)
         if turn is not None and turn.submitted is None:
             await self._submit_unsubmitted(turn, result)
         if turn is not None and turn.submitted is not None:

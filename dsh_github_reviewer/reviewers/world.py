@@ -9,7 +9,9 @@ from ..config import SetupError
 from ..core.session_key import PrKey
 from ..github.account import ConfiguredAccount
 from ..turn.prompts import system_prompt
+from ..turn.second_look import verifier_system_prompt
 from .inputs import WorldInputs
+from .second_look import VERIFIER
 from .team.personas import (
     COORDINATOR,
     coordinator_system_prompt,
@@ -24,6 +26,10 @@ def build_world(key: PrKey, acct: ConfiguredAccount, inputs: WorldInputs) -> Age
     tools = acct.guard.tools()
     if key.persona is None:
         prompt = system_prompt(trusted)
+    elif key.persona == VERIFIER:
+        # The second look only reads (its verdicts are applied by code).
+        prompt = verifier_system_prompt(trusted)
+        tools = acct.guard.read_tools()
     elif key.persona == COORDINATOR:
         prompt = coordinator_system_prompt(trusted)
     else:

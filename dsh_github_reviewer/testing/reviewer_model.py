@@ -196,6 +196,8 @@ def reviewer_policy(req: ModelRequest,
     turn = req.since_last_user()
     if user.startswith("Flow: chat"):
         return _chat(req, user)
+    if user.startswith("Flow: verify"):
+        return verifier_policy(req)
     target = _TARGET.search(user)
     if not user.startswith("Flow: review") or target is None:
         return Reply(content="I only review pull requests.")
@@ -279,6 +281,41 @@ def _fixed_later(req: ModelRequest, comment: dict[str, Any]) -> bool:
                     text.rstrip("…").rstrip()):
                 return True
     return False
+
+
+# The second look's known policy (a verifier that is sure of these): findings starting with a
+# VERIFY_DROP prefix are dropped, those starting with a VERIFY_LOWER key lowered to its value,
+# every other one kept. In the shop scenario: the off-by-one is dropped, the SQL injection
+# lowered to major, the eval kept.
+VERIFY_DROP = ("Off-by-one",)
+VERIFY_LOWER = {"SQL built": "major"}
+_VERIFY_TARGET = re.compile(r"drafted for ([^/\s]+)/([^#\s]+)#(\d+) at head SHA ([0-9a-f]+)")
+_DRAFTED = re.compile(r"^(\d+)\. \[(\w+)\] (\S+)\n   (.*)$", re.M)
+
+
+def verifier_policy(req: ModelRequest) -> Reply:
+    """The second look: read the first finding's file once (the guarded read tools work in
+    the verifier's turn), then one conclusion-first line per finding."""
+    user = req.last_user_text()
+    target = _VERIFY_TARGET.search(user)
+    drafted = _DRAFTED.findall(user)
+    if target is None:
+        return Reply(content="Nothing to check.")
+    owner, repo, _, head = target.groups()
+    if not _calls(req.since_last_user()) and drafted:
+        path = drafted[0][2].split(":", 1)[0]
+        return Reply(tool_calls=[("get_file_contents", {"owner": owner, "repo": repo,
+                                                        "path": path, "sha": head})])
+    lines = []
+    for n, _sev, where, first in drafted:
+        first = re.sub(r"^\[[\w-]+\]\s*", "", first)   # a team's "[persona] " prefix
+        if first.startswith(VERIFY_DROP):
+            lines.append(f"{n} drop — {where}: the code at this line does not do that.")
+        elif (low := next((v for k, v in VERIFY_LOWER.items() if first.startswith(k)), None)):
+            lines.append(f"{n} lower {low} — {where}: real, but only reachable by admins.")
+        else:
+            lines.append(f"{n} keep — {where}: confirmed.")
+    return Reply(content="\n".join(lines))
 
 
 def _chat(req: ModelRequest, user: str) -> Reply:

@@ -5,7 +5,9 @@ findings get a second look before the post. Rides along on ``TrustedInstructions
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .lessons import LessonNote
 
@@ -17,6 +19,9 @@ class TurnExtras:
     full: bool = False
     # ``review.verify`` (or ``verify`` in the repository config): the second look.
     verify: bool = False
+    # Where the second look's outcome is kept before the review is posted (the work layer's
+    # store; the summary comment lists the dropped findings from it).
+    save_second_look: Callable[[Any], Awaitable[None]] | None = None
 
 
 def extras_of(instructions: object | None) -> TurnExtras:

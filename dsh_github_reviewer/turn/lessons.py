@@ -18,7 +18,8 @@ from typing import Any
 from ..core.sanitizer import sanitize_line
 
 LESSONS_META = "lessons"
-REVIEW_FLOW = "Flow: review"
+# The turns that are given lessons: the reviewer's and the second look's.
+FLOWS = ("Flow: review", "Flow: verify")
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def known(turns: Iterable[Any]) -> dict[int, str]:
     out: dict[int, str] = {}
     for t in turns:
         meta: Mapping[str, Any] = getattr(t, "meta", {}) or {}
-        if not str(getattr(t, "content", "")).startswith(REVIEW_FLOW):
+        if not str(getattr(t, "content", "")).startswith(FLOWS):
             continue
         raw = meta.get(LESSONS_META)
         if not isinstance(raw, dict):

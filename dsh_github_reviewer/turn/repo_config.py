@@ -75,6 +75,8 @@ class RepoConfig(_Strict):
     auto_review: AutoReview = AutoReview()
     max_findings: int | None = Field(default=None, ge=0, le=1000, strict=True)
     min_severity: Severity | None = None
+    # The second look for this repository (overrides ``review.verify``).
+    verify: bool | None = Field(default=None, strict=True)
 
     @field_validator("exclude")
     @classmethod

@@ -26,6 +26,7 @@ from .records import (
     migrate_v1,
     split_pr_key,
 )
+from .second_look import SECOND_LOOKS, SecondLooks
 
 T = TypeVar("T")
 
@@ -33,7 +34,8 @@ T = TypeVar("T")
 def domain_spec() -> DomainSpec:
     return DomainSpec(name=DOMAIN, version=DOMAIN_VERSION,
                       tables={ACCOUNTS: AccountRecord, PRS: PrRecord,
-                              INSTRUCTIONS: InstructionsRecord, LESSONS: LessonBook},
+                              INSTRUCTIONS: InstructionsRecord, LESSONS: LessonBook,
+                              SECOND_LOOKS: SecondLooks},
                       migrations={1: migrate_v1})
 
 

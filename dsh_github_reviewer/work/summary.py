@@ -22,6 +22,7 @@ from ..pr_output.summary import (
     render,
     upsert,
 )
+from . import second_look, second_look_summary
 from .context import WorkContext, repo_of
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,13 @@ async def update_summary(ctx: WorkContext, key: str, *, reviewing: str | None,
         drafted = await _from_session(ctx, key, summary)
         posted = {str(t): r.html_url for r in reviews
                   if (t := posted_trigger(r, me)) is not None}
+        # The second look's dropped findings are listed in their own section, not as open.
+        dropped = second_look_summary.dropped_of(
+            await second_look.outcomes(ctx.store.domain, key), set(posted))
+        gone = {(t, c.path, c.line, c.text) for t, c in dropped}
+        drafted = [d for d in drafted if (d.trigger, d.path, d.line,
+                                          d.body.strip().split("\n", 1)[0]) not in gone]
+        summary.second_look = await second_look_summary.section(ctx, key, dropped)
         summary.findings += listed_findings(drafted, posted, comments, ids)
         await upsert(client, owner, name, number, render(summary), me)
     except GitHubError as exc:

@@ -1,5 +1,6 @@
 """What a PR's record and the account's storage add to its next review turn
-(``turn.extras.TurnExtras``): the repository's lessons, ``/review full``, the second look."""
+(``turn.extras.TurnExtras``): the repository's lessons, ``/review full``, the second look
+(``verify`` of the base's ``.github/dsh-review.toml`` when it says, else ``review.verify``)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,16 @@ from ..turn.extras import TurnExtras
 from .context import WorkContext, repo_of
 from .lessons import LessonStore, notes
 from .records import PrRecord
+from .second_look import saver
 
 
 async def turn_extras(ctx: WorkContext, key: str, rec: PrRecord, settings: object | None
                       ) -> TurnExtras:
     owner, name, _ = repo_of(key)
     lessons = await LessonStore(ctx.store.domain, ctx.acct.key).active(f"{owner}/{name}")
-    return TurnExtras(lessons=notes(lessons), full=rec.full_review,
-                      verify=verify_enabled(ctx.cfg.review, settings))
+    verify = verify_enabled(ctx.cfg.review, settings)
+    return TurnExtras(lessons=notes(lessons), full=rec.full_review, verify=verify,
+                      save_second_look=saver(ctx.store.domain, key) if verify else None)
 
 
 def verify_enabled(review: object, settings: object | None) -> bool:

@@ -20,6 +20,7 @@ from dsh_harness import Agent, Harness, StorageError
 from ...core.sanitizer import redact_secrets, sanitize
 from ...core.session_key import PrKey
 from ...github.account import ConnectedAccount
+from ...github.errors import GitHubError
 from ...github.guard import GuardTurn
 from ...github.models import PullRequest
 from ...github.review_submit import Draft, find_posted, post_review
@@ -35,6 +36,7 @@ from ..inputs import (
     session_key,
 )
 from ..models import ModelChoice
+from ..second_look import SecondLook, holds, post_held
 from . import verdict
 from .attempts import AttemptResult, Outcome, reported_before, run_attempts
 from .messages import Report, coordinator_message
@@ -68,6 +70,7 @@ class TeamResult:
 class TeamReview:
     def __init__(self, harness: Harness, models: ModelChoice):
         self.harness, self.models = harness, models
+        self.second_look = SecondLook(harness, models)
 
     async def review(self, acct: ConnectedAccount, pr: PullRequest, trigger: str,
                      instructions: TrustedInstructions | None, previous_head: str | None,
@@ -162,7 +165,8 @@ class TeamReview:
                 turn = GuardTurn(scope=scope_for(pr, flow, trigger), client=acct.client,
                                  runtime=acct.mcp, token=await acct.auth.token(),
                                  me=acct.identity, finalize_body=finalize,
-                                 limits=finding_limits(acct, instructions))
+                                 limits=finding_limits(acct, instructions),
+                                 hold_post=holds(instructions, flow))
                 acct.guard.begin(sid, turn)
                 try:
                     text = (message if isinstance(message, (str, TurnMessage))
@@ -234,6 +238,12 @@ class TeamReview:
             result, turn = await self.run_turn(acct, ckey, pr, instructions, model, "review",
                                                trigger, message, review.turn_timeout_s,
                                                finalize)
+            if turn is not None and turn.held_body is not None and turn.submitted is None:
+                # The coordinator submitted: the second look checks its draft, then it posts.
+                try:
+                    await post_held(self.second_look, turn, acct, pr, trigger, instructions)
+                except GitHubError as exc:
+                    return AttemptResult(False, error=f"posting the review failed: {exc}")
             if turn is not None and turn.submitted is not None:
                 posted.append(turn)
                 return AttemptResult(True, result.text or "")

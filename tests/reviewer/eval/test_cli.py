@@ -186,3 +186,34 @@ def test_ctrl_c_stops_after_the_case_in_flight_with_a_partial_report(tmp_path):
     report = json.loads(out)
     assert report["stopped"] == "Ctrl-C" and len(report["configs"][0]["cases"]) == 1
     assert not (tmp_path / "home" / "eval" / "running.json").exists()
+
+
+def test_verify_off_and_on_side_by_side_on_the_same_cases(tmp_path):
+    """Issue 29: ``--verify off,on`` runs each configuration without and with the second look;
+    the scripted verifier's requests appear only in the ``verify=on`` run."""
+    with ScriptedModelServer(policy=reviewer_policy) as model:
+        (tmp_path / "dsh.toml").write_text(config_text(model.base_url))
+        proc = dsh("github-reviewer", "eval", "--only", "py-order-search-sql", "--verify",
+                   "off,on", "--json", "--yes", cwd=tmp_path, timeout=300)
+        requests = model.requests
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    labels = [c["label"] for c in report["configs"]]
+    assert [x.rsplit(" ", 1)[1] for x in labels] == ["verify=off", "verify=on"]
+    for cfg in report["configs"]:
+        assert [c["case"] for c in cfg["cases"]] == ["py-order-search-sql"]
+        assert cfg["summary"]["failures"] == 0
+    verifier = [r for r in requests
+                if r["messages"][0]["content"].startswith("You are the second look")]
+    assert verifier, "the verifier ran in the verify=on run"
+
+
+def test_verify_values_are_checked():
+    from dsh_github_reviewer.eval.command import verify_values
+    from dsh_github_reviewer.eval.run import EvalError
+
+    assert verify_values("off,on") == ["off", "on"]
+    assert verify_values("ON") == ["on"]
+    assert verify_values("on,off,on") == ["on", "off"]
+    with pytest.raises(EvalError, match="--verify takes off, on or off,on"):
+        verify_values("maybe")

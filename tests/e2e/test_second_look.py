@@ -1,0 +1,155 @@
+"""Issue 29 item 1 through the real loop (poller, runner, guard, real github-mcp-server,
+sandbox GitHub, scripted model): with ``review.verify = true`` the verifier checks the drafted
+findings with a known policy (``testing/reviewer_model.py``: the off-by-one dropped, the SQL
+injection lowered to major, the eval kept). Exactly the dropped finding is missing from the
+review and listed, with its reason, in the summary comment; the review session's requests
+are byte-identical to a run without the verifier; the verifier's own session hits the prefix
+cache on the re-review (≥ 90 % of its input cached); its cost is shown apart."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dsh_github_reviewer.core.triggers import SUMMARY_MARKER
+from dsh_github_reviewer.testing import SandboxGitHub
+from dsh_github_reviewer.testing.scenario import REPO, build_shop, model_server, push_fix
+from dsh_github_reviewer.work.second_look import outcomes
+
+from .conftest import Deployment
+
+pytestmark = pytest.mark.slow
+VERIFY = "review.verify = true\n"
+VERIFIER_SID = "github:demo:acme:shop:pr:1:persona:verifier"
+
+
+# Review instructions of a realistic size (~6 KB; the shop's one-liner is a toy): they are part
+# of both sessions' stable prefix, as in a real repository.
+RULES = "\n".join(
+    f"- Rule {i}: {topic} must be checked in every changed module; explain the risk and the "
+    "fix in one or two sentences, cite the line, and do not report style nits here."
+    for i, topic in enumerate(["SQL parameterization", "input validation", "error handling",
+                               "resource cleanup", "logging of secrets", "TLS settings",
+                               "bounds of loops and slices", "time zones", "retries",
+                               "concurrency of shared state", "API compatibility",
+                               "test coverage of changed behaviour"] * 3, 1))
+INSTRUCTIONS = ("# Review instructions for acme/shop\nFocus on security and correctness.\n\n"
+                + RULES + "\n")
+
+
+def shop(sb) -> None:
+    build_shop(sb)
+    sb.state.commit(REPO, "main", {".github/review_instructions.md": INSTRUCTIONS},
+                    message="Longer review instructions")
+
+
+def summary(sb) -> str:
+    (c,) = [c for c in sb.state.issue_comments_of(REPO, 1) if SUMMARY_MARKER in c.body]
+    return c.body
+
+
+def review_requests(model, sb) -> list[str]:
+    """The review session's requests (the reviewer's system prompt), sandbox address
+    normalized (each run has its own sandbox)."""
+    out = []
+    for s in model.served:
+        msgs = s.request["messages"]
+        if msgs[0]["content"].startswith("You are dsh-github-reviewer"):
+            out.append(json.dumps(s.request, sort_keys=True).replace(sb.host, "SANDBOX"))
+    return out
+
+
+async def test_the_second_look_drops_lowers_and_lists(tmp_path, sandbox80, model):
+    shop(sandbox80)
+    st = sandbox80.state
+    dep = await Deployment(tmp_path, sandbox80, model, extra_account=VERIFY).start()
+    try:
+        await dep.tick()
+        (review,) = dep.reviews()
+        inline = st.comments_of_review(review.id)
+        bodies = [c.body for c in inline]
+        assert len(inline) == 2, bodies
+        assert not any("Off-by-one" in b for b in [*bodies, review.body]), \
+            "the dropped finding is not in the review"
+        sql = next(b for b in bodies if "SQL built" in b)
+        assert sql.startswith("**[major]**"), "lowered from critical"
+        assert next(b for b in bodies if "eval()" in b).startswith("**[critical]**")
+        text = summary(sandbox80)
+        section = text.split("<details><summary>Second look: 1 drafted finding dropped", 1)
+        assert len(section) == 2, text
+        assert "Off-by-one" in section[1]
+        assert "**dropped:** shop/cart.py:2: the code at this line does not do that." \
+            in section[1]
+        assert "Cost of the second look (its own session): $" in text
+        findings = text.split("### Findings", 1)[1].split("<details>", 1)[0]
+        assert "Off-by-one" not in findings, "a dropped finding is not listed as open"
+        (saved,) = await outcomes((await dep.store()).domain, "demo:acme/shop#1")
+        assert {c.text.split(":", 1)[0]: c.action for c in saved.checked} == {
+            "Off-by-one": "drop", "SQL built by string concatenation is injectable; use a "
+            "parameterized query (`?` placeholders).": "lower",
+            "`eval()` on caller-supplied input executes arbitrary code; parse the value "
+            "explicitly instead.": "keep"}
+
+        push_fix(sandbox80)
+        await dep.tick()
+        assert len(dep.reviews()) == 2
+        log = await dep.harness.sessions.read(VERIFIER_SID)
+        turns = [e.turn for e in log.events if e.type == "turn_start"]
+        assert len(turns) == 2, "one verifier turn per review, in one persistent session"
+        last = [e for e in log.events if e.type == "assistant_message" and e.turn == turns[-1]]
+        prompt = sum(e.usage.prompt for e in last)
+        cached = sum(e.usage.cache_read for e in last)
+        assert cached >= 0.9 * prompt, f"re-review verifier cache hit {cached}/{prompt}"
+        # The review session's cost is its own: the verifier's tokens are not in it.
+        review_log = await dep.harness.sessions.read("github:demo:acme:shop:pr:1")
+        assert all(e.meta.get("flow") != "verify" for e in review_log.events
+                   if e.type == "turn_start")
+    finally:
+        await dep.stop()
+
+
+async def test_review_session_requests_are_the_same_without_the_verifier(tmp_path, sandbox80,
+                                                                         model):
+    build_shop(sandbox80)
+    dep = await Deployment(tmp_path / "on", sandbox80, model, extra_account=VERIFY).start()
+    try:
+        await dep.tick()
+    finally:
+        await dep.stop()
+    with SandboxGitHub.on_loopback_80() as sb_off, model_server() as model_off:
+        build_shop(sb_off)
+        off = await Deployment(tmp_path / "off", sb_off, model_off).start()
+        try:
+            await off.tick()
+        finally:
+            await off.stop()
+        with_verifier = review_requests(model, sandbox80)
+        without = review_requests(model_off, sb_off)
+    assert with_verifier and with_verifier == without
+    assert any(s.request["messages"][0]["content"].startswith("You are the second look")
+               for s in model.served)
+
+
+async def test_the_second_look_checks_the_team_coordinators_draft(tmp_path, sandbox80):
+    from dsh_github_reviewer.testing.team_model import TeamModel
+    from dsh_harness.testing import ScriptedModelServer
+
+    team = ('review.verify = true\n[plugins.github-reviewer.accounts.review.team]\n'
+            'personas = ["quality", "security"]\n')
+    build_shop(sandbox80)
+    with ScriptedModelServer(policy=TeamModel()) as model:
+        dep = await Deployment(tmp_path, sandbox80, model, extra_account=team).start()
+        try:
+            await dep.tick()
+            (review,) = dep.reviews()
+            bodies = [c.body for c in sandbox80.state.comments_of_review(review.id)]
+            assert bodies and not any("Off-by-one" in b for b in bodies)
+            assert "Verdict: " in review.body, "the coordinator's verdict line is kept"
+            (saved,) = await outcomes((await dep.store()).domain, "demo:acme/shop#1")
+            assert [c.path for c in saved.dropped] == ["shop/cart.py"]
+            assert "Off-by-one" in summary(sandbox80).split("<details><summary>Second look", 1)[1]
+            ids = {s.id for s in await dep.harness.sessions.summaries()}
+            assert VERIFIER_SID in ids
+        finally:
+            await dep.stop()

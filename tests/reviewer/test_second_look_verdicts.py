@@ -1,0 +1,37 @@
+"""The second look's verdicts are read fail-safe: only a positive, reasoned drop removes a
+finding; a lower must lower; anything unreadable keeps the finding."""
+
+from __future__ import annotations
+
+from dsh_github_reviewer.turn.second_look import Drafted, parse_verdicts, verify_message
+
+
+def test_verdicts_are_read_conclusion_first():
+    text = ("1 keep — a.py:3: confirmed\n"
+            "2. drop — b.py:9: the value is checked on line 7\n"
+            "- 3 lower minor — c.py:1: only reachable by admins\n"
+            "**4** drop\n"                       # no reason: kept
+            "5 lower critical — d.py:2: worse\n"  # not lower than major: kept
+            "9 drop — out of range\n"
+            "2 keep — a second verdict for 2 is ignored\n")
+    got = parse_verdicts(text, 6, ["major", "major", "major", "major", "major", "nit"])
+    assert [(v.index, v.action, v.severity) for v in got] == [
+        (1, "keep", None), (2, "drop", None), (3, "lower", "minor"), (4, "keep", None),
+        (5, "keep", None), (6, "keep", None)]
+    assert got[1].reason == "b.py:9: the value is checked on line 7"
+    assert not got[5].read and got[0].read
+
+
+def test_nothing_readable_keeps_everything():
+    assert all(v.action == "keep" for v in parse_verdicts("I think they are fine.", 3,
+                                                          ["major"] * 3))
+    assert parse_verdicts("", 0, []) == []
+
+
+def test_the_message_numbers_the_findings_and_sanitizes_them():
+    msg = verify_message("o", "r", 5, "a" * 40, "b" * 40, [
+        Drafted("x.py:3", "major", "First line\nsecond line\u202e"),
+        Drafted("y.py", "nit", "z" * 5000)])
+    assert msg.startswith("Flow: verify.")
+    assert "1. [major] x.py:3\n   First line\n   second line" in msg
+    assert "\u202e" not in msg and "[…]" in msg and "exactly 2 line(s)" in msg
