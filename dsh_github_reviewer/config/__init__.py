@@ -26,6 +26,7 @@ from pydantic import (
 
 from dsh_harness import ConfigBool, DshError
 
+from ..core.globs import GlobError, check_glob, split_top
 from ..core.session_key import PERSONA_RE, sanitize_account_name
 from ..core.severity import Severity
 from .webhook import WebhookSettings, optional_secret
@@ -75,7 +76,8 @@ LoginGlob = Annotated[str, AfterValidator(_login_glob)]
 def _split_words(value: object) -> object:
     """A list given as one string ("${GITHUB_REPOSITORIES}" interpolates to one): "a/b, c/d"."""
     if isinstance(value, str):
-        return [item for item in re.split(r"[,\s]+", value) if item]
+        # Commas inside braces belong to a glob's alternatives ("*.{ts,tsx}"), not the list.
+        return [item for part in split_top(value) for item in part.split() if item]
     return value
 
 
@@ -182,6 +184,11 @@ class ReviewSettings(Strict):
             if not item or "\x00" in item:
                 raise ValueError("entries must be non-empty path globs such as *.lock or "
                                  "vendor/*")
+            try:
+                check_glob(item)
+            except GlobError as exc:
+                raise ValueError(f"{exc} (braces list alternatives, e.g. *.{{ts,tsx}})"
+                                 ) from None
             if item not in out:
                 out.append(item)
         return out

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from functools import lru_cache
 
+from ..core.globs import GlobError, expand_braces
 from ..core.sanitizer import sanitize_code, sanitize_line
 from ..github.models import PullFile
 
@@ -52,14 +53,20 @@ def _path_glob(pattern: str) -> re.Pattern[str]:
 def excluded(path: str, patterns: Iterable[str]) -> bool:
     """A pattern without ``/`` matches the file name in any directory; one with ``/`` matches
     the whole path (``*`` also crosses ``/``, so ``vendor/*`` is everything under vendor; see
-    ``_path_glob`` for ``**/`` and a trailing ``/``)."""
+    ``_path_glob`` for ``**/`` and a trailing ``/``); ``{a,b}`` is either (``expand_braces``).
+    A pattern that does not expand (validated configs never hold one) matches nothing."""
     name = path.rsplit("/", 1)[-1]
-    for pattern in patterns:
-        if "/" in pattern:
-            if _path_glob(pattern).match(path):
+    for braced in patterns:
+        try:
+            alternatives = expand_braces(braced)
+        except GlobError:
+            continue
+        for pattern in alternatives:
+            if "/" in pattern:
+                if _path_glob(pattern).match(path):
+                    return True
+            elif fnmatchcase(name, pattern):
                 return True
-        elif fnmatchcase(name, pattern):
-            return True
     return False
 
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dsh_harness import ConfigBool
 
+from ..core.globs import GlobError, check_glob, split_top
 from ..core.sanitizer import sanitize_line
 from ..core.session_key import PERSONA_RE
 from ..core.severity import Severity
@@ -42,7 +43,10 @@ def _globs(v: list[str]) -> list[str]:
         item = item.strip()
         if not item or "\x00" in item:
             raise ValueError("entries must be non-empty path globs such as *.lock or vendor/*")
-        out.append(item)
+        try:
+            out.append(check_glob(item))
+        except GlobError as exc:
+            raise ValueError(f"{exc} (braces list alternatives, e.g. *.{{ts,tsx}})") from None
     return out
 
 
@@ -129,7 +133,8 @@ def scoped_guideline(path: str, text: str) -> ScopedGuideline | None:
     if not m:
         return None
     apply = _APPLY_TO.search(m.group(1))
-    globs = tuple(g.strip() for g in (apply.group(1) if apply else "").split(",") if g.strip())
+    # Commas separate globs, except inside braces ("**/*.{ts,tsx}" is one glob).
+    globs = tuple(g.strip() for g in split_top(apply.group(1) if apply else "") if g.strip())
     body = text[m.end():].strip()
     if not globs or not body:
         return None

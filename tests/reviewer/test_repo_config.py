@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from dsh_github_reviewer.core.globs import expand_braces
+from dsh_github_reviewer.turn.diff_prep import excluded
 from dsh_github_reviewer.turn.repo_config import (
     RepoConfigError,
     RepoSettings,
@@ -69,3 +71,40 @@ def test_a_pr_editing_the_steering_files_is_named():
     assert steering_edits(["src/a.py", ".github/dsh-review.toml", "AGENTS.md",
                            ".github/instructions/x.instructions.md"]) == [
         ".github/dsh-review.toml", ".github/instructions/x.instructions.md", "AGENTS.md"]
+
+
+def test_brace_globs_match_each_alternative_everywhere_globs_are_read():
+    """``{a,b}`` in a glob used never to match and nothing warned: it is expanded now, in
+    path_instructions, exclude and applyTo alike."""
+    cfg = parse('exclude = ["gen/*.{pb,g}.go"]\n'
+                '[[path_instructions]]\npath = "src/**/*.{ts,tsx}"\ninstructions = "react"\n')
+    s = RepoSettings(config=cfg)
+    for path in ("src/a.ts", "src/ui/b.tsx"):
+        assert [p.instructions for p in s.path_instructions([path])] == ["react"], path
+    assert s.path_instructions(["src/a.js"]) == []
+    assert excluded("gen/x.pb.go", cfg.exclude) and excluded("gen/x.g.go", cfg.exclude)
+    assert not excluded("gen/x.go", cfg.exclude)
+    g = scoped_guideline("t.instructions.md", '---\napplyTo: "**/*.{ts,tsx}, *.md"\n---\nT.\n')
+    assert g is not None and g.globs == ("**/*.{ts,tsx}", "*.md")
+    assert RepoSettings(scoped=(g,)).scoped_guidelines(["web/x.tsx"]) == [g]
+
+
+def test_brace_expansion_nests_repeats_and_refuses_unpaired_braces():
+    assert expand_braces("a{b,c{d,e}}f") == ("abf", "acdf", "acef")
+    assert expand_braces("{a,b}{1,2}") == ("a1", "a2", "b1", "b2")
+    assert expand_braces("{a}.py") == ("{a}.py",), "no comma: literal, as in the shells"
+    with pytest.raises(RepoConfigError, match=r"path_instructions.0.path: .*'\{' without"):
+        parse('[[path_instructions]]\npath = "src/*.{ts,tsx"\ninstructions = "x"\n')
+    with pytest.raises(RepoConfigError, match=r"exclude: .*'a},b': a '\}' without"):
+        parse('exclude = ["a},b"]')
+    with pytest.raises(RepoConfigError, match=r"more than 256 alternatives"):
+        parse('exclude = ["' + "{a,b}" * 9 + '"]')
+
+
+def test_the_accounts_exclude_keeps_brace_commas_when_given_as_one_string():
+    from dsh_github_reviewer.config import ReviewSettings
+
+    r = ReviewSettings.model_validate({"exclude": "*.lock, gen/*.{pb,g}.go  vendor/"})
+    assert r.exclude == ["*.lock", "gen/*.{pb,g}.go", "vendor/"]
+    with pytest.raises(ValueError, match=r"'\{' without"):
+        ReviewSettings.model_validate({"exclude": ["*.{ts"]})
