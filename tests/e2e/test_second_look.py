@@ -97,6 +97,8 @@ async def test_the_second_look_drops_lowers_and_lists(tmp_path, sandbox80, model
         log = await dep.harness.sessions.read(VERIFIER_SID)
         turns = [e.turn for e in log.events if e.type == "turn_start"]
         assert len(turns) == 2, "one verifier turn per review, in one persistent session"
+        reads = [e for e in log.events if e.type == "tool_result"]
+        assert reads and not any(e.is_error for e in reads), "the guarded read tools work"
         last = [e for e in log.events if e.type == "assistant_message" and e.turn == turns[-1]]
         prompt = sum(e.usage.prompt for e in last)
         cached = sum(e.usage.cache_read for e in last)
