@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from dsh_harness import Harness
+from dsh_harness.testing import netns
 
 from ..app import ReviewerApp, SetupError
 from ..app.webhooks import start_receivers, stop_receivers
@@ -71,6 +74,20 @@ async def session_turns(harness: Harness, session_id: str) -> list[dict[str, Any
     return rows
 
 
+def _own_argv() -> list[str]:
+    """This command again: ``dsh …`` as a script path, or ``-m dsh_harness.cli …``."""
+    script = sys.argv[0]
+    if script.endswith(".py") and "dsh_harness" in script:
+        return ["-m", "dsh_harness.cli", *sys.argv[1:]]
+    return [script, *sys.argv[1:]]
+
+
+def where_the_sandbox_runs() -> str:
+    if netns.inside():
+        return "a network namespace of its own (unprivileged user namespace, loopback only)"
+    return "this machine's loopback, port 80 (root or CAP_NET_BIND_SERVICE)"
+
+
 async def run_demo(as_json: bool = False) -> int:
     try:
         bundled_binary()  # without it every read fails and the "review" finds nothing
@@ -79,7 +96,18 @@ async def run_demo(as_json: bool = False) -> int:
     try:
         sandbox = SandboxGitHub.on_loopback_80()
     except LoopbackPortDenied as exc:
-        raise SetupError(f"the demo cannot start its sandbox GitHub: {exc}") from None
+        if netns.available() and not netns.inside():
+            # An ordinary user: the same demo in a user and network namespace of its own,
+            # where port 80 of its loopback needs no privilege (and nothing leaves it).
+            print("demo: port 80 needs root here; running in a network namespace of its own "
+                  "(an unprivileged user namespace, loopback only)", file=sys.stderr,
+                  flush=True)
+            argv = netns.isolated_argv([sys.executable, *_own_argv()])
+            os.execvp(argv[0], argv)
+        why = "" if netns.inside() else (
+            "; unprivileged user namespaces are not available here either (no unshare, or "
+            "the kernel refuses them), so the demo cannot use a network namespace of its own")
+        raise SetupError(f"the demo cannot start its sandbox GitHub: {exc}{why}") from None
     with tempfile.TemporaryDirectory(prefix="dsh-demo-") as tmp, sandbox as sb, \
             model_server() as model:
         build_shop(sb)
@@ -110,6 +138,7 @@ async def run_demo(as_json: bool = False) -> int:
             session_id = PrKey("demo", "acme", "shop", 1).session_id
             assert dep.harness is not None
             report = {"steps": steps, "triggers": triggers, "session": session_id,
+                      "sandbox": {"url": sb.web_url, "runs_in": where_the_sandbox_runs()},
                       "posted": _posted(sb),
                       "deliveries": [{"event": d.event, "action": d.action, "status": d.status}
                                      for d in sb.webhooks.deliveries()],
@@ -128,6 +157,7 @@ async def run_demo(as_json: bool = False) -> int:
 def _print(report: dict[str, Any]) -> None:
     print("Offline demo: " + " -> ".join(f"{s} ({t})" for s, t in zip(
         report["steps"], report["triggers"], strict=True)))
+    print(f"Sandbox GitHub: {report['sandbox']['url']} on {report['sandbox']['runs_in']}")
     print(f"Session: {report['session']}\n")
     for r in report["posted"]["reviews"]:
         print(f"Review {r['id']} ({r['state']}) on {r['commit']}: {r['summary']}")

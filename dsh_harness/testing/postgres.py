@@ -25,6 +25,16 @@ DEBIAN_BIN_GLOB = "/usr/lib/postgresql/*/bin"
 SERVER_USER = "postgres"
 
 
+def _nested_ids() -> tuple[int, int]:
+    """The uid and gid the server runs as in a nested user namespace: initdb needs a name for
+    its effective uid, so an account this machine has — the postgres one, else any non-root."""
+    try:
+        entry = pwd.getpwnam(SERVER_USER)
+    except KeyError:
+        entry = next(e for e in pwd.getpwall() if e.pw_uid != 0)
+    return entry.pw_uid, entry.pw_gid
+
+
 class PostgresUnavailable(RuntimeError):
     """No PostgreSQL server binary on this machine (the reason says what was looked for)."""
 
@@ -83,7 +93,16 @@ class PostgresCluster:
     def start(self) -> PostgresCluster:
         self.directory = Path(tempfile.mkdtemp(prefix="dsh-pg-"))
         try:
-            if os.geteuid() == 0:
+            # Imported here: ``python -m dsh_harness.testing.netns`` must not find its own
+            # module already imported through this package.
+            from .netns import user_namespace_root
+            if user_namespace_root():
+                # Root only inside a user namespace (an ordinary user's test run, see
+                # ``netns``): the server refuses uid 0 and no system account is mapped, so it
+                # runs as another uid of a nested namespace (the same user outside).
+                uid, gid = _nested_ids()
+                self._run_as = ["unshare", f"--map-user={uid}", f"--map-group={gid}", "--"]
+            elif os.geteuid() == 0:
                 # The server refuses root: the cluster belongs to the postgres system user.
                 entry = pwd.getpwnam(SERVER_USER)
                 os.chown(self.directory, entry.pw_uid, entry.pw_gid)
