@@ -37,3 +37,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "beside the location-only ones")
     p.add_argument("--check-cases", action="store_true",
                    help="only validate the cases and print what the corpus holds")
+    sub = p.add_subparsers(dest="eval_command", metavar="SUBCOMMAND", required=False)
+    text = ("draft eval cases from a repository's own bug fixes: each fix's lines blamed back "
+            "to the change that introduced them (SZZ), which becomes the PR to review")
+    mine = sub.add_parser("mine", help=text, description=text)
+    mine.add_argument("--repo", required=True, metavar="OWNER/NAME",
+                      help="the repository (cloned from GitHub unless --clone is given)")
+    mine.add_argument("--clone", metavar="PATH", help="a local clone to read instead")
+    mine.add_argument("--since", metavar="DATE", help="only fixes since this date (git's "
+                      "--since, e.g. 2025-01-01)")
+    mine.add_argument("--limit", type=int, metavar="N", help="at most N draft cases")
+    mine.add_argument("--out", required=True, metavar="DIR", help="where to write the drafts")
+    text = ("convert SWE-PRBench's published diff-only contexts (JSON/JSONL) into eval cases "
+            "(the dataset is not shipped; see docs/eval.en.md)")
+    imp = sub.add_parser("import-swe-prbench", help=text, description=text)
+    imp.add_argument("path", metavar="PATH", help="a .json or .jsonl file, or a directory "
+                     "of them")
+    imp.add_argument("--out", required=True, metavar="DIR", help="where to write the cases")
+    imp.add_argument("--limit", type=int, metavar="N", help="at most N cases")

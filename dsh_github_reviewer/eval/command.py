@@ -288,6 +288,15 @@ def _eta(elapsed: float, done: int, total: int) -> str:
 
 
 async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
+    command = getattr(args, "eval_command", None)
+    if command == "mine":
+        from .mine import cmd_mine
+
+        return await asyncio.to_thread(cmd_mine, args)
+    if command == "import-swe-prbench":
+        from .swe_prbench import cmd_import
+
+        return await asyncio.to_thread(cmd_import, args)
     if args.check_cases:
         return _check(args)
     try:

@@ -15,6 +15,7 @@ EXTENSIONS = {"python": (".py",), "javascript": (".js", ".jsx", ".mjs", ".cjs"),
 # A service's change often carries a migration or a CI file beside its code: SQL and YAML
 # files may accompany a case of any language; two programming languages in one case may not.
 _COMPANION = ("sql", "yaml")
+COMPANIONS = _COMPANION  # the importers keep such files beside any language
 _CODE = tuple(e for lang, exts in EXTENSIONS.items() if lang not in _COMPANION for e in exts)
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 
