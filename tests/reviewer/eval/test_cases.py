@@ -163,7 +163,9 @@ def test_limit_takes_cases_in_turn_from_each_language():
     assert len(picked) == 4 and len({c.language for c in picked}) == 4
     languages = {c.language for c in cases}
     assert {c.language for c in select(cases, [], len(languages))} == languages
-    assert select(cases, ["go-*"], 2) == [c for c in cases if c.id.startswith("go-")][:2]
+    two = select(cases, ["go-*"], 2)
+    assert [c.language for c in two] == ["go", "go"] and sorted(c.clean for c in two) == \
+        [False, True]  # stratified: one clean, one with defects
     assert select(cases, [], None) == cases
 
 
