@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,8 @@ from .summary import SessionSummary, summarize
 
 if TYPE_CHECKING:
     from ..redact import Redactor
+
+log = logging.getLogger(__name__)
 
 # Released sessions kept in memory so the next resume reads only what was appended since
 # (the reviewer evicts its agent after every turn). Bounded by log bytes and by count.
@@ -52,6 +55,10 @@ class SessionService:
         session = await self._take_back(session_id)
         if session is None:
             loaded = await self.store.load(session_id, repair=True)
+            # A repair (a torn final line cut off: a crash mid-write, or a cache entry saved
+            # while a process wrote) loses what that line held: say so once, as it happens.
+            for note in loaded.notes:
+                log.warning("session %s: %s", session_id, note)
             session = Session(self.store, loaded.header, loaded.events, self.redactor)
         session.fence = fence
         await session.close_open_turn("interrupted", "the process stopped during this turn")

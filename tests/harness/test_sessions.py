@@ -90,7 +90,7 @@ def test_sigkill_mid_turn_then_resume(tmp_path, server, moment):
     assert canon(after["messages"]) == canon(before["messages"])
 
 
-async def test_torn_final_line_is_dropped_and_repaired_only_on_resume(tmp_path, server):
+async def test_torn_final_line_is_dropped_and_repaired_only_on_resume(tmp_path, server, caplog):
     server.push(Reply(content="one"), Reply(content="two"))
     h = make_harness(tmp_path, server.base_url)
     agent = await h.agents.create("test:torn")
@@ -103,8 +103,12 @@ async def test_torn_final_line_is_dropped_and_repaired_only_on_resume(tmp_path, 
     log = await h2.sessions.read("test:torn")
     assert log.dropped_tail > 0 and "torn final line" in log.notes[0]
     assert path.read_bytes().endswith(b'"user_mes'), "reading must not modify the file"
+    assert "torn" not in caplog.text, "a read-only look repairs nothing, so warns of nothing"
     agent = await h2.agents.resume("test:torn")
     assert path.read_bytes().startswith(intact)
+    # What the cut-off line held is lost: the repair is a warning, once.
+    (warning,) = [r for r in caplog.records if "torn final line" in r.getMessage()]
+    assert warning.levelname == "WARNING" and "test:torn" in warning.getMessage()
     assert (await agent.followup("second")).text == "two"
     await h2.close()
     h3 = make_harness(tmp_path, server.base_url)
