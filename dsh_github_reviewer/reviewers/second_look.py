@@ -45,10 +45,11 @@ from ..turn.second_look import (
 )
 from .inputs import WorldInputs, scope_for, session_key
 from .models import ModelChoice
+from .team.personas import RESERVED
 
 log = logging.getLogger(__name__)
 
-VERIFIER = "verifier"
+VERIFIER = RESERVED[1]   # the session's persona segment: …:pr:<n>:persona:verifier
 
 
 def holds(instructions: TrustedInstructions | None, flow: str) -> bool:

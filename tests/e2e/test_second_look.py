@@ -91,9 +91,17 @@ async def test_the_second_look_drops_lowers_and_lists(tmp_path, sandbox80, model
             "`eval()` on caller-supplied input executes arbitrary code; parse the value "
             "explicitly instead.": "keep"}
 
+        lesson = "Payments talk to our own test gateway; verify=False is accepted there."
+        st.add_issue_comment(REPO, 1, "maintainer", f"/bot learn {lesson}")
+        await dep.tick()
         push_fix(sandbox80)
         await dep.tick()
         assert len(dep.reviews()) == 2
+        verifier_users = [m["content"] for s in model.served
+                          if s.request["messages"][0]["content"].startswith("You are the second")
+                          for m in s.request["messages"] if m["role"] == "user"]
+        assert "<lessons>" in verifier_users[-1] and lesson in verifier_users[-1], \
+            "the second look is given the repository's lessons"
         log = await dep.harness.sessions.read(VERIFIER_SID)
         turns = [e.turn for e in log.events if e.type == "turn_start"]
         assert len(turns) == 2, "one verifier turn per review, in one persistent session"

@@ -16,6 +16,9 @@ from ...core.session_key import PERSONA_RE
 from ...turn.prompts import TRUST_BOUNDARY, TrustedInstructions, instructions_section
 
 COORDINATOR = "coordinator"
+# The second look's session (``reviewers/second_look.py``) is ``…:persona:verifier``: no
+# persona of the team may take that name (or the coordinator's).
+RESERVED = (COORDINATOR, "verifier")
 DEFAULT_TEAM = ("quality", "security", "performance")
 
 BUILT_IN: dict[str, str] = {
@@ -64,7 +67,7 @@ def custom_personas(instructions: TrustedInstructions | None) -> dict[str, Perso
     text = instructions.text
     for m in _PERSONA_HEADING.finditer(text):
         name = m.group(1).lower()
-        if not PERSONA_RE.match(name) or name == COORDINATOR:
+        if not PERSONA_RE.match(name) or name in RESERVED:
             continue
         nxt = _ANY_H2.search(text, m.end())
         guide = text[m.end():nxt.start() if nxt else len(text)].strip()
