@@ -77,4 +77,8 @@ def restored(key: str | None) -> str:
     """The memory row: which Actions cache entry the sessions came from, if any."""
     if key is None:
         return "unknown (not run by action.yml)"
-    return f"restored ({key})" if key else "no earlier entry: fresh sessions"
+    # actions/cache/restore answers a failed download like a miss (a warning in its log, no
+    # key): the row cannot tell the two apart, so it names both.
+    return (f"restored ({key})" if key else
+            "none restored: fresh sessions (no earlier entry, or the restore failed: see the "
+            "restore step's log)")

@@ -232,7 +232,8 @@ def test_one_review_per_head_a_saved_rerun_and_the_step_summary(sim, tmp_path):
     assert f"| Verdict | {verdict_line(review.body).removeprefix('Verdict:').strip()} |" \
         in summary
     assert f"| Findings | {inline} inline comments |" in summary and inline >= 3
-    assert "| Session memory | no earlier entry: fresh sessions |" in summary
+    assert "| Session memory | none restored: fresh sessions (no earlier entry, or the restore " \
+        "failed: see the restore step's log) |" in summary
     assert "| Model cost | $0." in summary and "| Prefix-cache hit |" in summary
     assert "| Check | fails (fail-on: cannot-merge) |" in summary
     served = len(model.served)
@@ -373,12 +374,15 @@ class FaultyTeam(TeamModel):
         self.slow: set[str] = set()
         self.empty: set[str] = set()
         self.coordinator_breaks = False  # fails once its inline comments are on the draft
+        self.coordinator_slow = False
 
     def __call__(self, req: ModelRequest) -> Reply:
         if self.coordinator_breaks and req.system.startswith("You are the coordinator") and \
                 any(c["function"]["name"] == "add_comment_to_pending_review"
                     for m in req.since_last_user() for c in m.get("tool_calls") or []):
             raise ScriptedFailure("the coordinator's model broke mid-review")
+        if self.coordinator_slow and req.system.startswith("You are the coordinator"):
+            return Reply(content="weighing " * 40, chunk_delay_s=0.2)
         reply = super().__call__(req)
         for name in self.slow | self.empty | {self.writer}:
             if name and req.system.startswith(f"You are the {name} reviewer"):
@@ -436,6 +440,17 @@ def test_a_persona_timeout_and_an_empty_answer_fail_closed(sim):
     firsts = first_requests(sim.model.served[served1:])
     for name in ("performance", "quality"):
         assert [m["role"] for m in firsts[name].request["messages"]] == ["system", "user"], name
+
+
+def test_a_coordinator_timeout_names_the_turn_deadline(sim):
+    """The coordinator's limit is the turn's (review.turn_timeout_s), not the personas'."""
+    policy = faulty(sim)
+    policy.coordinator_slow = True
+    run = job(sim, "pull_request", pull_request_event(sim.sb, REPO, 1, "opened"),
+              DSH_TURN_TIMEOUT_S="2")
+    assert run.exit_code == 1, run.output
+    assert "coordinator's turn deadline (review.turn_timeout_s) passed" in run.output, run.output
+    assert "persona deadline" not in run.output
 
 
 def test_a_ci_session_resumes_in_the_daemon(sim, tmp_path):

@@ -183,7 +183,13 @@ class TeamReview:
                 finally:
                     await acct.guard.end(sid)
         except TimeoutError:
-            return AttemptResult(False, error="the persona deadline passed"), turn
+            # Personas share the persona deadline; the coordinator has the turn's own
+            # (review.turn_timeout_s): the message names the limit that was hit.
+            limit = ("the persona deadline (review.team.persona_timeout_s) passed"
+                     if flow == "persona" else
+                     f"the {key.persona or 'review'}'s turn deadline (review.turn_timeout_s) "
+                     "passed")
+            return AttemptResult(False, error=limit), turn
         finally:
             await self.harness.agents.evict(sid)
         if not outcome.ok:
