@@ -123,7 +123,13 @@ class CommandProcedure:
                 c.attempts += 1
                 c.last_error, c.last_failed_at = error, now
                 c.next_attempt_at = now + backoff(c.attempts, interval)
-                if c.attempts >= limit:
+                if c.attempts >= limit and c.action == "teach":
+                    # A reply nobody sent as a command: giving up on reading it for a lesson
+                    # is logged, not announced on the PR.
+                    e.queued.remove(c)
+                    log.error("%s: gave up reading reply %d for a lesson after %d attempts",
+                              key, c.comment_id, c.attempts)
+                elif c.attempts >= limit:
                     e.queued.remove(c)
                     e.add_notice(Notice(trigger=Trigger.bot(self.ctx.acct.key, c.comment_id),
                                         what=f"the /bot command {c.comment_id}", error=error,

@@ -192,7 +192,8 @@ class PrRecord(Record):
     # An automatic review stays owed while paused and runs after ``/bot resume``.
     paused_by: str | None = None
     paused_at: datetime | None = None
-    # ``/review full``: the owed review covers the whole PR, not only what changed.
+    # ``/review full``: the owed review covers the whole PR, not only what changed (kept when
+    # a push arrives before it runs; cleared once a review is posted).
     full_review: bool = False
 
     # -- the state machine: every change of ``status`` is one of these transitions ----------
@@ -215,8 +216,6 @@ class PrRecord(Record):
         self.trigger, self.requested_by = trigger, requested_by
         self.fail_count, self.last_failed_sha, self.last_failed_at = 0, None, None
         self.not_before = None
-        if trigger.automatic:
-            self.full_review = False   # a push or a retarget: the usual re-review
 
     def pause(self, by: str, at: datetime) -> None:
         """``/bot pause``: automatic reviews wait (no transition: an owed one stays owed)."""
@@ -288,6 +287,7 @@ class PrRecord(Record):
         automatic review of this PR (``/review`` still reviews it)."""
         self.status, self.head_sha, self.updated_at = "reviewed", head_sha, now
         self.trigger, self.requested_by, self.fail_count, self.not_before = None, None, 0, None
+        self.full_review = False
         self.last_failed_sha, self.last_failed_at, self.last_error = None, None, note
 
     def missing_instructions(self, now: datetime, error: str) -> None:

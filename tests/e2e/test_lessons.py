@@ -137,3 +137,44 @@ async def test_bot_learn_teaches_and_a_stranger_cannot(tmp_path, sandbox80, mode
                    for c in st.issue_comments_of(REPO, 1))
     finally:
         await dep.stop()
+
+
+async def test_a_reply_read_while_github_fails_teaches_later_and_never_a_notice(tmp_path,
+                                                                             sandbox80, model):
+    """GitHub fails the thread's read: the reply is read again after backoff and teaches then;
+    giving up on such a reply (max_attempts) is logged, never announced on the PR."""
+    from .fault_kit import Clock
+
+    build_shop(sandbox80)
+    st = sandbox80.state
+    clock = Clock(sandbox80)
+    dep = await Deployment(tmp_path, sandbox80, model, clock=clock,
+                           extra_account="review.max_attempts = 2\n").start()
+    try:
+        await dep.tick()
+        roots = st.comments_of_review(dep.reviews()[0].id)
+        evals = next(c for c in roots if "eval" in c.body)
+        sql = next(c for c in roots if "SQL" in c.body)
+        taught = st.add_review_comment(REPO, 1, "maintainer", "By design: " + LESSON,
+                                       path=evals.path, line=evals.line, in_reply_to=evals.id)
+        sandbox80.inject_error(502, times=1, path_contains="/reactions")
+        await dep.tick()
+        store = LessonStore(await dep.harness.storage.domain("dsh_github_reviewer"), "demo")
+        assert await store.active(REPO) == [], "the read failed: not yet"
+        clock.skip()
+        await dep.tick()
+        (lesson,) = await store.active(REPO)
+        assert lesson.comment_id == taught.id and lesson.source == "reply"
+
+        lost = st.add_review_comment(REPO, 1, "maintainer", "Intended: strings are trusted.",
+                                     path=sql.path, line=sql.line, in_reply_to=sql.id)
+        sandbox80.inject_error(502, times=4, path_contains="/reactions")
+        await dep.tick()
+        clock.skip()
+        await dep.tick()
+        rec = await dep.entry()
+        assert not [c for c in rec.queued if c.comment_id == lost.id], "given up"
+        assert not rec.notices, "no give-up notice for a reply that was not a command"
+        assert len(await store.active(REPO)) == 1
+    finally:
+        await dep.stop()

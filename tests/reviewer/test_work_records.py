@@ -330,8 +330,8 @@ def test_an_owed_fix_resolution_backs_off_runs_for_drafts_and_gives_up():
 
 
 def test_a_paused_pr_owes_its_automatic_review_until_resumed():
-    """``/bot pause``: an automatic review stays owed but is not due; a ``/review`` is; a new
-    head after a ``/review full`` is the usual re-review."""
+    """``/bot pause``: an automatic review stays owed but is not due; a ``/review`` is; a push
+    before a ``/review full`` runs keeps it full until a review is posted."""
     now = T0 + sec(1)
     rec = pr(trigger=Trigger.auto("demo", "a" * 40))
     rec.pause("maintainer", T0)
@@ -340,6 +340,8 @@ def test_a_paused_pr_owes_its_automatic_review_until_resumed():
     assert not rec.waits_for_resume and rec.review_due_at(3, now) == now
     rec.full_review = True
     rec.owe_review(Trigger.auto("demo", "b" * 40), now)
-    assert rec.review_due_at(3, now) is None and not rec.full_review
+    assert rec.review_due_at(3, now) is None and rec.full_review
     rec.resume()
     assert rec.review_due_at(3, now) == now
+    rec.reviewed("b" * 40, now, counted=True, answers=(rec.trigger,))
+    assert rec.status == "reviewed" and not rec.full_review
