@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from dsh_harness import Leases
 
 from ..core.clock import utcnow
-from ..core.failures import log_failure
+from ..core.failures import local_failure, log_failure
 from ..github.account import ConnectedAccount
 from ..github.errors import BadCredentials, RateLimited
 from ..github.feeds import FeedMarks, poll_repository
@@ -158,6 +158,10 @@ class AccountPoller:
             except Exception as exc:
                 log_failure(log, exc, "account %s: tick failed", self.acct.key)
                 message = short_error(exc)
+                if local_failure(exc):
+                    # The store itself failed (a full disk): recording that in the store
+                    # fails the same way, and the line above already said it, once.
+                    return PassResult(self.acct.key, ok=False, errors={"": message})
                 try:
                     await self.store.update_account(lambda a: setattr(a, "last_error", message))
                 except Exception:
@@ -191,6 +195,8 @@ class AccountPoller:
                 except (RateLimited, BadCredentials):
                     raise
                 except Exception as exc:
+                    if local_failure(exc):
+                        raise   # this machine's storage, not the repository: the tick says it
                     # One failing repository never blocks the account's other repositories.
                     message = short_error(exc)
                     if not _expected(exc):

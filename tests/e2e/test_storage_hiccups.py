@@ -129,3 +129,33 @@ async def test_a_database_connection_lost_during_a_poll_is_one_log_line(tmp_path
         assert await dep.entry() is not None, "the next tick polled again"
     finally:
         await dep.stop()
+
+
+async def test_a_full_disk_while_polling_is_one_log_line_not_one_per_tick(tmp_path, sandbox80,
+                                                                          model, monkeypatch,
+                                                                          caplog):
+    """Every write fails (a full disk): the expected storage error is one ERROR line for the
+    whole outage — no traceback, no second line about failing to record the first, none
+    repeated at every tick."""
+    import logging
+
+    from dsh_github_reviewer.work.inbox import Inbox
+
+    build_shop(sandbox80)
+    dep = await Deployment(tmp_path, sandbox80, model).start()
+    full = StorageError("home/storage/dsh.sqlite3: the disk is full (SQLite: database or "
+                        "disk is full); free space and the work resumes")
+
+    async def refuse(*_a, **_kw):
+        raise full
+    monkeypatch.setattr(Inbox, "record", refuse)
+    monkeypatch.setattr(WorkStore, "update_account", refuse)
+    try:
+        with caplog.at_level(logging.INFO):
+            for _ in range(3):
+                await dep.tick()
+        errors = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert [r.getMessage() for r in errors] == [f"account demo: tick failed: {full}"]
+        assert all(r.exc_info is None for r in caplog.records), "no traceback"
+    finally:
+        await dep.stop()
