@@ -219,6 +219,9 @@ class GuardTurn:
                 f"the bot posted the {len(self.draft.comments)} finding(s) it had drafted. "
                 "Files it had not read yet were not reviewed; comment `/review` to run it "
                 "again.")
+        if self.hold_post:
+            self.held_body = body   # checked by the second look before the runner posts it
+            return None
         return await self.submit(body)
 
     async def close(self) -> None:

@@ -127,12 +127,14 @@ class SingleReviewer:
                                              instructions)
 
         turn, result = await self._turn(acct, pr, "review", trigger, instructions, message)
-        if turn is not None and turn.held_body is not None and turn.submitted is None:
-            # The model submitted; the second look checks the draft, then it is posted (also
-            # when the turn failed after the submit, as a direct post would have been).
-            await post_held(self.second_look, turn, acct, pr, trigger, instructions)
-        if turn is not None and turn.submitted is None:
+        if turn is not None and turn.submitted is None and turn.held_body is None:
+            # (With the second look on, this holds the bot's own submit of the draft too.)
             await self._submit_unsubmitted(turn, result)
+        if turn is not None and turn.held_body is not None and turn.submitted is None:
+            # Submitted (by the model, or by the bot for it): the second look checks the draft,
+            # then it is posted (also when the turn failed after the submit, as a direct post
+            # would have been).
+            await post_held(self.second_look, turn, acct, pr, trigger, instructions)
         if turn is not None and turn.submitted is not None:
             return TurnResult(True, review_id=turn.submitted.id, posted_now=turn.posted_now,
                               text=result.text)

@@ -163,3 +163,32 @@ async def test_the_second_look_checks_the_team_coordinators_draft(tmp_path, sand
             assert VERIFIER_SID in ids
         finally:
             await dep.stop()
+
+
+def never_submits(req):
+    """The reviewer drafts but ends its turn without submit_pending."""
+    from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
+    from dsh_harness.testing import Reply
+
+    reply = reviewer_policy(req)
+    if any(name == "pull_request_review_write" and args.get("method") == "submit_pending"
+           for name, args in (reply.tool_calls or [])):
+        return Reply(content="I am done.")
+    return reply
+
+
+async def test_a_draft_the_bot_submits_itself_gets_the_second_look_too(tmp_path, sandbox80):
+    from dsh_harness.testing import ScriptedModelServer
+
+    build_shop(sandbox80)
+    with ScriptedModelServer(policy=never_submits) as model:
+        dep = await Deployment(tmp_path, sandbox80, model, extra_account=VERIFY).start()
+        try:
+            await dep.tick()
+            (review,) = dep.reviews()
+            assert "the bot posted the 3 finding(s) it had drafted" in review.body
+            bodies = [c.body for c in sandbox80.state.comments_of_review(review.id)]
+            assert len(bodies) == 2 and not any("Off-by-one" in b for b in bodies)
+            assert "Off-by-one" in summary(sandbox80).split("<details><summary>Second look")[1]
+        finally:
+            await dep.stop()
