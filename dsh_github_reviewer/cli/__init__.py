@@ -14,6 +14,7 @@ from dsh_harness import DshError, Harness
 
 from ..app import PLUGIN_NAME
 from ..app.status import status_data
+from ..web.noise_status import by_repository as noise_by_repository
 
 
 def register(cli: Any) -> None:
@@ -76,6 +77,9 @@ async def cmd_status(harness: Harness, args: argparse.Namespace) -> int:
         raise DshError(f"{harness.loaded.source}: no enabled instance of {PLUGIN_NAME} (add a "
                        "[plugins.github-reviewer] block; `dsh init --print` shows an example)")
     data = await status_data(harness)
+    for a in data:
+        # How often the bot's findings are acted on, per repository (from the sessions).
+        a["noise"] = await noise_by_repository(harness, a["account"])
     if args.json:
         print(json.dumps(data, indent=2, ensure_ascii=False))
         return 0
@@ -107,6 +111,11 @@ async def cmd_status(harness: Harness, args: argparse.Namespace) -> int:
             if st["last_error"] and (not st["last_ok_at"]
                                      or st["last_error_at"] > st["last_ok_at"]):
                 print(f"  {repo}: failing since {st['last_error_at']}: {st['last_error']}")
+        for repo, n in a["noise"].items():
+            if n["posted"]:
+                print(f"  {repo}: {n['posted']} findings posted, {n['fixed']} fixed "
+                      f"({n['fixed_pct']}%), {n['dismissed']} dismissed ({n['dismissed_pct']}%), "
+                      f"{n['open']} open")
         for p in a["prs"]:
             line = (f"  {p['pr']}: {p['status']} head {p['head_sha'][:12]} "
                     f"reviews {p['reviews_done']}")

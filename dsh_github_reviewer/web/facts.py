@@ -17,6 +17,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..core.session_key import parse_session_id
+from ..turn.told import TOLD
+from . import noise
 
 SUBMIT = {"submit_pending", "submit_pending_pull_request_review"}
 CREATE = {"create", "create_pending_pull_request_review"}
@@ -66,10 +68,15 @@ def new_facts(session: Any) -> dict[str, Any] | None:
             "url": web_url(meta.get("url")),
             "title": None, "author": None, "state": None, "head": None, "reviews": 0,
             "questions": 0, "findings": 0, "last_review": None, "last_outcome": None,
-            "_turn": None, "_calls": {}, "_draft": None, "_posted": False}
+            "noise": noise.empty(),
+            "_turn": None, "_calls": {}, "_draft": None, "_posted": False,
+            "_book": None, "_findings": []}
 
 
 def fold(pr: dict[str, Any], events: list) -> None:
+    book = noise.load_book(pr.get("_book"))
+    posted = pr.setdefault("_findings", [])
+    changed = False
     for e in events:
         kind = e.type
         if kind == "turn_start":
@@ -81,29 +88,47 @@ def fold(pr: dict[str, Any], events: list) -> None:
             if "draft" in info or "merged" in info:   # recorded since the header says so
                 pr["draft"], pr["merged"] = bool(info.get("draft")), bool(info.get("merged"))
             flow = str(meta.get("flow", ""))
-            pr["_turn"] = {"turn": e.turn, "flow": flow, "head": info.get("head")}
+            pr["_turn"] = {"turn": e.turn, "flow": flow, "head": info.get("head"),
+                           "told": meta.get(TOLD) if isinstance(meta.get(TOLD), dict) else None}
             pr["_draft"], pr["_calls"], pr["_posted"] = None, {}, False
             if flow == "chat":
                 pr["questions"] += 1
+        elif kind == "user_message":
+            turn = pr["_turn"] or {}
+            if turn.get("flow") == "review" and not turn.get("seen"):
+                turn["seen"] = True   # the turn's first message is the bot's review message
+                told = turn.get("told")
+                book.review_turn({TOLD: told} if told else {}, e.content)
+                changed = True
         elif kind == "assistant_message":
             for c in e.tool_calls:
                 if c.name in REVIEW_TOOLS or c.name == COMMENT_TOOL:
                     method, args = call_method(c.name, c.arguments)
                     pr["_calls"][c.id] = {"name": c.name, "method": method,
                                           "commit": args.get("commitID")}
+                    if c.name == COMMENT_TOOL:
+                        pr["_calls"][c.id]["finding"] = noise.posted_item(args)
+                    elif method in SUBMIT:
+                        fixed = args.get("fixedThreads")
+                        pr["_calls"][c.id]["fixed"] = fixed if isinstance(fixed, list) else []
         elif kind == "tool_result":
             call = pr["_calls"].pop(e.call_id, None)
             if call is None or e.is_error:
                 continue
             if call["method"] in CREATE and pr["_draft"] is None:
-                pr["_draft"] = {"head": call["commit"], "findings": 0}
+                pr["_draft"] = {"head": call["commit"], "findings": 0, "items": []}
             elif call["name"] == COMMENT_TOOL and pr["_draft"] is not None:
                 pr["_draft"]["findings"] += 1
+                pr["_draft"].setdefault("items", []).append(call.get("finding"))
             elif call["method"] in SUBMIT and pr["_draft"] is not None:
                 turn = pr["_turn"] or {}
                 pr["reviews"] += 1
                 pr["findings"] = pr.get("findings", 0) + pr["_draft"]["findings"]
                 pr["_posted"] = True
+                book.submitted({"fixedThreads": call.get("fixed", [])})
+                day = e.at.date().isoformat()
+                posted += [{**f, "day": day} for f in pr["_draft"].get("items", []) if f]
+                changed = True
                 pr["last_review"] = {"at": e.at.isoformat(), "turn": turn.get("turn"),
                                      "head": pr["_draft"]["head"] or turn.get("head"),
                                      "findings": pr["_draft"]["findings"],
@@ -116,6 +141,9 @@ def fold(pr: dict[str, Any], events: list) -> None:
                 pr["last_outcome"] = (f"not posted ({why})" if e.reason != "completed"
                                       else "not posted (finished without submitting)")
             pr["_turn"], pr["_calls"] = None, {}
+    if changed:
+        pr["_book"] = noise.dump_book(book)
+        pr["noise"] = noise.figures(posted, book)
 
 
 def update(session: Any, facts: dict[str, Any], events: list) -> None:

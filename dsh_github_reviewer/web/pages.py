@@ -21,9 +21,11 @@ from urllib.parse import urlencode
 from ..app import ReviewerApp
 from ..app.pr_state import LAST_TURN, from_facts, from_record
 from ..app.status import status_data
+from ..core.clock import utcnow
 from ..core.session_key import parse_session_id
 from ..work.records import DOMAIN, PrRecord, pr_key, split_pr_key
 from ..work.store import WorkStore
+from . import attention, noise
 from .facts import web_url
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,7 @@ class PrRow:
     last_ts: float = 0.0
     open_turn: bool = False
     record_state: str | None = None  # from the PR's work record, when it has one
+    noise: dict[str, Any] | None = None  # web.noise figures of its main session
 
     @property
     def shown_state(self) -> str | None:
@@ -146,6 +149,14 @@ class PrIndex:
                 t["questions"] += r.questions
                 t["turns"] += r.turns
                 _add(t["usage"], r.usage)
+                t.setdefault("reviewed", 0)
+                t["reviewed"] += r.reviews > 0
+                if r.noise:
+                    noise.add(t.setdefault("_noise", noise.empty()), r.noise)
+        for table in (self.repos, self.accounts):
+            for t in table.values():
+                t["noise"] = noise.rates(t.pop("_noise", None) or noise.empty(),
+                                         t["reviewed"], t["usage"][3])
         for name, t in self.repos.items():
             t["days"] = self._days.get(name, {})
 
@@ -176,6 +187,7 @@ class PrIndex:
                     row.last_outcome = pr.get("last_outcome") or row.last_outcome
                 row.reviews += pr.get("reviews", 0)
                 row.findings += pr.get("findings", 0)
+                row.noise = pr.get("noise") or row.noise
                 row.questions += pr.get("questions", 0)
             row.turns += e.turns
             _add(row.usage, e.d["usage"])
@@ -393,7 +405,58 @@ def register(router: Any) -> None:
     async def status_api(request):
         return router.json(await status_data(router.harness))
 
+    async def attention_items(request) -> tuple[list[attention.Attention], str, str, str]:
+        await current()
+        recs = await records.get(router.harness)
+        app = ReviewerApp.of(router.harness)
+        domain = await router.harness.storage.domain(DOMAIN)
+        accounts = {name: await WorkStore(domain, name).load_account()
+                    for name in app.configured}
+        now = utcnow()
+        items = []
+        for r in index.rows:
+            got = recs.get((r.key[0], r.key[1].lower(), r.key[2].lower(), r.key[3]))
+            a = attention.reasons_of(r, got[0] if got else None, accounts.get(r.key[0]), now)
+            if a.reasons:
+                items.append(a)
+        q = request.query_params.get("q", "").strip()
+        repo = request.query_params.get("repo", "").strip()
+        reason = request.query_params.get("reason", "").strip()
+        shown = [a for a in items if (not repo or a.row.repo == repo)
+                 and (not reason or reason in a.reasons) and (not q or a.matches(q))]
+        return shown, q, repo, reason
+
+    async def attention_page(request):
+        shown, q, repo, reason = await attention_items(request)
+        return await router.render(
+            request, "reviewer_attention.html", items=shown, counts=attention.counts(shown),
+            q=q, repo=repo, reason=reason, reasons=attention.REASON_WORDS,
+            state_of=lambda r: (r.shown_state, ""))
+
+    async def attention_api(request):
+        shown, *_ = await attention_items(request)
+        return router.json({"total": len(shown), "by_repository": attention.counts(shown),
+                            "prs": [{"account": a.row.key[0], "repo": a.row.repo,
+                                     "number": a.row.key[3], "title": a.row.title,
+                                     "session": a.row.session_id, "state": a.row.shown_state,
+                                     "reasons": a.reasons, "why": a.why,
+                                     "open_by_severity": (a.row.noise or {}).get(
+                                         "open_by_severity", {})} for a in shown]})
+
+    async def repository_page(request):
+        await current()
+        name = request.query_params.get("name", "").strip()
+        t = index.repos.get(name)
+        if t is None:
+            return await router.render(request, "reviewer_repository.html", name=name,
+                                       t=None, hit=hit, status=404)
+        return await router.render(request, "reviewer_repository.html", name=name, t=t,
+                                   hit=hit)
+
     router.add_page("/prs", prs_page, "Pull requests", home=True)
+    router.add_page("/attention", attention_page, "Needs a maintainer")
+    router.add_route("/repository", repository_page)
+    router.add_route("/api/github-reviewer/attention", attention_api)
     router.add_route("/api/github-reviewer/prs", prs_api)
     router.add_page("/github-reviewer", status_page, "Reviewer status")
     router.add_route("/api/github-reviewer/status", status_api)
