@@ -34,6 +34,8 @@ def from_record(rec: PrRecord) -> tuple[str, str]:
                                 "the open list cannot tell)"))
     if rec.draft:
         return "draft", "a draft: reviews wait until it is ready for review"
+    if rec.paused_by:
+        return "open", f"open; automatic reviews paused by {rec.paused_by} (/bot resume)"
     return "open", "open when last seen"
 
 
@@ -48,4 +50,8 @@ def status_words(rec: PrRecord) -> str:
         return "merged" if rec.merged else "closed"
     if rec.draft and rec.status == "reviewing":
         return "draft: waits until ready for review"
-    return STATUS_WORDS.get(rec.status, rec.status.replace("_", " "))
+    words = STATUS_WORDS.get(rec.status, rec.status.replace("_", " "))
+    if rec.paused_by:
+        # /bot pause: an owed automatic review waits for /bot resume.
+        return f"{words}; automatic reviews paused by {rec.paused_by} (/bot resume)"
+    return words

@@ -56,6 +56,7 @@ async def test_pause_resume_and_full_review(tmp_path, sandbox80, model):
         assert rec.paused_by == "maintainer" and rec.waits_for_resume
         (pr,) = [p for a in await status_data(dep.harness) for p in a["prs"]]
         assert pr["paused_by"] == "maintainer"
+        assert "automatic reviews paused by maintainer" in pr["status_text"]
 
         helped = st.add_issue_comment(REPO, 1, "maintainer", "/bot help")
         await dep.restart()
