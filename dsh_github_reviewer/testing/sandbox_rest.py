@@ -123,13 +123,19 @@ class RestRoutes:
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _page(self, ctx: Ctx, items: list[Any]) -> Reply:
+    def _page(self, ctx: Ctx, items: list[Any],
+              render: Callable[[Any], Any] | None = None) -> Reply:
+        """One page of ``items``; ``render`` (optional) builds the payload of just that page's
+        items, so a page of a 10,000-item list costs a page, not the whole list (the
+        listing of every open PR would otherwise cost the square of their number)."""
         try:
             per_page = max(1, min(100, int(ctx.query.get("per_page", 30))))
             page = max(1, int(ctx.query.get("page", 1)))
         except ValueError:
             return unprocessable("Invalid pagination")
         chunk = items[(page - 1) * per_page: page * per_page]
+        if render is not None:
+            chunk = [render(item) for item in chunk]
         headers = {}
         if page * per_page < len(items):
             query = {**ctx.query, "page": str(page + 1), "per_page": str(per_page)}
@@ -190,7 +196,7 @@ class RestRoutes:
         pulls = sorted((p for (r, _), p in self.state.pulls.items() if r == full.lower()
                         and (want == "all" or p.state == want)), key=key,
                        reverse=ctx.query.get("direction", default) == "desc")
-        return self._page(ctx, [self.p.pull(p, full=False) for p in pulls])
+        return self._page(ctx, pulls, lambda p: self.p.pull(p, full=False))
 
     def get_pull(self, ctx: Ctx, owner: str, repo: str, n: str) -> Reply:
         pr = self._pr(owner, repo, n)
