@@ -15,6 +15,16 @@ import sys
 from dsh_github_reviewer.eval.cases import Case, load_cases
 from dsh_github_reviewer.eval.validate import check_cases, hunks
 
+# Defects that need a file outside the diff to see: the base holds a helper or contract the
+# changed code misuses, and that file is unchanged (not derivable from the case format).
+OUTSIDE_DIFF = {
+    ("go-project-export", "not-found"), ("java-password-reset", "reusable"),
+    ("java-sales-report", "last-day"), ("py-contact-import", "wipe-phones"),
+    ("py-github-webhook", "prefix"), ("py-upload-worker", "claim-no-tx"),
+    ("rust-order-reserve", "discontinued"), ("ts-cart-cents", "saved-carts"),
+    ("ts-team-page", "attr-escape"),
+}
+
 MAX_WIDTH = 6        # a defect range wider than this is suspicious (tight: the wrong lines)
 DECOY_GAP = 8        # a decoy nearer than this to a defect location sits inside the tolerance
 
@@ -100,13 +110,52 @@ def off_by(cases: list[Case], shift: int, tolerance: int = 3) -> tuple[int, int,
     return hits, total, where
 
 
+def stats(cases: list[Case]) -> None:
+    """The figures the corpus section of docs/eval*.md quotes."""
+    from collections import Counter
+    from statistics import median
+
+    lang_cases, lang_defects, cats, sevs = Counter(), Counter(), Counter(), Counter()
+    modified = multi = outside = 0
+    sizes = []
+    for c in cases:
+        lang_cases[c.language] += 1
+        sizes.append(changed_lines(c))
+        for d in c.defects:
+            lang_defects[c.language] += 1
+            cats[d.category] += 1
+            sevs[d.severity] += 1
+            parent = c.tree(c.introduced_in(d.id) - 1)
+            modified += d.path in parent
+            multi += any(loc.path != d.path for loc in d.also)
+            outside += (c.id, d.id) in OUTSIDE_DIFF
+    big = [n for n in sizes if n >= 150]
+    print(f"cases {len(cases)}, clean {sum(c.clean for c in cases)}, "
+          f"second push {sum(len(c.push) > 1 for c in cases)}, "
+          f"with decoys {sum(any(p.decoys for p in c.push) for c in cases)}, "
+          f"defects {sum(lang_defects.values())}")
+    print("languages (cases/defects):", ", ".join(
+        f"{k} {lang_cases[k]}/{lang_defects[k]}" for k in sorted(lang_cases)))
+    print("categories:", ", ".join(f"{k} {v}" for k, v in sorted(cats.items())))
+    print("severities:", ", ".join(f"{k} {v}" for k, v in sorted(sevs.items())))
+    new = sum(lang_defects.values()) - modified
+    print(f"defects in modified files {modified}, in new files {new}; multi-file {multi}; "
+          f"outside the diff {outside}")
+    print(f"changed lines per case: median {median(sizes):.0f}; {len(big)} cases of 150+ "
+          f"({min(big) if big else 0}-{max(big) if big else 0})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--show", action="store_true", help="print the lines each range points at")
+    ap.add_argument("--stats", action="store_true", help="print the corpus figures only")
     ap.add_argument("only", nargs="*", help="case id globs")
     args = ap.parse_args()
     cases = [c for c in load_cases()
              if not args.only or any(fnmatch.fnmatch(c.id, g) for g in args.only)]
+    if args.stats:
+        stats(cases)
+        return 0
     bad = 0
     for p in check_cases(cases):
         print("INVALID", p)
