@@ -180,6 +180,11 @@ def task_for(env: CiEnv, payload: _Payload, allowed: list[str]) -> CiTask:
                   "association": comment.author_association}
         if cmd.kind == "review":
             return CiTask("review", requested_by=comment.user.login, **common)
+        if cmd.action != "chat":
+            # /bot pause|resume|learn|lessons|forget|help act on the daemon's stored state,
+            # which a CI run does not have: said plainly, never handed to the model as a chat.
+            return CiTask("skip", issue.number, f"/bot {cmd.action} is a command of the "
+                          "daemon (dsh run); CI mode answers /review and /bot <question>")
         return CiTask("chat", message=cmd.message, **common)
     return CiTask("skip", 0, f"event {env.event_name!r} is not handled (use pull_request or "
                   "issue_comment)")

@@ -60,7 +60,9 @@ def test_events_become_tasks(tmp_path):
     for payload, why in [(comment_payload("/review", "NONE"), "may not run commands"),
                          (comment_payload("/review", user_type="Bot"), "bots"),
                          (comment_payload("/review", on_pr=False), "not a pull request"),
-                         (comment_payload("looks good"), "not a /review")]:
+                         (comment_payload("looks good"), "not a /review"),
+                         (comment_payload("/bot pause"), "/bot pause is a command of the daemon"),
+                         (comment_payload("/bot forget 2"), "/bot forget is a command")]:
         t = task(tmp_path, "issue_comment", payload)
         assert t.kind == "skip" and why in t.reason, t.reason
     assert task(tmp_path, "push", {}).kind == "skip"
