@@ -6,7 +6,15 @@ must be answered exactly once, every head reviewed once, nothing left queued, an
 have exited during the outage. Run (as root: the sandbox GitHub binds 127.0.0.N:80; the cluster
 runs as the postgres user): ``.venv/bin/python scripts/replica_loop.py [--kills 30]
 [--outage 30] [--replicas 3] [--prs 100] [--webhook] [--seed 7]``. The suite runs a short version
-(tests/e2e/test_replicas.py)."""
+(tests/e2e/test_replicas.py).
+
+``--pauses N`` runs the pause loop instead (issue 27): N replicas stop themselves (SIGSTOP) at
+stop points around their GitHub writes and session appends, cycling through every kind
+(``testing/pause_loop.STOPS``: the read before the review POST, the review POST, the summary,
+a reply, a reaction, session appends), each taken over by another replica and then resumed
+(SIGCONT); ``--kills`` of the takeovers are SIGKILLed on the way. Then 0 duplicate reviews,
+replies, reactions or summaries and every session log well formed; the suite runs two pauses
+(tests/e2e/test_replica_pauses.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +27,7 @@ from pathlib import Path
 import psycopg
 
 from dsh_github_reviewer.testing import SandboxGitHub
+from dsh_github_reviewer.testing.pause_loop import STOPS, run_pause_loop
 from dsh_github_reviewer.testing.replica_loop import run_replica_loop, workers
 from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
 from dsh_harness.testing import PostgresCluster, ScriptedModelServer
@@ -41,7 +50,11 @@ def main() -> int:
                         help="deliver webhooks round-robin to the replicas (one proxy in front)")
     parser.add_argument("--max-pause", type=float, default=4.0,
                         help="longest run before a kill, seconds (start-up takes ~1-2 s)")
+    parser.add_argument("--pauses", type=int, default=0,
+                        help="run the SIGSTOP/SIGCONT pause loop with this many pauses")
     args = parser.parse_args()
+    if args.pauses:
+        return pause_main(args)
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp, PostgresCluster() as cluster, \
             SandboxGitHub.on_loopback_80() as sb, ScriptedModelServer(policy=paced) as model:
@@ -61,6 +74,26 @@ def main() -> int:
           f"/bot {len(report.bots)}, /review {len(report.review_cmds)}, reviews posted "
           f"{report.reviews}, replies {report.replies}, replica processes that did work "
           f"{doers}, {time.monotonic() - started:.0f} s")
+    for problem in report.problems:
+        print("PROBLEM:", problem)
+    print("ok" if not report.problems else f"{len(report.problems)} problem(s)")
+    return 1 if report.problems else 0
+
+
+def pause_main(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp, PostgresCluster() as cluster, \
+            SandboxGitHub.on_loopback_80() as sb, ScriptedModelServer(policy=paced) as model:
+        with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
+            conn.execute("CREATE DATABASE pauses")
+        report = run_pause_loop(Path(tmp), sb, model, cluster.dsn("pauses"),
+                                kinds=list(STOPS), prs=args.prs, pauses=args.pauses,
+                                kills=min(args.kills, args.pauses), seed=args.seed)
+    print(f"PRs {args.prs}, pauses {report.pauses} (not reached {report.not_reached}), by "
+          f"stop point {report.stops}, resumed replicas that logged their lease lost "
+          f"{report.fenced}, SIGKILLs {report.kills}, pushes {report.pushes}, /bot "
+          f"{len(report.bots)}, reviews posted {report.reviews}, replies {report.replies}, "
+          f"sessions checked {report.sessions}, {time.monotonic() - started:.0f} s")
     for problem in report.problems:
         print("PROBLEM:", problem)
     print("ok" if not report.problems else f"{len(report.problems)} problem(s)")
