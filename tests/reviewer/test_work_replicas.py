@@ -1,7 +1,8 @@
 """Replicas: schedulers of several processes share PR work through leases in a real PostgreSQL
 (each scheduler has its own ``Leases`` owner, as each ``dsh run`` has). Every PR's work runs on
 one replica at a time; a replica that loses a lease stops that work, and its late writes are
-refused by the fencing token."""
+refused by the fencing token. The tests that need only leases also run on ``LocalLeases``
+sharing one table (the same contract in one process): fast, for the mutation tests."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pydantic import BaseModel
 from dsh_github_reviewer.work.scheduler import Scheduler
 from dsh_harness import DomainSpec, LeaseLost
 from dsh_harness.storage import Domain
+from dsh_harness.storage.leases import LocalLeases, LocalLeaseTable
 from dsh_harness.storage.postgres_backend import PostgresBackend
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -51,8 +53,28 @@ class Worker:
         self.store.owed.discard(key)
 
 
+class LocalReplicas:
+    """Leases of several "replicas" in one process: one shared table, an owner each."""
+
+    def __init__(self) -> None:
+        self.table = LocalLeaseTable()
+
+    def leases(self, owner: str) -> LocalLeases:
+        return LocalLeases(owner, self.table)
+
+
+@pytest.fixture(params=["local", "postgres"])
+async def backend(request):
+    if request.param == "local":
+        yield LocalReplicas()
+        return
+    made = PostgresBackend(request.getfixturevalue("pg_dsn"))
+    yield made
+    await made.close()
+
+
 @pytest.fixture
-async def backend(pg_dsn):
+async def pg_backend(pg_dsn):
     made = PostgresBackend(pg_dsn)
     yield made
     await made.close()
@@ -125,16 +147,16 @@ async def _expire(dsn: str, name: str) -> None:
                      "WHERE name = %s", (name,))
 
 
-async def test_a_replica_that_cannot_renew_stops_the_work(backend, pg_dsn):
-    domain = await Domain.open(SPEC, backend)
-    sched = Scheduler(clock=lambda: NOW, leases=backend.leases("r1"), lease_ttl_s=0.6)
+async def test_a_replica_that_cannot_renew_stops_the_work(pg_backend, pg_dsn):
+    domain = await Domain.open(SPEC, pg_backend)
+    sched = Scheduler(clock=lambda: NOW, leases=pg_backend.leases("r1"), lease_ttl_s=0.6)
     worker = WritingWorker("r1", domain)
     store = Store(["a:o/r#1"])
     sched.add_account("a", store, lambda review, chat: worker, 60, 2)
     sched.start()
     await asyncio.wait_for(worker.first_written.wait(), 10)
     await _expire(pg_dsn, "pr:a:o/r#1")
-    taken = await backend.leases("r2").acquire("pr:a:o/r#1", 60)
+    taken = await pg_backend.leases("r2").acquire("pr:a:o/r#1", 60)
     assert taken is not None, "the expired lease is taken over"
     lane = sched.lanes["a"]
     for _ in range(200):  # the holder's next renewal (a third of its ttl) finds it lost
@@ -148,16 +170,16 @@ async def test_a_replica_that_cannot_renew_stops_the_work(backend, pg_dsn):
     await domain.close()
 
 
-async def test_a_late_write_after_a_takeover_is_refused_by_the_token(backend, pg_dsn):
-    domain = await Domain.open(SPEC, backend)
+async def test_a_late_write_after_a_takeover_is_refused_by_the_token(pg_backend, pg_dsn):
+    domain = await Domain.open(SPEC, pg_backend)
     # A long ttl: the holder does not notice (a GC pause) before it writes again.
-    sched = Scheduler(clock=lambda: NOW, leases=backend.leases("r1"), lease_ttl_s=600)
+    sched = Scheduler(clock=lambda: NOW, leases=pg_backend.leases("r1"), lease_ttl_s=600)
     worker = WritingWorker("r1", domain)
     sched.add_account("a", Store(["a:o/r#1"]), lambda review, chat: worker, 60, 2)
     sched.start()
     await asyncio.wait_for(worker.first_written.wait(), 10)
     await _expire(pg_dsn, "pr:a:o/r#1")
-    r2 = backend.leases("r2")
+    r2 = pg_backend.leases("r2")
     taken = await r2.acquire("pr:a:o/r#1", 60)
     with r2.fenced(taken):
         await domain.put("prs", "a:o/r#1", Item(by="r2"))
@@ -174,12 +196,12 @@ async def test_a_late_write_after_a_takeover_is_refused_by_the_token(backend, pg
     await domain.close()
 
 
-async def test_a_delivery_handled_by_one_replica_is_a_duplicate_on_another(backend):
+async def test_a_delivery_handled_by_one_replica_is_a_duplicate_on_another(pg_backend):
     from dsh_github_reviewer.sources.webhook import deliveries
 
     spec = deliveries.domain_spec()
-    first = await Domain.open(spec, backend)
-    second = await Domain.open(spec, backend)
+    first = await Domain.open(spec, pg_backend)
+    second = await Domain.open(spec, pg_backend)
     a = await deliveries.DeliveryLog(first, shared=True).load()
     b = await deliveries.DeliveryLog(second, shared=True).load()
     await a.remember("d-1", deliveries.Delivery(received_at=NOW, event="issue_comment",
