@@ -17,6 +17,9 @@ from ..errors import StorageError
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
+# Longest a transaction may sit idle (no statement running) before the server ends it: far
+# above any transaction of ours (milliseconds between statements), far below a lease.
+IDLE_IN_TRANSACTION_S = 10.0
 CONNECT_TIMEOUT_S = 10
 # Connections a process keeps per pool at most; asyncio tasks beyond it wait for one.
 POOL_MAX = 10
@@ -67,10 +70,19 @@ async def open_pool(dsn: str, *, name: str,
     except psycopg.Error as exc:
         raise StorageError(f"cannot connect to {where}: {error_text(exc)}") from None
     await probe.close()
+
+    async def prepared(conn: Any) -> None:
+        # A process frozen inside a transaction (SIGSTOP, a VM pause) would hold its locks —
+        # a domain's advisory lock, a lease row — and stall every replica until it resumed:
+        # the server ends such a session after IDLE_IN_TRANSACTION_S instead.
+        await conn.execute(f"SET idle_in_transaction_session_timeout = "
+                           f"{int(IDLE_IN_TRANSACTION_S * 1000)}")
+        if configure is not None:
+            await configure(conn)
     pool = psycopg_pool.AsyncConnectionPool(
         dsn, min_size=1, max_size=POOL_MAX, open=False, name=name,
         kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
-        check=psycopg_pool.AsyncConnectionPool.check_connection, configure=configure)
+        check=psycopg_pool.AsyncConnectionPool.check_connection, configure=prepared)
     try:
         await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
     except psycopg_pool.PoolTimeout as exc:

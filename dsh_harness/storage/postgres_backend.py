@@ -143,12 +143,16 @@ class PostgresStoredDomain(StoredDomain):
 
     @asynccontextmanager
     async def atomic(self) -> AsyncIterator[StoredDomain]:
+        fence = FENCE.get()
+        if isinstance(fence, Lease):  # ``fenced(lease)``: the token alone
+            fence = TokenFence(fence)
+        if fence is not None and fence.lease is None:
+            fence = None
+        if fence is not None:
+            fence.alive("a storage write")  # a stale writer takes no lock
         async with self._connection() as c, c.conn.transaction():
             await c.lock()
-            fence = FENCE.get()
-            if isinstance(fence, Lease):  # ``fenced(lease)``: the token alone
-                fence = TokenFence(fence)
-            if fence is not None and fence.lease is not None:
+            if fence is not None:
                 fence.alive("a storage write")
                 await check_fence(c.conn, fence, "a storage write")
             yield _TxView(c)

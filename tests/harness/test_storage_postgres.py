@@ -230,3 +230,27 @@ async def test_concurrent_first_uses_open_one_pool(pg_dsn):
     assert len({id(p) for p in got}) == 1
     await backend.close()
     await store.close()
+
+
+async def test_a_process_frozen_inside_a_transaction_does_not_stall_the_others(pg_dsn,
+                                                                              monkeypatch):
+    """A replica stopped (SIGSTOP) while its transaction holds the domain's lock: the server
+    ends that session after ``IDLE_IN_TRANSACTION_S`` and the other writers go on."""
+    from dsh_harness.storage import postgres
+
+    monkeypatch.setattr(postgres, "IDLE_IN_TRANSACTION_S", 0.5)
+    frozen, other = PostgresBackend(pg_dsn), PostgresBackend(pg_dsn)
+    a, b = await Domain.open(SPEC, frozen), await Domain.open(SPEC, other)
+    try:
+        with pytest.raises(StorageError):
+            async with a.transaction() as tx:
+                tx.put("items", "k", Item(n=1))
+                # Frozen here, holding the lock: the other replica's write must not wait
+                # for it (it waits for the server to end this session).
+                await asyncio.wait_for(b.put("items", "k", Item(n=2)), 30)
+        assert await b.get("items", "k") == Item(n=2)
+    finally:
+        await a.close()
+        await b.close()
+        await frozen.close()
+        await other.close()
