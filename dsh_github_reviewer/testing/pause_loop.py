@@ -113,7 +113,7 @@ def pause_once(config: Path, sb: SandboxGitHub, report: PauseReport, procs: list
     at ``kind`` (for PR ``number``); once it has, start another that takes the lease over and
     finishes the work (``kill``: SIGKILLed once on the way, then started again); then resume
     the paused one, which must log its lease lost. False when it never reached the point."""
-    stop_all(procs)
+    stop_all(procs)  # (the caller stopped them before its event, so none took it)
     proc = spawn(config, STOPS[kind].format(n=number))
     procs.append(proc)
     if not wait_for("the stop point", lambda: stopped(proc), reach_s):
@@ -129,7 +129,11 @@ def pause_once(config: Path, sb: SandboxGitHub, report: PauseReport, procs: list
         other.wait()
         report.kills += 1
         procs.append(spawn(config))
-    if not wait_for("the work taken over", lambda: settled(sb, report), 90):
+    # Past the paused one's leases (another replica may take them: when work is left) and
+    # until the work is done.
+    paused_at = time.monotonic()
+    if not wait_for("the work taken over", lambda: settled(sb, report) and (
+            time.monotonic() - paused_at > 2 * LEASE_TTL_S), 90):
         report.problems.append(f"{kind}: the work was not finished while a replica was "
                                "paused")
     proc.send_signal(signal.SIGCONT)
@@ -226,12 +230,15 @@ def run_pause_loop(tmp: Path, sb: SandboxGitHub, model, dsn: str, *,
         step = 0
         while report.pauses < total and step < total * 2:
             kind = kinds[step % len(kinds)]
+            stop_all(procs)  # the event waits for the replica that will stop itself
             if step == 0 and kind not in ("reaction", "reply-or-summary", "summary"):
                 number = 1  # the first review of PR 1
             else:
                 number = event(sb, report, rng, step, kind)
             pause_once(config, sb, report, procs, kind, number, rng, kill=step in kill_at)
             step += 1
+        if not any(p.poll() is None for p in procs):
+            procs.append(spawn(config))
         if not wait_for("the last work", lambda: settled(sb, report), 90):
             report.problems.append("the last work was never finished")
     finally:
