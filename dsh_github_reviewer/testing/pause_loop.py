@@ -106,29 +106,59 @@ def settled(sb: SandboxGitHub, report: LoopReport) -> bool:
     return all(any(f"reply-to:{cid} -->" in b for b in bodies) for cid in report.bots)
 
 
-def pause_once(config: Path, sb: SandboxGitHub, report: PauseReport, procs: list, kind: str,
+@dataclass
+class Replicas:
+    """The processes of a run: ``standby`` takes the leases over (the test stops and resumes
+    it; it starts stopped at its first GitHub request, so it takes no work before it is
+    asked), the paused ones, resumed, are SIGKILLed before the next pause."""
+
+    config: Path
+    procs: list[subprocess.Popen] = field(default_factory=list)
+    standby: subprocess.Popen | None = None
+
+    def start(self, stop_at: str | None = None) -> subprocess.Popen:
+        proc = spawn(self.config, stop_at)
+        self.procs.append(proc)
+        return proc
+
+    def quiet(self) -> None:
+        """Nothing but a stopped standby: the next event waits for the replica that will
+        stop itself at its point."""
+        for proc in self.procs:
+            if proc is not self.standby and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if self.standby is None or self.standby.poll() is not None:
+            self.standby = self.start("github:*")
+        else:
+            self.standby.send_signal(signal.SIGSTOP)
+
+
+def pause_once(reps: Replicas, sb: SandboxGitHub, report: PauseReport, kind: str,
                number: int, rng: random.Random, *, kill: bool = False,
                reach_s: float = 60.0) -> bool:
-    """Start a replica alone (the others stop first, so it takes the work) that stops itself
-    at ``kind`` (for PR ``number``); once it has, start another that takes the lease over and
-    finishes the work (``kill``: SIGKILLed once on the way, then started again); then resume
+    """Start a replica (the standby is stopped, so it takes the work) that stops itself at
+    ``kind`` (for PR ``number``); once it has, resume the standby, which takes the lease over
+    and finishes the work (``kill``: SIGKILLed on the way, a new standby started); then resume
     the paused one, which must log its lease lost. False when it never reached the point."""
-    stop_all(procs)  # (the caller stopped them before its event, so none took it)
-    proc = spawn(config, STOPS[kind].format(n=number))
-    procs.append(proc)
+    proc = reps.start(STOPS[kind].format(n=number))
     if not wait_for("the stop point", lambda: stopped(proc), reach_s):
         report.not_reached += 1
+        proc.kill()
+        proc.wait()
         return False
     report.pauses += 1
     report.stops[kind] = report.stops.get(kind, 0) + 1
-    other = spawn(config)
-    procs.append(other)
+    standby = reps.standby
+    assert standby is not None
+    wait_for("the standby stopped", lambda: stopped(standby), reach_s)
+    standby.send_signal(signal.SIGCONT)
     if kill:  # most likely inside its takeover: the lease expires after LEASE_TTL_S
         wait_for("a moment", lambda: False, rng.uniform(LEASE_TTL_S, LEASE_TTL_S + 4))
-        other.kill()
-        other.wait()
+        standby.kill()
+        standby.wait()
         report.kills += 1
-        procs.append(spawn(config))
+        reps.standby = reps.start()
     # Past the paused one's leases (another replica may take them: when work is left) and
     # until the work is done.
     paused_at = time.monotonic()
@@ -223,26 +253,26 @@ def run_pause_loop(tmp: Path, sb: SandboxGitHub, model, dsn: str, *,
     toml_kw = {"poll_interval_s": POLL_INTERVAL_S, "dsn": dsn, "lease_ttl_s": LEASE_TTL_S}
     config = Deployment(tmp, sb, model, **toml_kw).write_config()
     report = PauseReport(prs=prs)
-    procs: list[subprocess.Popen] = []
+    reps = Replicas(config)
     total = pauses if pauses is not None else len(kinds)
     kill_at = set(rng.sample(range(total), min(kills, total)))
     try:
         step = 0
         while report.pauses < total and step < total * 2:
             kind = kinds[step % len(kinds)]
-            stop_all(procs)  # the event waits for the replica that will stop itself
+            reps.quiet()
             if step == 0 and kind not in ("reaction", "reply-or-summary", "summary"):
                 number = 1  # the first review of PR 1
             else:
                 number = event(sb, report, rng, step, kind)
-            pause_once(config, sb, report, procs, kind, number, rng, kill=step in kill_at)
+            pause_once(reps, sb, report, kind, number, rng, kill=step in kill_at)
             step += 1
-        if not any(p.poll() is None for p in procs):
-            procs.append(spawn(config))
+        if reps.standby is not None:
+            reps.standby.send_signal(signal.SIGCONT)
         if not wait_for("the last work", lambda: settled(sb, report), 90):
             report.problems.append("the last work was never finished")
     finally:
-        stop_all(procs)
+        stop_all(reps.procs)
     asyncio.run(_check(tmp, sb, model, report, **toml_kw))
     check_sessions(dsn, report)
     return report

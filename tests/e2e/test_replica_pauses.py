@@ -19,8 +19,8 @@ pytestmark = pytest.mark.slow
 def test_a_replica_resumed_after_losing_its_lease_changes_nothing(tmp_path, sandbox80, pg_dsn):
     with ScriptedModelServer(policy=reviewer_policy) as model:
         report = run_pause_loop(tmp_path, sandbox80, model, pg_dsn,
-                                kinds=["read-before-post", "append-assistant"])
+                                kinds=["read-before-post", "append-assistant", "review-post"])
     assert report.problems == [], "\n".join(report.problems)
-    assert report.pauses == 2 and report.not_reached == 0, report.stops
-    assert report.fenced == 2, "each resumed replica logged its lease lost (once)"
+    assert report.pauses == 3 and report.not_reached == 0, report.stops
+    assert report.fenced == 3, "each resumed replica logged its lease lost (once)"
     assert report.reviews >= 2 and report.sessions >= 1
