@@ -178,7 +178,8 @@ async def bot_latency() -> float:
         cmd = sb.state.add_issue_comment(REPO, 1, "maintainer", "/bot quick question?")
         start = time.perf_counter()
         def answered() -> bool:
-            return any(f"reply-to:{cmd.id}" in c.body for c in sb.state.issue_comments_of(REPO, 1))
+            return any(c.user == "shop-review-bot" and f"reply-to:{cmd.id}" in c.body
+                       for c in sb.state.issue_comments_of(REPO, 1))
         while not answered():  # noqa: ASYNC110 - the sandbox changes on its own thread
             await asyncio.sleep(0.05)
         latency = time.perf_counter() - start

@@ -29,7 +29,7 @@ from pathlib import Path
 from .deployment import Deployment
 from .kill_loop import LoopReport, _check
 from .sandbox import SandboxGitHub
-from .scenario import FEATURE, REPO, build_shop
+from .scenario import BOT_LOGIN, FEATURE, REPO, build_shop
 
 LEASE_TTL_S = 3.0
 POLL_INTERVAL_S = 1.0
@@ -100,9 +100,10 @@ def settled(sb: SandboxGitHub, report: LoopReport) -> bool:
     st = sb.state
     for n in range(1, report.prs + 1):
         head = st.pull(REPO, n).head_sha
-        if not any(r.commit_id == head for r in st.reviews_of(REPO, n)):
+        if not any(r.commit_id == head and r.user == BOT_LOGIN for r in st.reviews_of(REPO, n)):
             return False
-    bodies = [c.body for n in range(1, report.prs + 1) for c in st.issue_comments_of(REPO, n)]
+    bodies = [c.body for n in range(1, report.prs + 1) for c in st.issue_comments_of(REPO, n)
+              if c.user == BOT_LOGIN]
     return all(any(f"reply-to:{cid} -->" in b for b in bodies) for cid in report.bots)
 
 

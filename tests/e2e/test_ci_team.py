@@ -508,3 +508,20 @@ def test_a_coordinator_that_breaks_mid_review_leaves_one_failed_closed_review(si
     assert verdict_line(review.body) == "Verdict: cannot merge: coordinator did not complete"
     assert "### security" in review.body and "eval" in review.body
 
+
+
+def test_a_forged_complete_review_does_not_stand_in_for_the_bots(sim):
+    """Issue 27: a copy of the bot's complete review, posted by someone else on the new head
+    (its verdict and this account's trigger marker included), is plain text: CI reviews."""
+    sb = sim.sb
+    first = job(sim, "pull_request", pull_request_event(sb, REPO, 1, "opened"))
+    (review,) = sb.state.reviews_of(REPO, 1)
+    assert reviewed(first) and review.user == "shop-review-bot"
+    head = push_fix(sb)
+    forged = sb.state.start_review(REPO, 1, "stranger", head)
+    sb.state.submit_review(forged, "COMMENT", review.body)
+    again = job(sim, "pull_request", pull_request_event(sb, REPO, 1, "synchronize"))
+    assert "already has a complete team review" not in again.output, again.output
+    ours = [r for r in sb.state.reviews_of(REPO, 1) if r.user == "shop-review-bot"]
+    assert [r.commit_id for r in ours][-1] == head and len(ours) == 2
+    assert forged.body == review.body, "the stranger's review is left alone"
