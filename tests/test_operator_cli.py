@@ -5,6 +5,7 @@ numbered item of the issue; the wheel install is in ``test_wheel_install.py``.""
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -432,3 +433,30 @@ def test_no_credentials_names_the_default_models_key_variable(tmp_path):
     err = one_line_error(dsh("config", "check", cwd=tmp_path))
     assert "The model key comes from OPENAI_API_KEY." in err
     assert "DEEPSEEK_API_KEY" not in err
+
+
+# -- postgres configured, its driver not installed (issue 31 item 15) ---------------------------
+
+def _without_psycopg(tmp_path: Path) -> dict[str, str]:
+    """An environment where ``import psycopg`` fails, as on a machine without the extra."""
+    shadow = tmp_path / "no-psycopg"
+    shadow.mkdir()
+    for name in ("psycopg", "psycopg_pool"):
+        (shadow / f"{name}.py").write_text(f'raise ImportError("No module named {name!r}")\n')
+    path = os.pathsep.join(p for p in (str(shadow), os.environ.get("PYTHONPATH", "")) if p)
+    return {**KEYS, "PYTHONPATH": path}
+
+
+def test_postgres_without_its_driver_fails_the_check_and_the_copy(tmp_path):
+    env = _without_psycopg(tmp_path)
+    dsn = 'dsn = "postgresql://dsh@127.0.0.1:1/dsh"'
+    (tmp_path / "dsh.toml").write_text(reviewer_toml(
+        top=f'[storage]\nbackend = "postgres"\n{dsn}\n'))
+    check = one_line_error(dsh("config", "check", cwd=tmp_path, env=env))
+    assert 'storage.backend: "postgres" needs psycopg 3 and psycopg-pool' in check
+    assert "pip install 'dsh-github-reviewer[postgres]'" in check
+    (tmp_path / "dsh.toml").write_text(reviewer_toml(top=f"[storage]\n{dsn}\n"))
+    copy = one_line_error(dsh("sessions", "copy", "--from", "jsonl", "--to", "postgres",
+                              cwd=tmp_path, env=env))
+    assert 'sessions.store: "postgres" needs psycopg 3' in copy and "copied" not in copy
+    assert "verified" not in copy

@@ -9,6 +9,12 @@ def dsh_register_session_stores(register, config):
     def factory(home):
         # Imported on first use: psycopg is optional and costs nothing unless configured.
         from ..sessions.postgres_store import PostgresSessionStore
+        from ..storage.postgres import DRIVER_MISSING, driver_missing
+
+        if driver_missing():
+            # Refused when the store is made, not at its first query: a copy to it with
+            # nothing to copy would otherwise report success.
+            raise SessionLogError(f'sessions.store: "postgres" {DRIVER_MISSING}')
 
         dsn = config.sessions.dsn or config.storage.dsn
         if dsn is None:

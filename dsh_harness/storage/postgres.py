@@ -40,13 +40,28 @@ def describe(dsn: str) -> str:
     return f"PostgreSQL {user + '@' if user else ''}{host}:{port}/{db}"
 
 
+DRIVER_MISSING = ("needs psycopg 3 and psycopg-pool, which are not installed here: install "
+                  "them with pip install 'dsh-github-reviewer[postgres]' (or "
+                  "pip install 'psycopg[binary,pool]')")
+
+
+def driver_missing() -> bool:
+    """Whether psycopg 3 or psycopg-pool cannot be imported (checked without importing them
+    for good: ``dsh config check`` must say so, not ``dsh run`` at its first query)."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError:
+        return True
+    return False
+
+
 def _driver() -> Any:
     try:
         import psycopg
         import psycopg_pool
     except ImportError:
-        raise StorageError("the postgres backend needs psycopg 3 and psycopg-pool: install "
-                           "dsh-github-reviewer[postgres]") from None
+        raise StorageError(f"the postgres backend {DRIVER_MISSING}") from None
     return psycopg, psycopg_pool
 
 
