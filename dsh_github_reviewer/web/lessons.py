@@ -2,9 +2,9 @@
 from, and a remove button (the same as ``/bot forget <n>``).
 
 Removing is a POST of a form from this page. Besides the UI's sign-in (a ``SameSite=Strict``
-cookie or a bearer token), a POST is accepted only from this page's own origin: a browser's
-``Sec-Fetch-Site`` must say ``same-origin`` and an ``Origin`` header must name this host — so
-another site cannot remove lessons through a signed-in browser, or through an open loopback UI.
+cookie or a bearer token), a POST is accepted only from this UI's own origin (``same_origin``),
+so another site cannot remove lessons through a signed-in browser, or through an open loopback
+UI.
 """
 
 from __future__ import annotations
@@ -23,14 +23,19 @@ PATH = "/github-reviewer/lessons"
 
 
 def same_origin(request: Any) -> bool:
+    """A POST from this UI's own pages. A browser's ``Sec-Fetch-Site`` (no page script can set
+    it) decides when present; the UI's ``Referrer-Policy: no-referrer`` makes Chromium send
+    ``Origin: null`` on form posts, so ``Origin`` is only compared (with ``Host``) for clients
+    that send no ``Sec-Fetch-Site``, and ``null`` is refused then. A client sending neither
+    (curl with the bearer token) is no browser a site could drive."""
     site = request.headers.get("sec-fetch-site")
-    if site is not None and site not in ("same-origin", "none"):
-        return False
+    if site is not None:
+        return site in ("same-origin", "none")
     origin = request.headers.get("origin")
-    if origin is not None:
-        host = request.headers.get("host", "")
-        return origin != "null" and urlsplit(origin).netloc.lower() == host.lower()
-    return True
+    if origin is None:
+        return True
+    host = request.headers.get("host", "")
+    return origin != "null" and urlsplit(origin).netloc.lower() == host.lower()
 
 
 async def books(harness: Any) -> list[dict[str, Any]]:

@@ -40,6 +40,11 @@ async def test_lessons_page_lists_shows_the_source_and_removes(tmp_path, server)
                                headers={"origin": "https://evil.example",
                                         "sec-fetch-site": "cross-site"})
             assert bad.status_code == 403
+            for headers in ({"origin": "null"}, {"origin": "http://evil.example"},
+                            {"sec-fetch-site": "same-site", "origin": "http://127.0.0.1"}):
+                refused = await c.post("/github-reviewer/lessons/remove", data=form,
+                                       headers=headers)
+                assert refused.status_code == 403, headers
             assert [x.id for x in await store.active("acme/shop")] == [1, 2]
             missing = await c.post("/github-reviewer/lessons/remove",
                                    data={**form, "id": "9"},
