@@ -31,6 +31,7 @@ from ..github.account import ConnectedAccount
 from ..github.guard import GuardTurn
 from ..github.models import PullRequest, Review
 from ..github.review_submit import DraftComment, find_posted
+from ..pr_output.second_look import DroppedFinding, render_second_look
 from ..turn.extras import extras_of
 from ..turn.lessons import LESSONS_META, lessons_part
 from ..turn.lessons import known as known_lessons
@@ -137,6 +138,28 @@ class SecondLook:
         return outcome.text or ""
 
 
+def body_note(outcome: SecondLookOutcome, *, summary: bool) -> str:
+    """What the review body says of its second look: how many findings it dropped or lowered,
+    and where the dropped ones are listed — the summary comment, or (``review.summary =
+    false``) the body itself, collapsed."""
+    dropped, lowered = outcome.dropped, outcome.lowered
+    if not dropped and not lowered:
+        return ""
+    parts = [f"A second look checked the {len(outcome.checked)} drafted finding(s) before "
+             "posting"]
+    if dropped:
+        parts.append(f"dropped {len(dropped)}" + (" (listed with the reason in the summary "
+                                                  "comment)" if summary else ""))
+    if lowered:
+        parts.append(f"lowered the severity of {len(lowered)}")
+    text = ": ".join([parts[0], ", ".join(parts[1:])]) + "."
+    if dropped and not summary:
+        text += "\n\n" + render_second_look([DroppedFinding(c.path, c.line, c.severity,
+                                                             c.text, c.reason)
+                                              for c in dropped])
+    return text
+
+
 def apply(turn: GuardTurn, outcome: SecondLookOutcome) -> None:
     """Drop and lower the draft's findings as the verdicts say (same order as checked)."""
     assert turn.draft is not None
@@ -166,6 +189,9 @@ async def post_held(look: SecondLook, turn: GuardTurn, acct: ConnectedAccount,
     if save is not None:
         await save(outcome)   # before the post: a crash after it still lists the dropped
     apply(turn, outcome)
+    note = body_note(outcome, summary=acct.config.review.summary)
+    if note:
+        turn.body_notes.append(note)
     log.info("%s: second look kept %d, dropped %d, lowered %d finding(s)", s.pr_label,
              len(turn.draft.comments), len(outcome.dropped), len(outcome.lowered))
     return await turn.submit(turn.held_body)

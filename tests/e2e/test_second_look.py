@@ -72,6 +72,9 @@ async def test_the_second_look_drops_lowers_and_lists(tmp_path, sandbox80, model
         assert len(inline) == 2, bodies
         assert not any("Off-by-one" in b for b in [*bodies, review.body]), \
             "the dropped finding is not in the review"
+        assert "A second look checked the 3 drafted finding(s) before posting: dropped 1 " \
+            "(listed with the reason in the summary comment), lowered the severity of 1." \
+            in review.body
         sql = next(b for b in bodies if "SQL built" in b)
         assert sql.startswith("**[major]**"), "lowered from critical"
         assert next(b for b in bodies if "eval()" in b).startswith("**[critical]**")
@@ -192,3 +195,19 @@ async def test_a_draft_the_bot_submits_itself_gets_the_second_look_too(tmp_path,
             assert "Off-by-one" in summary(sandbox80).split("<details><summary>Second look")[1]
         finally:
             await dep.stop()
+
+
+async def test_without_a_summary_comment_the_review_body_lists_the_dropped(tmp_path, sandbox80,
+                                                                         model):
+    build_shop(sandbox80)
+    dep = await Deployment(tmp_path, sandbox80, model,
+                           extra_account=VERIFY + "review.summary = false\n").start()
+    try:
+        await dep.tick()
+        (review,) = dep.reviews()
+        inline = [c.body for c in sandbox80.state.comments_of_review(review.id)]
+        assert len(inline) == 2 and not any("Off-by-one" in b for b in inline)
+        listed = review.body.split("<details><summary>Second look: 1 drafted finding", 1)[1]
+        assert "Off-by-one" in listed and "**dropped:** shop/cart.py:2" in listed
+    finally:
+        await dep.stop()
