@@ -22,6 +22,7 @@ from ..pr_output.summary import (
     render,
     upsert,
 )
+from ..reviewers.team.personas import COORDINATOR
 from . import second_look, second_look_summary
 from .context import WorkContext, repo_of
 
@@ -69,39 +70,42 @@ async def update_summary(ctx: WorkContext, key: str, *, reviewing: str | None,
 async def _from_session(ctx: WorkContext, key: str, summary: Summary) -> list[Drafted]:
     """From the PR session's log (no model call): its tokens and cost, into ``summary``, and
     the findings each review trigger's last attempt drafted (the accepted
-    add_comment_to_pending_review calls: facts the log keeps as data), returned."""
+    add_comment_to_pending_review calls: facts the log keeps as data), returned — from the
+    team coordinator's session too, where a team account drafts its findings."""
     owner, name, number = repo_of(key)
-    sid = PrKey(ctx.acct.key, owner, name, number).session_id
+    pr = PrKey(ctx.acct.key, owner, name, number)
     harness = getattr(ctx.runner, "harness", None)   # the reviewers hold the harness
     if harness is None:
         return []
-    try:
-        log_ = await harness.sessions.read(sid)
-    except Exception:   # no session yet (or unreadable): the summary goes without cost
-        return []
     by_trigger: dict[str, list[Drafted]] = {}
-    trigger: str | None = None
-    calls: dict[str, dict[str, Any]] = {}
-    for e in log_.events:
-        usage = getattr(e, "usage", None) if e.type in ("assistant_message",
-                                                        "compaction") else None
-        if usage is not None:
-            summary.cost_usd += usage.cost_usd
-            summary.prompt_tokens += usage.prompt
-            summary.cache_read_tokens += usage.cache_read
-        if e.type == "turn_start":
-            meta = e.meta or {}
-            trigger = str(meta.get("trigger", "")) if meta.get("flow") == "review" else None
-            if trigger:
-                by_trigger[trigger] = []   # a new attempt: only the last one posted
-            calls = {}
-        elif e.type == "assistant_message" and trigger:
-            for c in e.tool_calls:
-                if c.name == COMMENT_TOOL:
-                    calls[c.id] = _args(c.arguments)
-        elif e.type == "tool_result" and trigger and not e.is_error and e.call_id in calls:
-            if (d := _drafted(trigger, calls.pop(e.call_id))) is not None:
-                by_trigger[trigger].append(d)
+    for sid, costs in ((pr.session_id, True), (pr.with_persona(COORDINATOR).session_id, False)):
+        try:
+            log_ = await harness.sessions.read(sid)
+        except Exception:   # no such session (or unreadable): nothing from it
+            continue
+        trigger: str | None = None
+        calls: dict[str, dict[str, Any]] = {}
+        for e in log_.events:
+            usage = getattr(e, "usage", None) if costs and e.type in (
+                "assistant_message", "compaction") else None
+            if usage is not None:
+                summary.cost_usd += usage.cost_usd
+                summary.prompt_tokens += usage.prompt
+                summary.cache_read_tokens += usage.cache_read
+            if e.type == "turn_start":
+                meta = e.meta or {}
+                trigger = str(meta.get("trigger", "")) if meta.get("flow") == "review" \
+                    else None
+                if trigger:
+                    by_trigger[trigger] = []   # a new attempt: only the last one posted
+                calls = {}
+            elif e.type == "assistant_message" and trigger:
+                for c in e.tool_calls:
+                    if c.name == COMMENT_TOOL:
+                        calls[c.id] = _args(c.arguments)
+            elif e.type == "tool_result" and trigger and not e.is_error and e.call_id in calls:
+                if (d := _drafted(trigger, calls.pop(e.call_id))) is not None:
+                    by_trigger[trigger].append(d)
     return [d for found in by_trigger.values() for d in found]
 
 
