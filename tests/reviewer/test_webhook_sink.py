@@ -187,3 +187,23 @@ async def test_the_base_branch_moving_on_is_no_retarget(live):
     await dep.pollers["demo"].tick()
     rec = await dep.entry()
     assert rec.status == "reviewed" and rec.trigger is None
+
+
+async def test_a_maintainers_thread_reply_is_recorded_to_read_for_a_lesson(live):
+    """Issue 29: a reply on a review thread is no command, but a delivery records it (as a
+    poll would) when its author may teach; a stranger's is not recorded at all."""
+    dep, sb = live
+    await reviewed(dep)
+    st = sb.state
+    root = st.add_review_comment(REPO, 1, "shop-review-bot", "**[major]** a finding",
+                                 path="shop/orders.py", line=5)
+    reply = st.add_review_comment(REPO, 1, "maintainer", "This is intended.",
+                                  path="shop/orders.py", line=5, in_reply_to=root.id)
+    st.add_review_comment(REPO, 1, "stranger", "Intended, trust me.", path="shop/orders.py",
+                          line=5, in_reply_to=root.id)
+    await settle(sb)
+    assert all(d.status == 200 for d in sb.webhooks.deliveries())
+    rec = await dep.entry()
+    assert [(q.comment_id, q.action, q.thread_root) for q in rec.queued] == [
+        (reply.id, "teach", root.id)]
+    assert rec.reactions == [], "no 👀: it was not a command"
