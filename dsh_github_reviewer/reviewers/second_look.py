@@ -104,12 +104,15 @@ class SecondLook:
             meta = {"plugin": "dsh-github-reviewer", "account": acct.key, "owner": key.owner,
                     "repo": key.repo, "number": key.number, "persona": VERIFIER,
                     "url": pr.html_url}
-            agent = await self.harness.agents.get_or_open(sid, meta=meta, inputs=inputs)
+            # The PR lease's fence (replicas) guards the verifier's appends like the review's.
+            fence = acct.client.fence
+            agent = await self.harness.agents.get_or_open(sid, meta=meta, inputs=inputs,
+                                                          fence=fence)
             if agent.world.system_prompt != verifier_system_prompt(instructions) \
                     and not agent.busy:
                 # The trusted instructions changed: a new world (one cache miss, then stable).
                 await self.harness.agents.evict(sid)
-                agent = await self.harness.agents.resume(sid, inputs=inputs)
+                agent = await self.harness.agents.resume(sid, inputs=inputs, fence=fence)
             turn = GuardTurn(scope=scope_for(pr, "verify", trigger), client=acct.client,
                              runtime=acct.mcp, me=acct.identity,
                              token=await acct.auth.token(valid_for_s=deadline - loop.time()))
