@@ -5,12 +5,13 @@ user's home is never opened). Every case becomes a repository ``eval/<case id>``
 the case's base tree; its first push is opened as PR #1 by ``contributor``. The deployment is
 the one ``dsh run`` drives (records, worker, runner or review team, guard, the real
 github-mcp-server, the configured provider), reading the sandbox over HTTP, its scheduler
-running throughout. Cases are **pipelined**: up to ``concurrency`` are in flight, and a case
-starts as soon as one ends (no batch waits for its slowest case). A case: open the PR, poll,
-wait until its review is posted (or failed), push the second push, poll, wait again; then the
-findings are read back from what the bot posted and the PR is closed. Before a case starts the
-configuration's spend is checked against ``max_cost_usd`` and ``stop`` (Ctrl-C): either stops
-new cases, and the ones in flight finish.
+running throughout and its webhook receiver taking the sandbox's deliveries (as a deployment
+with webhooks does; a poll only as a fallback for a lost delivery). Cases are **pipelined**:
+up to ``concurrency`` are in flight, and a case starts as soon as one ends (no batch waits for
+its slowest case). A case: open the PR, wait until its review is posted (or failed), push the
+second push, wait again; then the findings are read back from what the bot posted and the PR
+is closed. Before a case starts the configuration's spend is checked against
+``max_cost_usd`` and ``stop`` (Ctrl-C): either stops new cases, and the ones in flight finish.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from typing import Any
 
 from dsh_harness import DeploymentConfig, DshError, Harness, LoadedConfig
 
+from ..app import ReviewerApp
+from ..app.webhooks import start_receivers, stop_receivers
 from ..config import ReviewerConfig
 from ..core.session_key import PrKey
 from ..testing import LoopbackPortDenied, SandboxGitHub
@@ -40,6 +43,7 @@ BOT = "dsh-eval-bot"
 AUTHOR = "contributor"
 BRANCH = "change"
 TOKEN = "ghp_" + "e7a1" * 9
+HOOK_SECRET = "eval-sandbox-hook"  # between the scratch sandbox and its receiver, on loopback
 REVIEWER_PLUGIN = "dsh-github-reviewer"
 
 
@@ -145,10 +149,16 @@ def scratch_config(base: DeploymentConfig, review: dict[str, Any], home: Path,
     account = {"name": ACCOUNT, "personal_access_token": TOKEN, "api_url": sb.api_url,
                "web_url": sb.web_url, "repositories": repos, "poll_interval_s": 1.0,
                "max_concurrent_reviews": max(1, opts.concurrency), "review": review}
+    # A webhook receiver on a free loopback port: the sandbox delivers each push and PR to it,
+    # so a case's review starts without polling every case's repository (the reconciliation
+    # poll is left to the runner, as a fallback).
+    webhook = {"enabled": True, "host": "127.0.0.1", "port": 0, "secret": HOOK_SECRET,
+               "reconcile_interval_s": 3600}
     config = DeploymentConfig.model_validate({
         "home": home, "default_model": cfg.model, "providers": base.providers,
         "disable_plugins": base.disable_plugins,
-        "plugins": {"github-reviewer": {"plugin": REVIEWER_PLUGIN, "accounts": [account]}}})
+        "plugins": {"github-reviewer": {"plugin": REVIEWER_PLUGIN, "accounts": [account],
+                                        "webhook": webhook}}})
     return LoadedConfig(source="(eval scratch config)", base_dir=home.parent, config=config)
 
 
@@ -241,10 +251,11 @@ REPOLL_S = 2.0
 
 
 async def _settled(dep: Deployment, poller: _Poller, case: Case, sha: str) -> None:
-    """Until the review of head ``sha`` is posted or has failed, and the PR's work is idle."""
+    """Until the review of head ``sha`` is posted or has failed, and the PR's work is idle.
+    The push reaches the bot as a webhook delivery; if its record has not appeared after
+    ``REPOLL_S``, a poll looks (a lost delivery)."""
     key = pr_key(ACCOUNT, _repo(case), 1)
     store = await dep.store(ACCOUNT)
-    await poller.poll()
     assert dep.work is not None
     lane = dep.work.scheduler.lanes.get(ACCOUNT)
     waited = 0.0
@@ -283,10 +294,15 @@ async def run_config(harness: Harness, cfg: EvalConfig, cases: list[Case], opts:
         loaded = scratch_config(harness.config, review, Path(tmp) / "home", sb, cfg,
                                 [_repo(c) for c in cases], opts)
         dep = await Deployment(Path(tmp), sb, None, loaded=loaded).start()
+        servers: list = []
         try:
-            assert dep.work is not None
-            dep.work.scheduler.start()  # PR work runs as soon as a poll records it
+            assert dep.work is not None and dep.harness is not None
+            servers = await start_receivers(ReviewerApp.of(dep.harness),
+                                            dep.work.record_work())
+            sb.add_hook(servers[0].url, HOOK_SECRET, ping=False)
+            dep.work.scheduler.start()  # PR work runs as soon as a delivery records it
             poller = _Poller(dep)
+            await poller.poll()  # once: the account's first look (its own login, no PRs yet)
             spent = 0.0
             queue = list(cases)
             slots = asyncio.Semaphore(max(1, opts.concurrency))
@@ -342,6 +358,7 @@ async def run_config(harness: Harness, cfg: EvalConfig, cases: list[Case], opts:
                     t.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
         finally:
+            await stop_receivers(servers)
             await dep.stop()
     order = {c.id: i for i, c in enumerate(cases)}
     result.runs.sort(key=lambda r: order[r.case_id])

@@ -47,7 +47,9 @@ async def test_eval_limit_5_json_runs_every_case_through_the_provider(tmp_path):
         for f in row["findings"]:
             assert set(f) >= {"push", "path", "line", "start_line", "kind", "target", "body"}
     assert cfg["summary"]["defects"] == sum(len(r["defects"]) for r in cfg["cases"]) > 0
-    assert cfg["summary"]["recall"] == 0.0  # its Python rules find nothing in these Go PRs
+    # A stratified sample: five languages, clean cases in their share.
+    assert len({c["language"] for c in cfg["cases"]}) == 5
+    assert 1 <= sum(c["clean"] for c in cfg["cases"]) <= 2
     assert "cases ×" in proc.stderr and "5/5 cases" in proc.stderr  # estimate, progress
     assert "1/5 cases" in proc.stderr and "left" in proc.stderr  # per case, with what remains
     html = (tmp_path / "out" / "report.html").read_text()
@@ -218,3 +220,32 @@ def test_verify_values_are_checked():
     assert verify_values("on,off,on") == ["on", "off"]
     with pytest.raises(EvalError, match="--verify takes off, on or off,on"):
         verify_values("maybe")
+
+
+@pytest.mark.slow
+def test_repeat_prints_intervals_and_a_reviewer_against_itself_is_noise(tmp_path):
+    """--repeat 2: every rate with its 95 % interval; the same scripted reviewer under two
+    model names gives a paired comparison that says "not distinguishable"."""
+    with ScriptedModelServer(policy=reviewer_policy) as model:
+        (tmp_path / "dsh.toml").write_text(config_text(model.base_url))
+        proc = dsh("github-reviewer", "eval", "--only", "py-order-search-sql", "--only",
+                   "py-pagination", "--model", "scripted/deepseek-v4-flash", "--model",
+                   "scripted/deepseek-v4-pro", "--repeat", "2", "--yes", "--out",
+                   str(tmp_path / "out"), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 cases × 2 configuration(s) × 2 runs" in proc.stderr and "8/8 in all" in proc.stderr
+    table = proc.stdout
+    assert "| scripted/deepseek-v4-flash | 4 (2 runs) |" in table
+    assert "recall [95% CI]" in table and "% [" in table
+    assert ("scripted/deepseek-v4-flash vs scripted/deepseek-v4-pro: 2 cases" in table
+            and "**not distinguishable from noise**" in table)
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    for cfg in report["configs"]:
+        s = cfg["summary"]
+        assert s["repeats"] == 2 and [r["repeat"] for r in cfg["cases"]] == [1, 1, 2, 2]
+        assert len(s["recall_ci95"]) == 2 and len(s["precision_ci95"]) == 2
+        assert s["f1_ci95"] is not None
+    (cmp,) = report["comparisons"]
+    assert cmp["distinguishable"] is False and cmp["runs"] == 4
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "<h2>Paired comparisons</h2>" in html and "not distinguishable from noise" in html
