@@ -10,7 +10,13 @@ measured on the code before this change (quoted, not re-measured).
 
 3. The reviewer's PR list over 10,000 PRs (a PR session and a work record each, plus 100 PRs
    known only from a record): `/prs` warm, `/api/github-reviewer/prs` (paged) warm, and the
-   first request of a fresh process over a home without a web index (cold start).
+   first request of a fresh process over a home without a web index (cold start). Issue 31
+   item 2 adds the CPU a `/prs` request costs the process (all its threads, the refreshes the
+   request starts behind included): back to back, and one request every 2.2 s as a browser
+   that reloads (so every request finds the work records' copy stale and refreshed); and the
+   time from a restart over the saved index to the first real page (not "building").
+   `--compare <dir>` runs table 3 also on the code in <dir> (a checkout of the code before a
+   change) in a subprocess and prints both.
 
 Usage: nice python bench/web.py [--quick] [--prs-only]
        (--quick: 1,000 sessions only, 10 s of viewers; --prs-only: only table 3)
@@ -260,18 +266,54 @@ async def pr_list_rows(count: int = 10_000) -> list[tuple[str, str, str, str]]:
                 api.append(time.perf_counter() - t)
                 size = len(r.content)
                 assert r.status_code == 200
-        await h.close()
+            cpu = time.process_time()
+            for _ in range(10):
+                assert (await c.get("/prs", params={"page": 3})).status_code == 200
+            back_to_back = (time.process_time() - cpu) / 10 * 1000
+            cpu = time.process_time()
+            rounds = 5
+            for _ in range(rounds):
+                await asyncio.sleep(2.2)   # a reload every 2.2 s: the records copy is stale
+                assert (await c.get("/prs")).status_code == 200
+            await asyncio.sleep(2.2)   # the refresh the last request started, counted too
+            paced = (time.process_time() - cpu - 0.0) / rounds * 1000
+        await h.close()   # the web index is saved; a new process starts over it
+        restart = await first_page_after_restart(tmp)
     warm, api_ms = statistics.median(times[1:]) * 1000, statistics.median(api[1:]) * 1000
     return [(f"/prs, {count:,} PRs: first request (cold)", BEFORE["cold"], f"{cold:,.0f}", ""),
             ("  until the list is served", "-", f"{ready:,.0f}", ""),
             (f"/prs, {count:,} PRs: warm", BEFORE["/prs warm"], f"{warm:,.0f}", "<= 300"),
             (f"API prs, {count:,} PRs: warm", BEFORE["/api/github-reviewer/prs"],
-             f"{api_ms:,.0f} ({size / 1e3:,.0f} kB)", "")]
+             f"{api_ms:,.0f} ({size / 1e3:,.0f} kB)", ""),
+            ("/prs CPU per request, back to back", "230-380 (issue 31)",
+             f"{back_to_back:,.0f}", "<= 50"),
+            ("/prs CPU per request, one per 2.2 s", "230-380 (issue 31)", f"{paced:,.0f}",
+             "<= 50"),
+            ("restart over the saved index: first page", "~12,000 (issue 31)",
+             f"{restart:,.0f}", "<= 2,000")]
+
+
+async def first_page_after_restart(tmp: str) -> float:
+    """A new process over the home (its saved web index, its records): ms until ``/prs``
+    answers with the list instead of the "building" page."""
+    h = pr_harness(tmp)
+    try:
+        app = build_app(h)
+        async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app),
+                                      base_url="http://127.0.0.1", timeout=600) as c:
+            t = time.perf_counter()
+            while (await c.get("/prs")).status_code == 503:   # noqa: ASYNC110 (a client)
+                await asyncio.sleep(0.1)
+            return (time.perf_counter() - t) * 1000
+    finally:
+        await h.close()
 
 
 async def main() -> None:
     quick = "--quick" in sys.argv
     rows = []
+    if "--compare" in sys.argv:
+        return compare(sys.argv[sys.argv.index("--compare") + 1], quick)
     if "--prs-only" in sys.argv:
         rows += await pr_list_rows(1_000 if quick else 10_000)
         return report(rows)
@@ -281,6 +323,26 @@ async def main() -> None:
     rows += await pr_list_rows(1_000 if quick else 10_000)
     rows += await live_rows(10 if quick else 30)
     report(rows)
+
+
+def compare(old_tree: str, quick: bool) -> None:
+    """Table 3 on the code in ``old_tree`` and on this code, each in its own process."""
+    here = str(Path(__file__).resolve().parents[1])
+    args = [sys.executable, __file__, "--prs-only", *(["--quick"] if quick else [])]
+    outs = {}
+    for label, tree in (("before", old_tree), ("now", here)):
+        env = {**os.environ, "PYTHONPATH": tree}
+        proc = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
+        # report()'s fixed columns: name 42, before 20, now 10, goal 8.
+        outs[label] = {line[:42].strip(): (line[43:63].strip(), line[64:74].strip(),
+                                           line[75:].strip())
+                       for line in proc.stdout.splitlines()
+                       if len(line) > 64 and not line[:1].isdigit()
+                       and not line.startswith(("request", "("))}
+    print(f"{'request (ms)':<42} {'before (measured)':>20} {'now':>10} {'goal':>8}")
+    for name, (_, now, goal) in outs["now"].items():
+        old = outs["before"].get(name, ("", "-", ""))[1]
+        print(f"{name:<42} {old:>20} {now:>10} {goal:>8}")
 
 
 def report(rows: list[tuple[str, str, str, str]]) -> None:

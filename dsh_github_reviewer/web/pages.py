@@ -23,7 +23,7 @@ from ..app.pr_state import LAST_TURN, from_facts, from_record
 from ..app.status import status_data
 from ..core.clock import utcnow
 from ..core.session_key import parse_session_id
-from ..work.records import DOMAIN, PrRecord, pr_key, split_pr_key
+from ..work.records import DOMAIN, PRS, PrRecord, pr_key, split_pr_key
 from ..work.store import WorkStore
 from . import attention, noise
 from .facts import web_url
@@ -213,6 +213,7 @@ class RecordCache:
         self.records: dict[tuple, tuple[PrRecord, str]] = {}
         self.read_at: float | None = None
         self._task: asyncio.Task | None = None
+        self._texts: dict[str, str] = {}   # stored key -> the text its record was parsed from
 
     async def get(self, harness: Any) -> dict[tuple, tuple[PrRecord, str]]:
         if self.read_at is None:
@@ -230,15 +231,32 @@ class RecordCache:
             log.exception("reading the PR records for the web UI failed")
 
     async def _read(self, harness: Any) -> None:
+        """Reads the stored texts and validates only those that changed since the last read;
+        ``records`` stays the same object when nothing changed (the list then re-aggregates
+        nothing): at 10,000 PRs a refresh costs a read of the texts, not 10,000 validations."""
         app = ReviewerApp.of(harness)
         domain = await harness.storage.domain(DOMAIN)
+        texts = dict(await domain.texts(PRS))
+        old = self._texts
+        if texts == old and self.read_at is not None:
+            self.read_at = time.monotonic()
+            return
+        by_key = {(k[0], f"{k[1]}/{k[2]}", k[3]): v for k, v in self.records.items()}
+        changed = [k for k, t in texts.items() if old.get(k) != t]
+
+        def parse() -> dict[str, PrRecord]:
+            return {k: domain.parse(PRS, k, texts[k]) for k in changed}  # type: ignore[misc]
+        fresh = await asyncio.to_thread(parse) if len(changed) > 200 else parse()
         out: dict[tuple, tuple[PrRecord, str]] = {}
-        for acct in app.configured.values():
-            for key, rec in (await WorkStore(domain, acct.key).prs()).items():
-                _, repo, number = split_pr_key(key)
-                owner, _, name = repo.partition("/")
-                out[(acct.key, owner, name, number)] = (rec, acct.config.web_url)
-        self.records, self.read_at = out, time.monotonic()
+        for key in texts:
+            account, repo, number = split_pr_key(key)
+            acct = app.configured.get(account)
+            if acct is None:
+                continue
+            owner, _, name = repo.partition("/")
+            rec = fresh.get(key) or by_key[(account, repo, number)][0]
+            out[(account, owner, name, number)] = (rec, acct.config.web_url)
+        self.records, self._texts, self.read_at = out, texts, time.monotonic()
 
 
 async def states_of(harness: Any, rows: list[PrRow],
@@ -329,8 +347,12 @@ def register(router: Any) -> None:
         pass   # built outside a loop: PR pages show the state of the PR's last turn
 
     async def current() -> PrIndex:
-        index.build(await router.catalog.entries())
-        index.with_records(await records.get(router.harness))
+        # The first request after a start reads the session index and the work records at
+        # once (each mostly in a worker thread).
+        entries, recs = await asyncio.gather(router.catalog.entries(),
+                                             records.get(router.harness))
+        index.build(entries)
+        index.with_records(recs)
         return index
 
     async def prs_page(request):

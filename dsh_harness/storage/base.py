@@ -250,6 +250,17 @@ class Domain:
         text = await self._stored.get(table, key)
         return None if text is None else self._parse(table, key, text)
 
+    async def texts(self, table: str) -> list[tuple[str, str]]:
+        """Every (key, stored JSON text) of a table, sorted by key, unvalidated: for a reader
+        that keeps validated copies and parses only the texts that changed since its last
+        read (``parse`` validates one)."""
+        self._model(table)
+        return await self._stored.items(table)
+
+    def parse(self, table: str, key: str, text: str) -> BaseModel:
+        """A text ``texts`` returned, validated like every read (``StorageError`` if bad)."""
+        return self._parse(table, key, text)
+
     async def all(self, table: str) -> dict[str, BaseModel]:
         self._model(table)
         items = await self._stored.items(table)

@@ -8,9 +8,11 @@ changed the digests) the index is built in the background: a request waits for i
 ``COLD_WAIT_S``, then gets ``IndexBuilding`` (the app answers 503 with a page that says how far
 the build is and reloads itself). Requests never wait for the directory scan once the index is
 loaded: a page is served from memory and, when the last scan is older than ``scan_ttl_s``, a
-background scan refreshes the index for the next request. Session pages follow one log the same
-way (``LiveLog``), so a poll of a growing log reads only its new lines. Nothing here writes a
-session log: reading never resumes a session.
+background scan refreshes the index for the next request. A scan stats every log (10,000
+logs: ~0.1 s of CPU), so the interval also grows with what the last scan cost (``SCAN_BUDGET``
+times it, at most ``SCAN_MAX_S``): scans stay a small share of the CPU however big the home.
+Session pages follow one log the same way (``LiveLog``), so a poll of a growing log reads only
+its new lines. Nothing here writes a session log: reading never resumes a session.
 """
 
 from __future__ import annotations
@@ -35,10 +37,15 @@ log = logging.getLogger(__name__)
 LOG_CACHE_SIZE = 32
 INDEX_VERSION = 4  # bump when digest.fold or a facts fold changes: persisted indexes rebuild
 SCAN_TTL_S = 2.0
+SCAN_BUDGET = 40   # the next scan waits at least 40 times the CPU the last one took
+SCAN_MAX_S = 20.0  # ... but never longer than this (a busy `dsh run` inflates the measure)
 # The index file is rewritten after a big change at once, else at most this often (a live
 # session changes every poll; losing recent updates only means re-reading those tails).
 SAVE_EVERY_S = 30.0
 COLD_WAIT_S = 3.0  # longer than any small home needs: only big cold starts see the page
+# A start over a saved index only loads it and stats the logs (10,000 sessions: about a second
+# of CPU): the request waits for that rather than show "building" for an index that exists.
+INDEX_WAIT_S = 15.0
 
 
 class IndexBuilding(Exception):
@@ -124,6 +131,7 @@ class SessionCatalog:
         self._groups: tuple[list, list] | None = None
         self._totals: tuple[list, dict] | None = None
         self._persist_key = self._key()
+        self._scan_cpu = 0.0  # CPU seconds the last scan took (its own thread's and the loop's)
         self._read = 0  # logs read by the running scan (the cold-start page shows it)
         self._to_read: int | None = None
 
@@ -150,19 +158,29 @@ class SessionCatalog:
         if self._scanned_at is None:
             if self._scan_task is None or self._scan_task.done():
                 self._scan_task = asyncio.create_task(self.refresh(), name="dsh-web-index")
+            wait = INDEX_WAIT_S if self._saved_index_exists() else COLD_WAIT_S
             try:
-                await asyncio.wait_for(asyncio.shield(self._scan_task), COLD_WAIT_S)
+                await asyncio.wait_for(asyncio.shield(self._scan_task), wait)
             except TimeoutError:
                 raise IndexBuilding(self._read, self._to_read) from None
-        elif (time.monotonic() - self._scanned_at > self.scan_ttl_s
+        elif (time.monotonic() - self._scanned_at > max(self.scan_ttl_s, min(
+                SCAN_MAX_S, SCAN_BUDGET * self._scan_cpu))
               and (self._scan_task is None or self._scan_task.done())):
             self._scan_task = asyncio.create_task(self._background_refresh(),
                                                   name="dsh-web-scan")
         return self._sorted
 
+    def _saved_index_exists(self) -> bool:
+        try:
+            return self.index_path.stat().st_size > 0
+        except OSError:
+            return False
+
     async def _background_refresh(self) -> None:
         try:
+            cpu = time.process_time()   # every thread's: the stats run in a worker thread
             await self.refresh()
+            self._scan_cpu = time.process_time() - cpu
         except Exception:  # the next request tries again; the index in memory stays served
             log.exception("web index refresh failed")
 

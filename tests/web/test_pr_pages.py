@@ -350,3 +350,41 @@ async def test_a_pr_without_a_session_is_listed_counted_and_linked(tmp_path, ser
             assert "/sessions/github%3Ademo%3Aacme%3Ashop%3Apr%3A7" in status
     finally:
         await h.close()
+
+
+async def test_the_records_copy_validates_only_what_changed(tmp_path, server):
+    """Issue 31 item 2: the list's copy of the work records is refreshed every 2 s; at 10,000
+    PRs validating them all each time cost most of a CPU. Only changed texts are parsed, and
+    an unchanged store leaves the copy (and the list's aggregates) as they were."""
+    from datetime import UTC, datetime
+
+    from dsh_github_reviewer.web.pages import RecordCache
+    from dsh_github_reviewer.work.records import DOMAIN, PrRecord, pr_key
+    from dsh_github_reviewer.work.store import WorkStore
+
+    h = account_harness(tmp_path, server)
+    try:
+        domain = await h.storage.domain(DOMAIN)
+        store = WorkStore(domain, "demo")
+        now = datetime.now(UTC)
+        for n in (1, 2, 3):
+            await store.update_pr(pr_key("demo", "acme/shop", n), lambda _, n=n: PrRecord(
+                head_sha="a" * 40, status="reviewed", updated_at=now, title=f"PR {n}"))
+        parsed: list[str] = []
+        real = domain.parse
+        domain.parse = lambda table, key, text: parsed.append(key) or real(table, key, text)
+        cache = RecordCache()
+        await cache._read(h)
+        first = cache.records
+        assert len(parsed) == 3 and len(first) == 3
+        await cache._read(h)
+        assert cache.records is first and len(parsed) == 3, "nothing changed: nothing parsed"
+        await store.update_pr(pr_key("demo", "acme/shop", 2),
+                              lambda r: r.model_copy(update={"title": "Renamed"}))
+        await cache._read(h)
+        assert len(parsed) == 4 and cache.records is not first
+        assert cache.records[("demo", "acme", "shop", 2)][0].title == "Renamed"
+        assert cache.records[("demo", "acme", "shop", 1)][0] is first[("demo", "acme", "shop",
+                                                                        1)][0]
+    finally:
+        await h.close()
