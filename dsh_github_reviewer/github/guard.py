@@ -103,9 +103,9 @@ class GuardTurn:
     # Findings refused because their severity was missing or invalid (the model was told
     # how to resend them); the session log's tool results carry the same fact as their note.
     severity_refusals: int = 0
-    # The bot's open threads on the PR (root comment id -> "path:line (first words)"), as the
-    # review message lists them: the ones submit_pending may name as fixed.
-    fixable: dict[int, str] = field(default_factory=dict)
+    # The bot's open threads on the PR (root comment id -> ("path:line", its first words)), as
+    # the review message lists them: the ones submit_pending may name as fixed.
+    fixable: dict[int, tuple[str, str]] = field(default_factory=dict)
     # Lines code adds to the review body (e.g. that the PR edits the files steering it).
     body_notes: list[str] = field(default_factory=list)
     # github-mcp-server reported a GitHub rate limit (429, primary or secondary limit).
@@ -307,7 +307,7 @@ class Guard:
         fixed = out.get("fixedThreads", [])
         unknown = [i for i in fixed if i not in turn.fixable]
         if unknown:
-            known = ", ".join(f"{i} ({w})" for i, w in turn.fixable.items()) or "none"
+            known = ", ".join(f"{i} ({w})" for i, (w, _) in turn.fixable.items()) or "none"
             raise Rejected(f"fixedThreads {unknown} are not your open threads on this PR; "
                            f"open threads: {known}")
         turn.draft.fixed = list(fixed)

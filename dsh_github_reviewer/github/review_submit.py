@@ -68,7 +68,7 @@ class Draft:
     # The bot's earlier threads the model says this push fixed (resolved after posting), and
     # each as people know it ("path:line (first words)"), for the review body.
     fixed: list[int] = field(default_factory=list)
-    fixed_labels: list[str] = field(default_factory=list)
+    fixed_labels: list[tuple[str, str]] = field(default_factory=list)
 
 
 LISTED_CHARS = 600
@@ -82,6 +82,13 @@ NOTE_CHARS = 4_000          # one file-level comment
 
 def _code(text: str) -> str:
     return text.replace("`", "'")
+
+
+def _words(text: str, limit: int = 60) -> str:
+    """A finding's first words, cut at a word boundary."""
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0].rstrip(" ,;:") + "…"
 
 
 def _listed(c: DraftComment) -> str:
@@ -177,9 +184,8 @@ def review_payload(draft: Draft, body: str, trigger: Trigger | str
     if draft.fixed_labels:
         # Which findings, by place and first words: thread ids are internal.
         parts.append("**Fixed since the last review:**\n\n" + "\n".join(
-            f"- `{_code(label.split(' (', 1)[0])}`"
-            + (f" ({redact_secrets(label.split(' (', 1)[1])}" if " (" in label else "")
-            for label in draft.fixed_labels))
+            f"- `{_code(where)}`" + (f" ({redact_secrets(_words(first))})" if first else "")
+            for where, first in draft.fixed_labels))
     if draft.fixed:
         parts.append(fixed_marker(draft.fixed))
     parts.append(review_marker(trigger))

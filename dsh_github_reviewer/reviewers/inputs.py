@@ -135,8 +135,7 @@ async def review_turn_message(acct: ConnectedAccount, pr: PullRequest, previous_
     if prepared.kind != "first":
         # Each thread as people know it: its place and its first words (a review body that
         # says what it fixed names these, never the internal thread id).
-        turn.fixable = {i: f"{where} ({first[:60]})" if first else where
-                        for i, (where, first) in prepared.open_threads.items()}
+        turn.fixable = dict(prepared.open_threads)
     extra, note = repo_turn_notes(instructions, [f.filename for f in prepared.files or []])
     if extra:
         text += "\n\n" + extra

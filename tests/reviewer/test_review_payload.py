@@ -75,3 +75,14 @@ def test_a_long_listing_stays_under_githubs_body_limit_and_says_how_many_were_le
     assert "**`big.py`**: **[major]** yyy" in body and "[cut: too long]" in body
     assert f"…and {300 - shown} more finding(s) not listed here" in body
     assert "summary comment" in body and body.endswith(review_marker("t"))
+
+
+def test_fixed_findings_are_named_by_place_and_first_words_never_by_thread_id():
+    draft = Draft("h", [], fixed=[1012, 1013], fixed_labels=[
+        ("shop/orders.py:10", "SQL built by string concatenation is injectable through the "
+                              "search box"),
+        ("a`b.py:3", "")])
+    body, _ = review_payload(draft, "S", "t")
+    assert ("**Fixed since the last review:**\n\n- `shop/orders.py:10` (SQL built by string "
+            "concatenation is injectable through the…)\n- `a'b.py:3`") in body
+    assert "1012" not in body.split("<!--", 1)[0], "thread ids only in the hidden marker"
