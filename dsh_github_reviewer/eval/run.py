@@ -30,6 +30,7 @@ from dsh_harness import DeploymentConfig, DshError, Harness, LoadedConfig
 from ..app import ReviewerApp
 from ..app.webhooks import start_receivers, stop_receivers
 from ..config import ReviewerConfig
+from ..core.clock import utcnow
 from ..core.session_key import PrKey
 from ..testing import LoopbackPortDenied, SandboxGitHub
 from ..testing.deployment import Deployment
@@ -248,6 +249,10 @@ class _Poller:
 
 SETTLE_POLL_S = 0.1
 REPOLL_S = 2.0
+# The PR's work is idle and owes nothing, yet its review is neither posted nor failed (a state
+# the bot parks a PR in, e.g. a draft): after this long the case is collected as it stands
+# (the collection names the recorded reason) instead of waiting for ever.
+IDLE_S = 300.0
 
 
 async def _settled(dep: Deployment, poller: _Poller, case: Case, sha: str) -> None:
@@ -258,13 +263,18 @@ async def _settled(dep: Deployment, poller: _Poller, case: Case, sha: str) -> No
     store = await dep.store(ACCOUNT)
     assert dep.work is not None
     lane = dep.work.scheduler.lanes.get(ACCOUNT)
-    waited = 0.0
+    waited = idle = 0.0
     while True:
         rec = await store.pr(key)
         busy = lane is not None and key in lane.running
         if rec is not None and rec.head_sha == sha and not busy and not rec.fixes and (
                 rec.reviewed_head_sha == sha or rec.last_failed_sha == sha
                 or rec.status == "gave_up"):
+            return
+        waiting = rec is not None and rec.not_before is not None and rec.not_before > utcnow()
+        idle = idle + SETTLE_POLL_S if rec is not None and rec.head_sha == sha and not busy \
+            and not waiting else 0.0
+        if idle >= IDLE_S:
             return
         await asyncio.sleep(SETTLE_POLL_S)
         waited += SETTLE_POLL_S

@@ -3,6 +3,7 @@ sandbox GitHub (real github-mcp-server, records, worker, guard) and get exact sc
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -180,3 +181,23 @@ def test_reports_in_the_home_are_owner_only(tmp_path):
     assert {f.name.split("-")[0] for f in files} >= {"latest.json", "report", "running.json"}
     for f in files:
         assert stat.S_IMODE(os.stat(f).st_mode) == 0o600, f
+
+
+async def test_a_case_the_bot_parks_is_collected_not_waited_for(tmp_path, monkeypatch):
+    """A PR the bot never reviews (here: opened as a draft, whose work waits until it is ready)
+    does not hang the run: once its work has been idle for IDLE_S the case is collected, as a
+    failure naming why."""
+    from dsh_github_reviewer.eval import run as run_module
+    from dsh_github_reviewer.testing.sandbox_state import SandboxState
+
+    monkeypatch.setattr(run_module, "IDLE_S", 1.0)
+    real = SandboxState.open_pull
+
+    def as_draft(self, *a, **kw):
+        return real(self, *a, **{**kw, "draft": True})
+    monkeypatch.setattr(SandboxState, "open_pull", as_draft)
+    (c,) = [x for x in load_cases() if x.id == "py-pagination"]
+    async with asyncio.timeout(120):  # without the guard this would wait for ever: fail instead
+        res, requests = await _run(tmp_path, [c], "perfect")
+    (run,) = res.runs
+    assert run.reviewed == [] and run.error is not None and requests == []
