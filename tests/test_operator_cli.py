@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from dsh_github_reviewer.testing import SandboxGitHub
 from tests.cli_kit import PAT, dsh, one_line_error, reviewer_toml, write_pem
 
 pytestmark = pytest.mark.slow
@@ -139,14 +140,28 @@ def test_web_port_out_of_range_and_busy_port(tmp_path):
             f'home = "state"\n[web]\nenabled = true\nport = {port}\n')
         err = one_line_error(dsh("run", cwd=tmp_path, timeout=30))
         assert f"web UI cannot listen on 127.0.0.1:{port}" in err
-        # The webhook receiver's own listener on the busy port: the same, one line.
+        # The webhook receiver's own listener on the busy port: the same, one line. (A
+        # reachable GitHub: the account learns its own login before anything listens.)
         webhook = (f'\n[plugins.github-reviewer.webhook]\nenabled = true\nsecret = "s"\n'
                    f'port = {port}\n')
-        (tmp_path / "dsh.toml").write_text(reviewer_toml(
-            account=f'personal_access_token = "{PAT}"\napi_url = "http://127.0.0.1:9"\n'
-                    'repositories = ["acme/shop"]', extra_blocks=webhook))
-        err = one_line_error(dsh("run", cwd=tmp_path, env=KEYS, timeout=60))
+        with SandboxGitHub() as sb:
+            sb.add_token("bot", PAT)
+            (tmp_path / "dsh.toml").write_text(reviewer_toml(
+                account=f'personal_access_token = "{PAT}"\napi_url = "{sb.api_url}"\n'
+                        'repositories = ["acme/shop"]', extra_blocks=webhook))
+            err = one_line_error(dsh("run", cwd=tmp_path, env=KEYS, timeout=60))
         assert f"webhook receiver cannot listen on 127.0.0.1:{port}" in err
+
+
+def test_run_without_the_bots_identity_says_so_in_one_line(tmp_path):
+    """Issue 27: an account whose own login GitHub cannot tell (and that never learned it)
+    does not start: one line naming the account, never a fallback that trusts markers."""
+    (tmp_path / "dsh.toml").write_text(reviewer_toml(
+        account=f'personal_access_token = "{PAT}"\napi_url = "http://127.0.0.1:9"\n'
+                'repositories = ["acme/shop"]'))
+    err = one_line_error(dsh("run", cwd=tmp_path, env=KEYS, timeout=60))
+    assert "accounts[main]: cannot learn the bot's own GitHub login" in err
+    assert PAT not in err
 
 
 # -- 6: config check rejects what run rejects (one validation) ---------------------------------
