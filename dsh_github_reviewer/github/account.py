@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx2
 
 from ..config import AccountConfig, McpSettings
+from ..core.sanitizer import redact_secrets
 from ..core.triggers import BotIdentity
 from .auth import AppAuth, PatAuth, load_private_key
 from .client import GitHubClient
@@ -109,7 +110,8 @@ async def learn_identity(client: GitHubClient, auth: PatAuth | AppAuth) -> BotId
             return BotIdentity(login)
     except (GitHubError, AuthError, ValueError) as exc:
         raise IdentityError(
-            "cannot learn the bot's own GitHub login (" + str(exc)[:300] + "); it is needed to "
+            "cannot learn the bot's own GitHub login (" + redact_secrets(str(exc))[:300]
+            + "); it is needed to "
             "tell the bot's posts from others' (only its own markers count), so the account "
             "does not start without it") from None
 
