@@ -3,18 +3,19 @@
 Both configurations' report entries (``report["configs"][i]``, from one run or from two runs'
 reports) are reduced to what they share: the same case, repeat and defect. Recall is compared
 per defect with the exact McNemar test (defects only A found against defects only B found); F1
-with a paired bootstrap over the shared cases (the same resampled cases for both). The two are
-**distinguishable** when McNemar's p < 0.05 or F1's difference has a 95 % interval that excludes
-0; otherwise the difference is within what chance gives on this many cases.
+with a paired sign-flip permutation test over the shared cases (each case's two results swapped
+or not). The two are **distinguishable** when either test gives p < 0.025 (0.05 split over the
+two tests); otherwise the difference is within what chance gives on this many cases. F1's
+difference also gets a paired-bootstrap 95 % interval, as a size.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .stats import Bootstrap, f1_of, mcnemar_exact, paired_bootstrap
+from .stats import Bootstrap, f1_of, mcnemar_exact, paired_bootstrap, paired_permutation
 
-ALPHA = 0.05
+ALPHA = 0.05  # split over the two tests (Bonferroni)
 
 
 def _rows(cfg: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
@@ -59,14 +60,16 @@ def compare(a: dict[str, Any], b: dict[str, Any], judged: bool = False) -> dict[
     f1a = f1_of(*[sum(r[k] for r in rows_a) for k in range(4)]) if cases else None
     f1b = f1_of(*[sum(r[k] for r in rows_b) for k in range(4)]) if cases else None
     pairs = only_a + only_b + both + neither
-    distinct = p < ALPHA or (interval is not None and (interval[0] > 0 or interval[1] < 0))
+    p_f1 = paired_permutation(rows_a, rows_b) if cases else 1.0
+    distinct = min(p, p_f1) < ALPHA / 2
     return {"a": a["label"], "b": b["label"], "judged": judged, "cases": len(cases),
             "runs": len(shared), "defects": pairs, "found_by_a_only": only_a,
             "found_by_b_only": only_b, "found_by_both": both, "found_by_neither": neither,
             "recall_diff": round((only_a - only_b) / pairs, 4) if pairs else None,
             "mcnemar_p": round(p, 6),
             "f1_diff": None if f1a is None or f1b is None else round(f1a - f1b, 4),
-            "f1_diff_ci95": interval, "distinguishable": distinct,
+            "f1_diff_ci95": interval, "f1_permutation_p": round(p_f1, 6),
+            "distinguishable": distinct,
             "verdict": ("distinguishable" if distinct else "not distinguishable from noise")}
 
 

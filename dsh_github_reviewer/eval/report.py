@@ -146,7 +146,8 @@ def comparison_line(c: dict[str, Any]) -> str:
     return (f"{c['a']} vs {c['b']}{' (judge-confirmed)' if c['judged'] else ''}: "
             f"{c['cases']} cases, {c['defects']} defects; found only by the first "
             f"{c['found_by_a_only']}, only by the second {c['found_by_b_only']} (exact McNemar "
-            f"p = {c['mcnemar_p']:.3g}); F1 difference {f1}: **{c['verdict']}**")
+            f"p = {c['mcnemar_p']:.3g}); F1 difference {f1} (permutation p = "
+            f"{c.get('f1_permutation_p', 1.0):.3g}): **{c['verdict']}**")
 
 
 def markdown(report: dict[str, Any]) -> str:

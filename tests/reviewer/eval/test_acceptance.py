@@ -92,3 +92,21 @@ def test_paired_comparison_tells_a_difference_from_noise(corpus):
     assert s["repeats"] == 2 and s["cases"] == 2 * len(corpus)
     lo, hi = s["recall_ci95"]
     assert lo < s["recall"] < hi and s["f1_ci95"][0] <= s["f1"] <= s["f1_ci95"][1]
+
+
+def test_a_difference_in_precision_alone_is_told_apart_and_a_few_cases_are_not(corpus):
+    """Same recall (McNemar sees nothing), very different precision: the F1 permutation test
+    tells them apart. Three missed defects on eight cases are not enough to tell anything."""
+    from datetime import UTC, datetime
+
+    report = build_report(corpus, [_config(corpus, "perfect", "a/perfect"),
+                                   _config(corpus, "every_line", "a/noisy")],
+                          started_at=datetime.now(UTC))
+    (cmp,) = report["comparisons"]
+    assert cmp["mcnemar_p"] == 1.0 and cmp["f1_permutation_p"] < 0.001
+    assert cmp["distinguishable"]
+    few = corpus[:8]
+    report = build_report(few, [_config(few, "perfect", "a/perfect"),
+                                _config(few, "half", "a/half")], started_at=datetime.now(UTC))
+    (cmp,) = report["comparisons"]
+    assert cmp["found_by_a_only"] >= 1 and not cmp["distinguishable"], cmp

@@ -36,3 +36,18 @@ def test_bootstrap_is_seeded_and_covers_the_figure():
     same = paired_bootstrap(Bootstrap(len(rows)), rows, rows)
     assert same == [0.0, 0.0]
     assert f1_interval(Bootstrap(0), []) is None
+
+
+def test_permutation_test_of_f1():
+    from dsh_github_reviewer.eval.stats import paired_permutation
+
+    rows = [(1, 1, 1, 1)] * 8
+    assert paired_permutation(rows, rows) == 1.0
+    # Three of eight cases differ, all one way: of the 2^3 swaps, the observed one and its
+    # mirror are the most extreme - p = 2/8, not a difference this few cases can show.
+    half = [(0, 0, 0, 1)] * 3 + [(1, 1, 1, 1)] * 5
+    assert paired_permutation(rows, half) == 0.25
+    # Forty cases, every one the same way: far beyond chance (seeded, so the same each time).
+    many_a, many_b = [(1, 1, 1, 1)] * 40, [(1, 4, 1, 1)] * 40
+    p = paired_permutation(many_a, many_b)
+    assert p < 0.001 and p == paired_permutation(many_a, many_b)
