@@ -49,13 +49,16 @@ def user_namespace_root() -> bool:
 
 
 @functools.cache
-def available() -> bool:
+def available(python: str | None = None) -> bool:
     """Whether this user may make a user and network namespace here (``unshare`` present and
-    the kernel allowing unprivileged user namespaces)."""
+    the kernel allowing unprivileged user namespaces) and run ``python`` (default this one)
+    inside it: privileges that let a process reach its interpreter outside (e.g. a venv under
+    a root-only directory) do not carry into a new user namespace."""
     if shutil.which("unshare") is None:
         return False
     try:
-        done = subprocess.run(["unshare", "--user", "--map-root-user", "--net", "true"],
+        done = subprocess.run(["unshare", "--user", "--map-root-user", "--net",
+                               python or sys.executable, "-c", ""],
                               capture_output=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return False
