@@ -96,7 +96,7 @@ class Verdict:
 
 
 _LINE = re.compile(
-    r"^\s*(?:[-*]\s*)?#?(\d{1,4})\s*[.):]?\s*\**\s*(keep|drop|lower)\b\**"
+    r"^\s*(?:[-*]\s*)?\**(?:finding\s*)?#?(\d{1,4})\**\s*[.):]?\s*\**\s*(keep|drop|lower)\b\**"
     r"(?:\s+(?:to\s+)?(critical|major|minor|nit)\b)?\s*(?:[—–:-]+\s*)?(.*)$", re.I)
 
 

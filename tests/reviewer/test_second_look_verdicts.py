@@ -62,3 +62,13 @@ def test_the_review_body_says_what_the_second_look_did():
     assert "a.py:3: the loop stops in time" in alone
     assert body_note(SecondLookOutcome(trigger="t", head="h", checked=[c("keep")]),
                      summary=True) == ""
+
+
+def test_common_variants_of_the_format_are_read():
+    text = ("Finding 1: drop — a.py:2: unreachable\n"
+            "**2.** **keep** — b.py:3: real\n"
+            "#3 lower to nit: c.py:4: cosmetic\n")
+    got = parse_verdicts(text, 3, ["major", "major", "minor"])
+    assert [(v.action, v.severity) for v in got] == [("drop", None), ("keep", None),
+                                                     ("lower", "nit")]
+    assert got[2].reason == "c.py:4: cosmetic"
