@@ -146,6 +146,9 @@ def body_note(outcome: SecondLookOutcome, *, summary: bool) -> str:
     and where the dropped ones are listed — the summary comment, or (``review.summary =
     false``) the body itself, collapsed."""
     dropped, lowered = outcome.dropped, outcome.lowered
+    if outcome.error is not None and outcome.checked:
+        return (f"The second look could not check the {len(outcome.checked)} drafted "
+                "finding(s), so all of them were posted unchecked.")
     if not dropped and not lowered:
         return ""
     parts = [f"A second look checked the {len(outcome.checked)} drafted finding(s) before "

@@ -211,3 +211,29 @@ async def test_without_a_summary_comment_the_review_body_lists_the_dropped(tmp_p
         assert "Off-by-one" in listed and "**dropped:** shop/cart.py:2" in listed
     finally:
         await dep.stop()
+
+
+def verifier_fails(req):
+    from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
+
+    if req.last_user_text().startswith("Flow: verify"):
+        raise LookupError("scripted failure of the verifier")
+    return reviewer_policy(req)
+
+
+async def test_a_failed_second_look_posts_every_finding_and_says_so(tmp_path, sandbox80):
+    from dsh_harness.testing import ScriptedModelServer
+
+    build_shop(sandbox80)
+    with ScriptedModelServer(policy=verifier_fails) as model:
+        dep = await Deployment(tmp_path, sandbox80, model, extra_account=VERIFY).start()
+        try:
+            await dep.tick()
+            (review,) = dep.reviews()
+            assert len(sandbox80.state.comments_of_review(review.id)) == 3, "nothing lost"
+            assert "The second look could not check the 3 drafted finding(s)" in review.body
+            assert (await dep.entry()).status == "reviewed"
+            (saved,) = await outcomes((await dep.store()).domain, "demo:acme/shop#1")
+            assert saved.error and not saved.dropped
+        finally:
+            await dep.stop()

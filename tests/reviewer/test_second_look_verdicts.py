@@ -62,6 +62,10 @@ def test_the_review_body_says_what_the_second_look_did():
     assert "a.py:3: the loop stops in time" in alone
     assert body_note(SecondLookOutcome(trigger="t", head="h", checked=[c("keep")]),
                      summary=True) == ""
+    failed = SecondLookOutcome(trigger="t", head="h", checked=[c("keep")], error="boom")
+    assert body_note(failed, summary=True) == (
+        "The second look could not check the 1 drafted finding(s), so all of them were posted "
+        "unchecked.")
 
 
 def test_common_variants_of_the_format_are_read():
