@@ -58,15 +58,36 @@ def _alive(pid: int) -> bool:
     return True
 
 
+# What a report of another version (or a file that is not one) raises while it is shown.
+FAILED = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+
+
+def _clean(running: dict[str, Any]) -> dict[str, Any] | None:
+    """What the page shows of ``running.json``, with the types it formats (None: unreadable)."""
+    try:
+        return {"started_at": str(running.get("started_at", "")),
+                "configs": [str(c) for c in running.get("configs") or []],
+                "config": str(running.get("config") or ""),
+                "done": int(running.get("done") or 0), "cases": int(running.get("cases") or 0),
+                "spent_usd": float(running.get("spent_usd") or 0.0),
+                **{k: running[k] for k in ("pid", "host", "updated_at", "repeats")
+                   if k in running}}
+    except FAILED:
+        return None
+
+
 def running_state(running: dict[str, Any] | None, now: datetime | None = None
                   ) -> tuple[dict[str, Any] | None, str | None]:
     """(the run under way, or None; a note when ``running.json`` is left from a run that is
     gone)."""
     if not isinstance(running, dict):
         return None, None
+    shown = _clean(running)
+    if shown is None:
+        return None, "running.json cannot be read (another version?); no run is shown."
     now = now or utcnow()
     pid, host = running.get("pid"), running.get("host")
-    if isinstance(pid, int) and host == socket.gethostname() and not _alive(pid):
+    if type(pid) is int and pid > 0 and host == socket.gethostname() and not _alive(pid):
         return None, (f"An eval started {running.get('started_at')} stopped without finishing "
                       f"(process {pid} is gone); its report, if any, is below.")
     stamp = running.get("updated_at")
@@ -74,10 +95,11 @@ def running_state(running: dict[str, Any] | None, now: datetime | None = None
         at = datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
     except ValueError:
         at = None
-    if at is not None and "pid" in running and (now - at).total_seconds() > STALE_S:
+    if at is not None and at.tzinfo is not None and "pid" in running \
+            and (now - at).total_seconds() > STALE_S:
         return None, (f"An eval started {running.get('started_at')} has not reported since "
                       f"{stamp}; it is taken to have stopped.")
-    return running, None
+    return shown, None
 
 
 def history(home: Path) -> list[dict[str, Any]]:
@@ -100,8 +122,8 @@ def history(home: Path) -> list[dict[str, Any]]:
                         "configs": [{"label": c["label"], "recall": c["summary"]["recall"],
                                      "precision": c["summary"]["precision"],
                                      "f1": c["summary"]["f1"]} for c in report["configs"]]})
-        except (KeyError, TypeError) as exc:
-            out.append({"run": stamp, "error": f"another report version (missing {exc})"})
+        except FAILED as exc:
+            out.append({"run": stamp, "error": f"another report version ({exc!r})"})
     return out
 
 
@@ -176,8 +198,8 @@ def _page(home: Path, params: dict[str, str]) -> dict[str, Any]:
         else:
             try:
                 parts.append(comparison_html(a, b, compare_runs(ra, rb)))
-            except (KeyError, TypeError) as exc:
-                error = f"cannot compare these runs (another report version: missing {exc})"
+            except FAILED as exc:
+                error = f"cannot compare these runs (another report version: {exc!r})"
     path = report_path(home, shown) if shown else latest_path(home)
     report, load_error = _load(path) if path is not None else (None, "not a run")
     if shown and report is None:
@@ -186,9 +208,12 @@ def _page(home: Path, params: dict[str, str]) -> dict[str, Any]:
     if report is not None:
         try:
             parts.append(html_fragment(report))
-        except (KeyError, TypeError) as exc:  # a report from another version
-            error = f"{path.name if path else 'report'} cannot be shown: missing {exc}"
-    parts.append(history_html(history(home), shown))
+        except FAILED as exc:  # a report from another version, or not the eval's
+            error = f"{path.name if path else 'report'} cannot be shown: {exc!r}"
+    try:
+        parts.append(history_html(history(home), shown))
+    except FAILED as exc:
+        error = error or f"the history cannot be shown: {exc!r}"
     running, _ = _load(running_path(home))
     running, note = running_state(running)
     if note:
