@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -56,6 +57,18 @@ DEFAULT_PROCESS_CAP = 16
 LEASE_TTL_S = 60.0
 # How often a replica asks again for a concurrency slot while every slot is held elsewhere.
 SLOT_RETRY_S = 0.5
+
+
+def renew_every(ttl_s: float) -> float:
+    """How often a held lease is renewed: three tries before it would expire."""
+    return ttl_s / 3
+
+
+def renewal_overdue(now: float, deadline: float, ttl_s: float) -> bool:
+    """After a failed renewal (database away): whether to give the lease up now. The lease is
+    still ours until ``deadline`` (the fence's local one); one more try (``renew_every``) would
+    come too close to it once less than a sixth of the lease is left."""
+    return now >= deadline - ttl_s / 6
 
 
 @dataclass
@@ -270,7 +283,7 @@ class Scheduler:
         try:
             await lane.worker.acknowledge(key, fence)
         finally:
-            lane.acks.pop(key, None)
+            del lane.acks[key]
             lane.changed.set()
 
     async def _sleep(self, lane: AccountLane, seconds: float | None) -> None:
@@ -369,7 +382,7 @@ class Scheduler:
     async def _renew_slot(self, lease: Lease) -> None:
         assert self.leases is not None
         while True:
-            await asyncio.sleep(self.lease_ttl_s / 3)
+            await asyncio.sleep(renew_every(self.lease_ttl_s))
             try:
                 if await self.leases.renew(lease, self.lease_ttl_s) is None:
                     # Taken over after it expired: the cap may be passed by one until this
@@ -384,42 +397,42 @@ class Scheduler:
         held until about when that lease would expire) or the lease was lost mid-way."""
         assert self.leases is not None
         leases, ttl = self.leases, self.lease_ttl_s
-        loop = asyncio.get_running_loop()
-        asked = loop.time()
+        asked = time.monotonic()
         lease = await leases.acquire(f"pr:{key}", ttl)
         if lease is None:
             lane.held[key] = self.clock() + timedelta(seconds=ttl)
             lane.elsewhere.add(key)
             return False
         lane.elsewhere.discard(key)
-        work: asyncio.Task[None] | None = None
+        work: list[asyncio.Task[None]] = []
 
         def stop_work() -> None:
             # The fence learnt that the lease is lost. From the keeper (or a reaction task):
             # cancel the work. From the work itself (a refused write), its ``FencedOut`` is
             # already on its way up; a cancel would replace it mid-unwinding.
-            if work is not None and asyncio.current_task() is not work:
-                work.cancel()
+            for task in work:
+                if task is not asyncio.current_task():
+                    task.cancel()
 
-        fence = LeaseFence(leases, lease, ttl, granted_at=asked, clock=loop.time,
-                           on_lost=stop_work)
+        fence = LeaseFence(leases, lease, ttl, granted_at=asked, on_lost=stop_work)
         lane.fences[key] = fence
         with leases.fenced(fence):  # the work's task copies the fence with the context
-            work = asyncio.create_task(lane.worker.run(key, fence), name=f"pr-work:{key}")
-        keeper = asyncio.create_task(self._keep(fence, work), name=f"pr-lease:{key}")
+            work.append(asyncio.create_task(lane.worker.run(key, fence),
+                                            name=f"pr-work:{key}"))
+        keeper = asyncio.create_task(self._keep(fence, work[0]), name=f"pr-lease:{key}")
         try:
-            await asyncio.shield(work)
+            await asyncio.shield(work[0])
         except asyncio.CancelledError:
             if not fence.lost:  # stop(): cancel the work itself too
-                work.cancel()
-                await asyncio.gather(work, return_exceptions=True)
+                work[0].cancel()
+                await asyncio.wait(work)
                 raise
         except LeaseLost as exc:  # a write refused before the fence knew: now it does
             fence.lose(str(exc))
         finally:
-            lane.fences.pop(key, None)
+            del lane.fences[key]
             keeper.cancel()
-            await asyncio.gather(keeper, return_exceptions=True)
+            await asyncio.wait([keeper])
             try:  # (a lease taken over is not deleted: the token differs)
                 await leases.release(fence.lease)
             except Exception as exc:  # it expires by itself
@@ -435,16 +448,15 @@ class Scheduler:
         """Renew the lease while the work runs; once it cannot be renewed the fence is lost
         (which cancels the work)."""
         assert self.leases is not None
-        loop = asyncio.get_running_loop()
         ttl = self.lease_ttl_s
         while not work.done():
-            await asyncio.sleep(ttl / 3)
-            asked = loop.time()
+            await asyncio.sleep(renew_every(ttl))
+            asked = fence.clock()
             try:
                 renewed = await self.leases.renew(fence.lease, ttl)
             except Exception as exc:  # database away: still ours until it would expire
                 log.warning("%s: cannot renew the work lease: %s", fence.lease.name, exc)
-                if loop.time() < fence.deadline - ttl / 6:
+                if not renewal_overdue(fence.clock(), fence.deadline, ttl):
                     continue
                 fence.lose("the work lease could not be renewed before it expired")
                 return

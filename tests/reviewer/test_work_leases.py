@@ -512,3 +512,195 @@ async def test_a_waiting_pr_stops_waiting_for_a_command_or_when_gone(reactions):
     assert (A in lane.waiting) == (not reactions), "a command does not wait for a turn"
     assert B not in lane.waiting, "a PR gone from the records stops waiting"
     assert set(lane.due) == {A}
+
+
+# -- details the end-to-end tests cannot see -----------------------------------------------------
+
+def test_a_lease_is_renewed_three_times_per_lease_and_given_up_with_a_sixth_left():
+    from dsh_github_reviewer.work.scheduler import renew_every, renewal_overdue
+
+    assert renew_every(3.0) == 1.0 and renew_every(60.0) == 20.0
+    # deadline 100, ttl 60: a failed renewal gives up once 10 s (a sixth) or less are left.
+    assert not renewal_overdue(89.9, 100.0, 60.0)
+    assert renewal_overdue(90.0, 100.0, 60.0) and renewal_overdue(95.0, 100.0, 60.0)
+
+
+async def test_the_work_proves_its_lease_and_runs_in_named_tasks():
+    table = LocalLeaseTable()
+    store = Store([A])
+    seen = {}
+
+    async def prove(key, fence):
+        await fence.check("POST repos/o/r/pulls/1/reviews")  # a renewal with the token
+        seen["tasks"] = {t.get_name() for t in asyncio.all_tasks()}
+        seen["expires"] = table.leases[f"pr:{A}"].expires_at
+    sched, _, worker = replica(table, "r1", store, ttl=30,
+                               make=lambda s, r: Worker(s, r, action=prove))
+    lane = sched.lanes["a"]
+    lane.elsewhere.add(A)  # found leased elsewhere once; now it gets the lease
+    sched.start()
+    await asyncio.wait_for(sched.drain("a"), 5)
+    assert {f"pr-work:{A}", f"pr-lease:{A}"} <= seen["tasks"]
+    assert not worker.fences[A].lost and A not in lane.elsewhere and not store.owed
+    await sched.stop(1)
+
+
+async def test_a_renewal_keeps_the_lease_and_moves_the_fences_deadline(caplog):
+    table = LocalLeaseTable()
+    store = Store([A])
+    hold = asyncio.Event()
+    leases = LocalLeases("r1", table)
+    renewed = []
+    real = leases.renew
+
+    async def counted(lease, ttl_s):
+        got = await real(lease, ttl_s)
+        renewed.append((lease, ttl_s, got))
+        return got
+    leases.renew = counted  # type: ignore[method-assign]
+    sched = Scheduler(clock=lambda: NOW, leases=leases, lease_ttl_s=0.3)
+    worker = sched.add_account("a", store, lambda r, c: Worker(store, r, hold=hold), 60, 2)
+    with caplog.at_level(logging.WARNING):
+        sched.start()
+        await worker.started.wait()
+        fence = worker.fences[A]
+        first = fence.deadline
+        await until(lambda: len(renewed) >= 2, "renewed twice")
+        assert all(ttl == 0.3 and got is not None for _, ttl, got in renewed)
+        assert fence.lease == renewed[-1][2] or fence.lease == renewed[-2][2]
+        assert fence.deadline > first and not fence.lost
+        hold.set()
+        await asyncio.wait_for(sched.drain("a"), 5)
+    assert not table.leases and not caplog.records, "released, nothing to warn about"
+    await sched.stop(1)
+
+
+async def test_stopping_cancels_the_leased_work_cleanly(caplog):
+    table = LocalLeaseTable()
+    store = Store([A])
+    hold = asyncio.Event()
+    sched, _, worker = replica(table, "r1", store, make=lambda s, r: Worker(s, r, hold=hold))
+    with caplog.at_level(logging.WARNING):
+        sched.start()
+        await worker.started.wait()
+        await sched.stop(0.01)
+    assert worker.cancelled.is_set() and not sched.lanes["a"].running
+    assert [r.getMessage() for r in caplog.records] == [
+        "stopping: 1 PR work item(s) still running after 0 s were interrupted; they resume "
+        "at the next start"]
+
+
+async def test_the_exact_words_of_a_lost_work_lease(caplog):
+    table = LocalLeaseTable()
+    store = Store([A])
+
+    async def lost(key, fence):
+        raise LeaseLost("lease 'pr:a:o/r#1' with token 1 is no longer held by r1")
+    sched, _, _ = replica(table, "r1", store, make=lambda s, r: Worker(s, r, action=lost))
+    with caplog.at_level(logging.WARNING):
+        sched.start()
+        await until(lambda: A in sched.lanes["a"].held, "held")
+    assert [r.getMessage() for r in caplog.records] == [
+        "pr:a:o/r#1: lease 'pr:a:o/r#1' with token 1 is no longer held by r1; this replica "
+        "stops the work and writes nothing more (the new holder of the lease does it)"]
+    await sched.stop(1)
+
+
+async def test_the_exact_words_when_renewals_fail_until_the_lease_would_expire(caplog):
+    table = LocalLeaseTable()
+    store = Store([A])
+    hold = asyncio.Event()
+    leases = Flaky("r1", table)
+    leases.down = True
+    sched = Scheduler(clock=lambda: NOW, leases=leases, lease_ttl_s=0.3)
+    worker = sched.add_account("a", store, lambda r, c: Worker(store, r, hold=hold), 60, 2)
+    with caplog.at_level(logging.WARNING):
+        sched.start()
+        await asyncio.wait_for(worker.cancelled.wait(), 5)
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages[0] == f"pr:{A}: cannot renew the work lease: leases on db: connection refused"
+    assert messages[-1] == (
+        f"pr:{A}: the work lease could not be renewed before it expired; this replica stops "
+        "the work and writes nothing more (the new holder of the lease does it)")
+    await sched.stop(1)
+
+
+async def test_the_exact_words_when_the_work_lease_was_taken_over(caplog):
+    table = LocalLeaseTable()
+    store = Store([A])
+    hold = asyncio.Event()
+    sched, _, worker = replica(table, "r1", store, ttl=3.0,
+                               make=lambda s, r: Worker(s, r, hold=hold))
+    with caplog.at_level(logging.WARNING):
+        sched.start()
+        await worker.started.wait()
+        current = table.leases[f"pr:{A}"]
+        table.leases[f"pr:{A}"] = Lease(current.name, "r2", 99, current.expires_at)
+        fence = worker.fences[A]
+        fence.deadline += 3600  # (a starved machine must not make it the deadline's words)
+        await asyncio.wait_for(worker.cancelled.wait(), 10)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"pr:{A}: the work lease was taken over after it expired; this replica stops the work "
+        "and writes nothing more (the new holder of the lease does it)"]
+    await sched.stop(1)
+
+
+async def test_a_slot_lease_is_renewed_while_its_turn_runs(caplog):
+    table = LocalLeaseTable()
+    leases = LocalLeases("r1", table)
+    sched = Scheduler(clock=lambda: NOW, leases=leases, lease_ttl_s=0.09)
+    with caplog.at_level(logging.WARNING):
+        async with sched._shared_slot("slot:reviews:a", 1):
+            first = table.leases["slot:reviews:a:0"].expires_at
+            await until(lambda: table.leases["slot:reviews:a:0"].expires_at > first,
+                        "renewed")
+            other = await LocalLeases("r2", table).acquire("slot:reviews:a:0", 60)
+            assert other is None, "a renewed slot is still ours"
+    assert not caplog.records and not table.leases
+
+
+async def test_the_exact_words_of_a_failed_slot_renewal(caplog):
+    table = LocalLeaseTable()
+    leases = Flaky("r1", table)
+    sched = Scheduler(clock=lambda: NOW, leases=leases, lease_ttl_s=0.06)
+    with caplog.at_level(logging.WARNING):
+        async with sched._shared_slot("slot:reviews:a", 1):
+            leases.down = True
+            await until(lambda: caplog.records, "a failed renewal")
+            leases.down = False
+    assert caplog.records[0].getMessage() == (
+        "cannot renew the slot lease slot:reviews:a:0: leases on db: connection refused")
+
+
+async def test_drain_counts_its_passes_and_waits_for_work_due_now():
+    store = Store([])
+    sched = Scheduler(clock=lambda: NOW)
+    sched.add_account("a", store, lambda r, c: Worker(store, r), 60, 2)
+    lane = sched.lanes["a"]
+    lane.rescan, lane.passes = False, 5
+    await asyncio.wait_for(sched.drain("a"), 1)  # nothing due, nothing running
+    assert lane.passes == 6
+    lane.due = {A: NOW}  # due now, not yet started (no dispatcher): drain must wait for it
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(sched.drain("a"), 0.05)
+    assert lane.wakeup.is_set(), "and it wakes the dispatcher to run it"
+    lane.due = {}
+    lane.dirty = {A}
+    lane.wakeup.clear()
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(sched.drain("a"), 0.05)
+    assert lane.wakeup.is_set()
+
+
+async def test_start_runs_one_named_dispatcher_per_account_and_stop_ends_it():
+    store = Store([])
+    sched = Scheduler(clock=lambda: NOW)
+    sched.add_account("a", store, lambda r, c: Worker(store, r), 60, 2)
+    for _ in range(2):  # a scheduler starts again after a stop
+        sched.start()
+        assert sched._stopping is False
+        dispatcher = sched.lanes["a"].task
+        assert dispatcher is not None and dispatcher.get_name() == "scheduler:a"
+        await asyncio.sleep(0)
+        await sched.stop(1)
+        assert dispatcher.done() and sched.lanes["a"].task is None
