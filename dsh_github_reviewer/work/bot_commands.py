@@ -31,6 +31,14 @@ DISMISSAL = re.compile(
     r"not an? (bug|issue|problem|defect)|expected behaviou?r|works as (intended|expected)|"
     r"won'?t fix|wontfix|as designed)\b", re.I)
 _NUMBER = re.compile(r"^#?([1-9][0-9]{0,8})$")
+# A reply read before its author's 👎 on the finding (a webhook delivers the reply at once):
+# read again this many times, this long apart, before it is taken as teaching nothing.
+TEACH_RECHECKS = 2
+TEACH_RECHECK_S = 300.0
+
+
+class NotYet(Exception):
+    """A reply that teaches nothing yet: no 👎 from its author (so far), no dismissal."""
 
 
 def lessons_of(ctx: WorkContext) -> LessonStore:
@@ -164,6 +172,8 @@ async def _teach(ctx: WorkContext, key: str, cmd: Command) -> str | None:
         source = "vote"
     elif DISMISSAL.search(cmd.message):
         source = "reply"
+    elif cmd.rechecks < TEACH_RECHECKS:
+        raise NotYet(f"reply {cmd.comment_id}: no 👎 from {cmd.author} on the finding yet")
     else:
         return None
     lesson = await lessons_of(ctx).teach(

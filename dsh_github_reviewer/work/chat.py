@@ -58,7 +58,11 @@ class CommandProcedure:
         owner, name, number = repo_of(key)
         if cmd.action != "chat":
             # The bot's own commands: no model turn, no PR read (``bot_commands``).
-            await bot_commands.answer(ctx, key, cmd)
+            try:
+                await bot_commands.answer(ctx, key, cmd)
+            except bot_commands.NotYet as why:
+                await self._recheck(key, cmd, str(why))
+                return
             await self._done(key, cmd)
             return
         if await already_replied(ctx.client, owner, name, number, cmd, ctx.acct.identity):
@@ -104,6 +108,18 @@ class CommandProcedure:
                         break
             return e
         await self.ctx.store.update_pr(key, apply)
+
+    async def _recheck(self, key: str, cmd: Command, why: str) -> None:
+        """A thread reply read again later (not a failed attempt): its author's 👎 may follow."""
+        wait = max(bot_commands.TEACH_RECHECK_S, 3 * self.ctx.cfg.poll_interval_s)
+        until = self.ctx.clock() + timedelta(seconds=wait)
+
+        def later(c: Command) -> Command:
+            c.rechecks += 1
+            c.next_attempt_at = until
+            return c
+        await self._update(key, cmd, later)
+        log.info("%s: %s; read again at %s", key, why, until.isoformat())
 
     async def _done(self, key: str, cmd: Command) -> None:
         await self._update(key, cmd, lambda c: None)

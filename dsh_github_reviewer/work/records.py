@@ -86,6 +86,9 @@ class Command(Record):
     last_error: str | None = None
     # When the last counted attempt failed: `run --once` names a pass's failed attempts.
     last_failed_at: datetime | None = None
+    # "teach": how often the reply was read again for a 👎 its author may have added after
+    # replying (``work/bot_commands.py``, ``TEACH_RECHECKS``).
+    rechecks: int = Field(default=0, ge=0)
 
 
 class Reaction(Record):

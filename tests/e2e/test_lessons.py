@@ -178,3 +178,40 @@ async def test_a_reply_read_while_github_fails_teaches_later_and_never_a_notice(
         assert len(await store.active(REPO)) == 1
     finally:
         await dep.stop()
+
+
+async def test_a_thumbs_down_after_the_reply_still_teaches(tmp_path, sandbox80, model):
+    """The reply was read before its author's 👎 (a webhook delivers it at once): it is read
+    again a few minutes later, and then teaches; a reply that never gets one teaches nothing
+    and leaves the queue after the last re-read."""
+    from dsh_github_reviewer.work.bot_commands import TEACH_RECHECKS
+
+    from .fault_kit import Clock
+
+    build_shop(sandbox80)
+    st = sandbox80.state
+    clock = Clock(sandbox80)
+    dep = await Deployment(tmp_path, sandbox80, model, clock=clock).start()
+    try:
+        await dep.tick()
+        roots = st.comments_of_review(dep.reviews()[0].id)
+        evals = next(c for c in roots if "eval" in c.body)
+        sql = next(c for c in roots if "SQL" in c.body)
+        st.add_review_comment(REPO, 1, "maintainer", LESSON, path=evals.path,
+                              line=evals.line, in_reply_to=evals.id)
+        st.add_review_comment(REPO, 1, "maintainer", "Will look at it next week.",
+                              path=sql.path, line=sql.line, in_reply_to=sql.id)
+        await dep.tick()
+        store = LessonStore(await dep.harness.storage.domain("dsh_github_reviewer"), "demo")
+        assert await store.active(REPO) == []
+        assert len((await dep.entry()).queued) == 2, "both wait to be read again"
+        st.react(evals.id, "maintainer", "-1")
+        for _ in range(TEACH_RECHECKS):
+            clock.skip(600)
+            await dep.tick()
+        (lesson,) = await store.active(REPO)
+        assert lesson.text == LESSON and lesson.source == "vote"
+        rec = await dep.entry()
+        assert rec.queued == [] and not rec.notices, "the other reply taught nothing, quietly"
+    finally:
+        await dep.stop()
