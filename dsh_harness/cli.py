@@ -175,6 +175,13 @@ async def cmd_run(harness: Harness, args: argparse.Namespace) -> int:
     return 0
 
 
+def say_error(error: object) -> None:
+    """An error on stderr, every problem on a line starting ``dsh:`` (a config with several
+    problems lists one a line); indented lines continue the problem above them."""
+    for line in str(error).splitlines() or [""]:
+        print(line if line[:1].isspace() else f"dsh: {line}", file=sys.stderr)
+
+
 async def cmd_sessions_list(harness: Harness, args: argparse.Namespace) -> int:
     summaries = await harness.sessions.summaries()
     if args.json:
@@ -400,33 +407,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
         if setup_error:
-            print(f"dsh: {setup_error}", file=sys.stderr)
+            say_error(setup_error)
         parser.print_help()
         return 2 if setup_error else 0
     needs_config = getattr(args, "needs_config", True)
     if callable(needs_config):  # e.g. dsh web --generate-token needs none
         needs_config = needs_config(args)
     if harness is None or (setup_error and needs_config):
-        print(f"dsh: {setup_error}", file=sys.stderr)
+        say_error(setup_error)
         return 1
     if needs_config and not harness.loaded.found:
         # Acting on a deployment without its config would idle, or create .dsh/ here.
-        print(f"dsh: {harness.loaded.missing_message(_command_name(args))}", file=sys.stderr)
+        say_error(harness.loaded.missing_message(_command_name(args)))
         return 1
     try:
         return asyncio.run(_invoke(args.handler, harness, args))
     except DshError as exc:
-        print(f"dsh: {exc}", file=sys.stderr)
+        say_error(exc)
         return 1
     except BrokenPipeError as exc:
         if _stdout_closed():   # `dsh sessions list | head`: the reader has all it wanted
             return 141         # what a shell reports for a writer stopped by SIGPIPE
         log.debug("OSError", exc_info=True)
-        print(f"dsh: {exc} (run with -vv for the traceback)", file=sys.stderr)
+        say_error(f"{exc} (run with -vv for the traceback)")
         return 1
     except OSError as exc:  # a port, a permission, a full disk: the operator's to fix
         log.debug("OSError", exc_info=True)
-        print(f"dsh: {exc} (run with -vv for the traceback)", file=sys.stderr)
+        say_error(f"{exc} (run with -vv for the traceback)")
         return 1
     except KeyboardInterrupt:
         return 130

@@ -110,15 +110,19 @@ class ReviewerApp:
             names = ", ".join(f"{a.instance}.accounts[{a.config.name}]" for a in missing)
             # A PAT account without repositories idles: name the variable the example reads
             # them from, or a user who sets only the token waits for reviews that never come.
-            repos = ("; a token account also needs its repositories: set GITHUB_REPOSITORIES "
-                     "(owner/repo names, comma or space separated, e.g. octo-org/service; "
-                     "the example dsh.toml reads repositories from it), else it idles"
-                     if any(not a.config.repositories for a in missing) else "")
-            raise SetupError(
-                f"no GitHub credentials for {names}: set GITHUB_TOKEN (a ghp_/github_pat_/gho_ "
-                f"token used by dsh.toml's personal_access_token){repos}; or configure a "
-                f"GitHub App (app_id, installation_id, private_key_path). {self._model_key()} "
-                "To see the bot work without either, run: dsh github-reviewer demo")
+            # One remedy a line: a single 500-character line is read by nobody.
+            lines = [f"no GitHub credentials for {names}. Either:",
+                     "  - set GITHUB_TOKEN (a ghp_/github_pat_/gho_ token: dsh.toml's "
+                     "personal_access_token)"]
+            if any(not a.config.repositories for a in missing):
+                lines.append("    and GITHUB_REPOSITORIES (owner/repo names, comma or space "
+                             "separated): without them a token account idles")
+            lines.append("  - or configure a GitHub App (app_id, installation_id, "
+                         "private_key_path)")
+            if self._model_key():
+                lines.append(f"  {self._model_key()}")
+            lines.append("  To see the bot work without either, run: dsh github-reviewer demo")
+            raise SetupError("\n".join(lines))
 
     def _model_key(self) -> str:
         """Where the default model's key comes from (any provider, not only DeepSeek)."""
