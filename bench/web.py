@@ -267,9 +267,9 @@ async def pr_list_rows(count: int = 10_000) -> list[tuple[str, str, str, str]]:
                 size = len(r.content)
                 assert r.status_code == 200
             cpu = time.process_time()
-            for _ in range(10):
+            for _ in range(30):   # background refreshes they start are counted in
                 assert (await c.get("/prs", params={"page": 3})).status_code == 200
-            back_to_back = (time.process_time() - cpu) / 10 * 1000
+            back_to_back = (time.process_time() - cpu) / 30 * 1000
             cpu = time.process_time()
             rounds = 5
             for _ in range(rounds):
@@ -278,7 +278,7 @@ async def pr_list_rows(count: int = 10_000) -> list[tuple[str, str, str, str]]:
             await asyncio.sleep(2.2)   # the refresh the last request started, counted too
             paced = (time.process_time() - cpu - 0.0) / rounds * 1000
         await h.close()   # the web index is saved; a new process starts over it
-        restart = await first_page_after_restart(tmp)
+        restart, restart_cpu = await first_page_after_restart(tmp)
     warm, api_ms = statistics.median(times[1:]) * 1000, statistics.median(api[1:]) * 1000
     return [(f"/prs, {count:,} PRs: first request (cold)", BEFORE["cold"], f"{cold:,.0f}", ""),
             ("  until the list is served", "-", f"{ready:,.0f}", ""),
@@ -290,21 +290,22 @@ async def pr_list_rows(count: int = 10_000) -> list[tuple[str, str, str, str]]:
             ("/prs CPU per request, one per 2.2 s", "230-380 (issue 31)", f"{paced:,.0f}",
              "<= 50"),
             ("restart over the saved index: first page", "~12,000 (issue 31)",
-             f"{restart:,.0f}", "<= 2,000")]
+             f"{restart:,.0f}", "<= 2,000"),
+            ("  CPU it took (all threads)", "-", f"{restart_cpu:,.0f}", "")]
 
 
-async def first_page_after_restart(tmp: str) -> float:
+async def first_page_after_restart(tmp: str) -> tuple[float, float]:
     """A new process over the home (its saved web index, its records): ms until ``/prs``
-    answers with the list instead of the "building" page."""
+    answers with the list instead of the "building" page, and the CPU ms it took."""
     h = pr_harness(tmp)
     try:
         app = build_app(h)
         async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app),
                                       base_url="http://127.0.0.1", timeout=600) as c:
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), time.process_time()
             while (await c.get("/prs")).status_code == 503:   # noqa: ASYNC110 (a client)
                 await asyncio.sleep(0.1)
-            return (time.perf_counter() - t) * 1000
+            return (time.perf_counter() - t) * 1000, (time.process_time() - cpu) * 1000
     finally:
         await h.close()
 

@@ -35,7 +35,7 @@ from . import digest as dg
 log = logging.getLogger(__name__)
 
 LOG_CACHE_SIZE = 32
-INDEX_VERSION = 4  # bump when digest.fold or a facts fold changes: persisted indexes rebuild
+INDEX_VERSION = 5  # bump when digest.fold or a facts fold changes: persisted indexes rebuild
 SCAN_TTL_S = 2.0
 SCAN_BUDGET = 40   # the next scan waits at least 40 times the CPU the last one took
 SCAN_MAX_S = 20.0  # ... but never longer than this (a busy `dsh run` inflates the measure)
