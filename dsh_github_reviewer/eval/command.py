@@ -109,9 +109,11 @@ def _by_language(cases: list[Case], n_clean: int, n_dirty: int) -> list[Case]:
             kinds = sorted((k for k in have if left[k] > 0), key=lambda k: -left[k])
             if kinds:
                 kind = kinds[0]
-            elif have and lang not in covered:
+            elif have and lang not in covered and (
+                    left[not have[0]] > 1 or any(c.clean is not have[0] for c in picked)):
                 # Every language once before the shares: this one has only the kind whose
-                # share is used up, so it takes one place of the other kind.
+                # share is used up, so it takes one place of the other kind — never the last
+                # place of a kind not yet picked (at least one of each kind).
                 kind = have[0]
                 left[not kind] -= 1
                 left[kind] += 1
