@@ -321,8 +321,10 @@ class Guard:
             raise ToolFailed(f"submitting the review failed: {exc}") from None
         # The review's URL goes to the session log (the web UI links it), not to the model.
         url = review.html_url if review.html_url.startswith(("https://", "http://")) else None
+        # The submit is the review turn's task: the turn ends here (no request only for a
+        # closing text; whatever the model still had to say, it said with this call).
         return ToolText(f"Submitted with {len(turn.draft.comments)} comment(s).",
-                        note=f"review {url}" if url else None)
+                        note=f"review {url}" if url else None, ends_turn=True)
 
     async def add_comment_to_pending_review(self, args: dict[str, Any], ctx: ToolContext) -> str:
         turn = self._turn(ctx, write=True)

@@ -325,6 +325,7 @@ class Agent:
             if not msg.tool_calls:
                 await session.record(StepEnd, turn=turn, step=step)
                 return msg.content
+            ended: str | None = None
             for call in msg.tool_calls:
                 await session.record(ToolCallStarted, turn=turn, call_id=call.id,
                                      name=call.name, arguments=call.arguments)
@@ -334,7 +335,14 @@ class Agent:
                                     world.tool_result_limit)
                 await session.record(ToolResult, turn=turn, call_id=call.id, name=call.name,
                                      content=out.content, is_error=out.is_error, note=out.note)
+                if out.ends_turn and not out.is_error:
+                    ended = out.content
             await session.record(StepEnd, turn=turn, step=step)
+            if ended is not None:
+                # The task is done (``ToolText.ends_turn``): no request only for a closing
+                # text. The transcript ends with the tool result; the next turn's user message
+                # follows it, so the replayed prefix stays byte-identical.
+                return msg.content or ended
         raise LLMError(f"the model did not finish within {world.max_steps} steps")
 
     def request(self, turn: int) -> LLMRequest:

@@ -27,6 +27,7 @@ class ToolOutcome:
     content: str
     is_error: bool = False
     note: str | None = None
+    ends_turn: bool = False
 
 
 def cap(text: str, limit: int) -> str:
@@ -61,6 +62,7 @@ async def execute(tools: dict[str, Tool], call: ToolCall, ctx: ToolContext,
         return ToolOutcome(cap(f"tool {call.name} failed: {type(exc).__name__}: {exc}",
                                result_limit), True, "error")
     note = text.note if isinstance(text, ToolText) else None
+    ends = text.ends_turn if isinstance(text, ToolText) else False
     if not isinstance(text, str):
         text = json.dumps(text, ensure_ascii=False, sort_keys=True, default=str)
-    return ToolOutcome(cap(str(text), result_limit), note=note)
+    return ToolOutcome(cap(str(text), result_limit), note=note, ends_turn=ends)

@@ -52,13 +52,19 @@ class ToolContext:
 class ToolText(str):
     """A tool result with a note for the session log (``ToolResult.note``, shown by the web UI),
     never sent to the model: e.g. the URL of what the call posted, which the model does not
-    need but a person reading the session does."""
+    need but a person reading the session does.
+
+    ``ends_turn``: the call completed the turn's task (e.g. a review was submitted), so the
+    turn ends after this step without another model request; the step's own text is the
+    turn's answer. A model that still has something to say says it in that step."""
 
     note: str | None
+    ends_turn: bool
 
-    def __new__(cls, text: str, note: str | None = None) -> ToolText:
+    def __new__(cls, text: str, note: str | None = None, ends_turn: bool = False) -> ToolText:
         obj = super().__new__(cls, text)
         obj.note = note
+        obj.ends_turn = ends_turn
         return obj
 
 

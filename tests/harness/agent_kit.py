@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dsh_harness import Harness, hookimpl, parse_config
+from dsh_harness import Harness, ToolText, hookimpl, parse_config
 from dsh_harness.agents import AgentWorld, Tool
 
 SYSTEM = "You are a test agent. Use tools when asked."
@@ -24,6 +24,11 @@ async def slow(args: dict[str, Any], ctx) -> str:
 
 async def big(args: dict[str, Any], ctx) -> str:
     return "x" * int(args.get("n", 1000))
+
+
+async def done(args: dict[str, Any], ctx) -> str:
+    """The turn's task is complete (like the reviewer's submit): the turn ends here."""
+    return ToolText("submitted", ends_turn=True)
 
 
 def tool(name: str, handler, desc: str = "") -> Tool:
@@ -52,6 +57,8 @@ class WorldsPlugin:
             # A per-turn world input: the model of this attempt.
             return AgentWorld(system_prompt=SYSTEM, model=inputs["model"])
         tools = [tool("echo", echo), tool("slow", slow), tool("big", big)]
+        if session_id.startswith("test:done"):
+            tools.append(tool("done", done))
         if session_id.startswith("test:private"):
             tools.append(tool("private_only", echo))
         return AgentWorld(system_prompt=SYSTEM, tools=tools,

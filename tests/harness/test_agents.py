@@ -40,6 +40,33 @@ async def test_turn_with_tool_calls_is_logged_and_replayed(tmp_path, server):
     await h.close()
 
 
+async def test_a_tool_that_ends_the_turn_saves_the_closing_request(tmp_path, server):
+    """``ToolText(ends_turn=True)``: no model request only for a closing text; the next turn
+    appends to the same prefix (the transcript ends with the tool result)."""
+    server.push(Reply(content="posting it", tool_calls=[("echo", {"text": "a"}), ("done", {})]),
+                Reply(content="second turn"))
+    h = make_harness(tmp_path, server.base_url)
+    agent = await h.agents.create("test:done")
+    outcome = await agent.followup("do it")
+    assert outcome.ok and outcome.text == "posting it"
+    assert len(server.requests) == 1, "no request after the task was done"
+    second = await agent.followup("and again")
+    assert second.ok and second.text == "second turn"
+    first_messages, later = server.requests[0]["messages"], server.requests[1]["messages"]
+    assert canon(later[:len(first_messages)]) == canon(first_messages), "a stable prefix"
+    assert [m["role"] for m in later[len(first_messages):]] == [
+        "assistant", "tool", "tool", "user"]
+    await h.close()
+    # Replayed from the log, the transcript is the same.
+    h2 = make_harness(tmp_path, server.base_url)
+    resumed = await h2.agents.resume("test:done")
+    server.push(Reply(content="third"))
+    await resumed.followup("once more")
+    assert canon(server.requests[2]["messages"][:len(later)]) == canon(
+        later[:-1] + [later[-1]])
+    await h2.close()
+
+
 async def test_world_inputs_reach_the_world_hook_on_open_not_on_a_live_agent(tmp_path, server):
     server.push(Reply(content="one"), Reply(content="two"))
     h = make_harness(tmp_path, server.base_url)
