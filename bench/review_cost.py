@@ -68,6 +68,17 @@ async def scenario(stateless: bool) -> list[dict]:
 
 
 ISSUE_RATIO = 0.88  # issue 12: review 2 / review 1 after a one-line push, ~1,000-line PR
+# Issue 28's figures (output priced in), the code before it: r2/r1 at 100 and 1,000 lines.
+ISSUE28 = {100: 0.380, 1_000: 0.228}
+# deepseek-v4-flash, USD per 1M tokens: every figure below prices output too.
+PRICE = {"input": 0.14, "cache_read": 0.0028, "output": 0.28}
+
+
+def priced(row: dict) -> float:
+    """A turn's cost with output priced in (the session's ``cost_usd`` may leave it out)."""
+    return ((row["prompt_tokens"] - row["cache_hit_tokens"]) * PRICE["input"]
+            + row["cache_hit_tokens"] * PRICE["cache_read"]
+            + row["output_tokens"] * PRICE["output"]) / 1e6
 MODULES = ["svc/api.py", "svc/store.py", "svc/jobs.py", "svc/util.py"]
 
 
@@ -84,6 +95,20 @@ def pr_files(lines: int) -> dict[str, str]:
         out[name] = "\n".join(body[: lines // 4 - (4 if name == MODULES[-1] else 0)]) + "\n"
     out[MODULES[-1]] += "\n\ndef parse(expr: str):\n    return eval(expr)\n"
     return out
+
+
+def prefix_breaks(served) -> int:
+    """Requests of the PR's session whose cached prefix is shorter than the request before
+    it (a changed byte early in the prompt: the provider re-reads the rest uncached). The
+    simulator caches in 64-token blocks, so a shortfall of more than one block is a break."""
+    breaks, before = 0, None
+    for s in served:
+        if s.fault is not None:
+            continue
+        if before is not None and s.cache_hit_tokens < before - 64:
+            breaks += 1
+        before = s.prompt_tokens
+    return breaks
 
 
 async def size_scenario(lines: int) -> dict:
@@ -111,59 +136,64 @@ async def size_scenario(lines: int) -> dict:
         finally:
             await dep.stop()
         total = sum(len(t.splitlines()) for t in files.values())
-        return {"lines": total, "review1": rows[0], "review2": rows[1]}
+        return {"lines": total, "review1": rows[0], "review2": rows[1],
+                "breaks": prefix_breaks(model.served),
+                "requests": len([s for s in model.served if s.fault is None])}
 
 
 async def sizes() -> list[dict]:
     return [await size_scenario(n) for n in (100, 1_000, 5_000)]
 
 
+GOALS = {100: 0.25, 1_000: 0.15}
+
+
 def size_tables(new: list[dict], old: list[dict] | None) -> None:
-    print("\nRe-review after a one-line push (issue 12): review 2 / review 1 cost")
-    big = next(r for r in new if 900 <= r["lines"] <= 1_100)
-    ratio = big["review2"]["cost_usd"] / big["review1"]["cost_usd"]
-    if old:
-        ob = next(r for r in old if 900 <= r["lines"] <= 1_100)
-        before = (f"{ob['review2']['cost_usd'] / ob['review1']['cost_usd']:.2f} "
-                  f"(measured; issue: {ISSUE_RATIO:.2f})")
-    else:
-        before = f"{ISSUE_RATIO:.2f} (the issue's measured figure)"
-    print(f"{'PR':<28} | {'before':>34} | {'now':>6} | goal")
-    print(f"{str(big['lines']) + ' lines in 4 files':<28} | {before:>34} | {ratio:>6.2f} | "
-          "<= 0.25")
-    print("\nReview 2 after the same one-line push, by PR size (cost should stay flat)")
+    print("\nRe-review after a one-line push: review 2 / review 1 cost (output priced in)")
     head = (f"{'PR lines':>8} | {'review 1 $':>10} {'review 2 $':>10} {'r2 prompt':>9} "
-            f"{'r2 uncached':>11} {'r2/r1':>6}")
-    if old:
-        head += f" | {'before: review 2 $':>18} {'r2/r1':>6}"
+            f"{'r2 uncached':>11} {'r2 out':>6} {'reqs':>4} {'breaks':>6} | "
+            f"{'before r2/r1':>12} {'now r2/r1':>9} | goal")
     print(head)
     for i, r in enumerate(new):
         a, b = r["review1"], r["review2"]
-        line = (f"{r['lines']:>8} | {a['cost_usd']:>10.6f} {b['cost_usd']:>10.6f} "
-                f"{b['prompt_tokens']:>9} {b['prompt_tokens'] - b['cache_hit_tokens']:>11} "
-                f"{b['cost_usd'] / a['cost_usd']:>6.2f}")
+        ratio = priced(b) / priced(a)
         if old:
-            oa, ob = old[i]["review1"], old[i]["review2"]
-            line += f" | {ob['cost_usd']:>18.6f} {ob['cost_usd'] / oa['cost_usd']:>6.2f}"
-        print(line)
-    print("Review 2's uncached prompt stays flat; what grows with the PR is the cache-priced "
-          "replay of review 1 in the conversation.")
+            before = f"{priced(old[i]['review2']) / priced(old[i]['review1']):.3f}"
+        else:
+            near = next((v for k, v in ISSUE28.items() if abs(k - r["lines"]) < k // 10 + 10),
+                        None)
+            before = f"{near:.3f}*" if near is not None else "-"
+        goal = next((f"<= {v:.2f}" for k, v in GOALS.items()
+                     if abs(k - r["lines"]) < k // 10 + 10), "")
+        print(f"{r['lines']:>8} | {priced(a):>10.6f} {priced(b):>10.6f} "
+              f"{b['prompt_tokens']:>9} {b['prompt_tokens'] - b['cache_hit_tokens']:>11} "
+              f"{b['output_tokens']:>6} {r['requests']:>4} {r['breaks']:>6} | "
+              f"{before:>12} {ratio:>9.3f} | {goal}")
+    print("* the issue's measured figure (issue 28); run with --old-python for a live before.")
+    print("reqs: model requests of both reviews; breaks: requests whose cached prefix is "
+          "shorter than the request before it (goal 0).")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--old-python", help="interpreter with the older checkout installed")
-    parser.add_argument("--sizes-json", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--sizes-json", action="store_true",
+                        help="print only the PR-size scenarios, as JSON (a 'before' run)")
+    parser.add_argument("--before-json", help="the --sizes-json output of the code before")
+    parser.add_argument("--sizes-only", action="store_true", help="skip the demo table")
     args = parser.parse_args()
     if args.sizes_json:  # the --old-python child
         print(json.dumps(asyncio.run(sizes()), default=str))
         return
     old = None
+    if args.before_json:
+        old = json.loads(Path(args.before_json).read_text().strip().splitlines()[-1])
     if args.old_python:
         done = subprocess.run([args.old_python, __file__, "--sizes-json"], check=True,
                               capture_output=True, text=True, cwd="/")
         old = json.loads(done.stdout.strip().splitlines()[-1])
-    asyncio.run(demo_table())
+    if not args.sizes_only:
+        asyncio.run(demo_table())
     size_tables(asyncio.run(sizes()), old)
 
 

@@ -61,8 +61,10 @@ def team(stateless: bool) -> list[dict]:
                 if stateless:  # a job that restores nothing
                     sim.cache.entries.clear()
             start = len(model.served)
+            # fail-on never: the verdict ("cannot merge" with findings) must not read as a
+            # failed run here; only a run that posted nothing does.
             run = sim.run("pull_request", pull_request_event(sb, REPO, 1, action),
-                          inputs={"deepseek-api-key": "scripted",
+                          inputs={"deepseek-api-key": "scripted", "fail-on": "never",
                                   "model-base-url": model.base_url})
             if run.exit_code != 0:
                 sys.exit(f"team run failed:\n{run.output}")

@@ -24,28 +24,35 @@ from dsh_harness import DshError, Harness, error_lines
 from ..app import ReviewerApp
 from ..config import TeamSettings
 from ..core.sanitizer import redact_secrets
-from ..core.triggers import (
-    Trigger,
-    answers_command,
-    is_bot_review,
-    posted_trigger,
-    reply_marker,
-)
+from ..core.triggers import Trigger, answers_command, reply_marker
 from ..github.account import ConfiguredAccount, ConnectedAccount
-from ..github.errors import GitHubError, NotFound
-from ..github.models import PullRequest, Review
-from ..reviewers.inputs import facts
+from ..github.errors import GitHubError
+from ..github.models import PullRequest
 from ..reviewers.team import verdict
 from ..reviewers.team.personas import BUILT_IN, DEFAULT_TEAM, resolve
-from ..reviewers.team.review import TeamReview
-from ..turn.guidance import builtin_guidance
-from ..turn.prompts import TrustedInstructions, chat_message
+from ..turn.prompts import TrustedInstructions
+from ..work.context import ReviewDeps
+from ..work.procedure import (
+    INSTRUCTIONS_PATH,
+    AlreadyPosted,
+    Closed,
+    DraftWaits,
+    Failed,
+    Hooks,
+    MissingInstructions,
+    Outcome,
+    Posted,
+    Refused,
+    ReviewJob,
+    ReviewPr,
+    last_reviewed_head,
+    missing_message,
+)
 from .event import CiEnv, CiError, CiTask, load_payload, task_for
 from .summary import StepSummary, restored, since, spent
 
 log = logging.getLogger(__name__)
 
-INSTRUCTIONS_PATH = ".github/review_instructions.md"
 FAIL_ON = ("cannot-merge", "never")
 
 
@@ -82,58 +89,6 @@ def ci_account(acct: ConfiguredAccount, env: CiEnv, personas: list[str] | None
         "installation_id": None, "private_key_path": None, "api_url": env.api_url,
         "web_url": env.server_url, "repositories": [env.repository],
         "review": review.model_copy(update={"team": team})}))
-
-
-async def read_instructions(acct: ConnectedAccount, pr: PullRequest) -> TrustedInstructions | None:
-    """From the BASE repository (branch, then SHA), else ``default_instructions``, else the
-    built-in guidance (None only with ``review.require_instructions``)."""
-    base = pr.base.repo
-    assert base is not None
-    for ref in (pr.base.ref, pr.base.sha):
-        try:
-            text = await acct.client.get_file_text(base.owner.login, base.name,
-                                                   INSTRUCTIONS_PATH, ref)
-        except NotFound:
-            continue
-        return TrustedInstructions(f"{base.full_name}@{ref}:{INSTRUCTIONS_PATH}", text)
-    default = acct.config.review.default_instructions
-    if default.strip():
-        return TrustedInstructions(f"dsh.toml:plugins.{acct.instance}.accounts"
-                                   f"[{acct.config.name}].review.default_instructions", default)
-    if acct.config.review.require_instructions:
-        return None
-    return builtin_guidance()
-
-
-async def previous_head(acct: ConnectedAccount, pr: PullRequest) -> str | None:
-    """The head of the last review this bot posted (found by its marker): CI has no work record."""
-    base = pr.base.repo
-    assert base is not None
-    ours = [r for r in await acct.client.list_reviews(base.owner.login, base.name, pr.number)
-            if r.state != "PENDING" and is_bot_review(r, acct.identity)]
-    return ours[-1].commit_id if ours else None
-
-
-async def reviewed_head(acct: ConnectedAccount, pr: PullRequest) -> Review | None:
-    """A complete team review of this head already on GitHub (checked there, as the daemon
-    does: our marker and the review's commit), or None.
-
-    Concurrent runs, a ``reopened`` event, a second trigger or a re-run of the job on a head
-    that has one must not post another: one review per head, not per run. A review that failed
-    closed (a persona or the coordinator did not complete) is not complete, so a re-run is
-    still the way to retry it; an explicit ``/review`` always runs."""
-    base = pr.base.repo
-    assert base is not None
-    found = None
-    for r in await acct.client.list_reviews(base.owner.login, base.name, pr.number):
-        answered = posted_trigger(r, acct.identity)
-        if r.state == "PENDING" or r.commit_id != pr.head.sha or answered is None \
-                or answered.account != acct.key:
-            continue
-        line = verdict.verdict_of(r.body)
-        if line and "did not complete" not in line:
-            found = r
-    return found
 
 
 def exit_for(line: str | None, fail_on: str) -> int:
@@ -208,69 +163,106 @@ async def bound_sessions(harness: Harness) -> None:
             say(f"session {s.id}: {dropped} events of compacted turns left out of the cache")
 
 
+class _CiHooks(Hooks):
+    """CI's steps inside the procedure: a team whose personas are not defined is a
+    configuration error (every run would post a failed-closed review naming them)."""
+
+    def __init__(self, acct: ConnectedAccount):
+        self.acct = acct
+
+    async def starting(self, pr: PullRequest, instructions: TrustedInstructions,
+                       trigger: Trigger) -> None:
+        repo = instructions.repo
+        names = list(repo.config.personas) if repo is not None and repo.config.personas \
+            else self.acct.config.review.team.personas
+        undefined = [n for n in names if resolve(n, instructions) is None]
+        if undefined:
+            raise CiError(f"persona{'s' if len(undefined) > 1 else ''} {', '.join(undefined)} "
+                          f"{'are' if len(undefined) > 1 else 'is'} not defined: built in are "
+                          f"{', '.join(BUILT_IN)}; define others as '## Persona: <name>' "
+                          f"sections of {instructions.source}")
+        say(f"reviewing {pr.base.repo.full_name if pr.base.repo else '?'}#{pr.number} at "
+            f"{pr.head.sha[:12]} with {', '.join(names)} and the coordinator")
+
+
 async def _run(harness: Harness, app: ReviewerApp, acct: ConnectedAccount, env: CiEnv,
                task: CiTask, fail_on: str, summary: StepSummary) -> int:
+    """The review through the one procedure (``work/procedure.py``), its outcome mapped to
+    the exit code and the step summary."""
     owner, name = env.repository.split("/", 1)
+    deps = ReviewDeps(acct, app.reviewers[acct.key])
+    procedure = ReviewPr(deps)
+    if task.kind == "chat":
+        return await _chat(procedure, acct, owner, name, task, summary)
+    if task.comment_id is not None:
+        trigger = Trigger.cmd(acct.key, task.comment_id)
+        earlier: tuple[Trigger, ...] = ()
+    else:
+        trigger = Trigger.ci(acct.key, env.run_id, env.run_attempt)
+        earlier = tuple(Trigger.ci(acct.key, env.run_id, n)
+                        for n in range(1, int(env.run_attempt)))
     try:
-        pr = await acct.client.get_pull(owner, name, task.number)
+        previous = await last_reviewed_head(deps, owner, name, task.number)
     except GitHubError as exc:
         say(f"cannot read PR #{task.number}: {exc}")
         summary.add("Result", "failed: the PR could not be read")
         return 1
-    summary.title = f"dsh-review: {env.repository}#{pr.number} at {pr.head.sha[:12]}"
-    if pr.state != "open":
-        say(f"PR #{task.number} is {pr.state}: nothing to review")
-        summary.add("Result", f"nothing to do: the PR is {pr.state}")
-        return 0
-    instructions = await read_instructions(acct, pr)
-    if instructions is None:
-        say(f"no {INSTRUCTIONS_PATH} in the base repository and review.require_instructions ="
-            " true: nothing is reviewed (add the file, set review.default_instructions, or unset"
-            " require_instructions to review with the built-in guidance)")
-        summary.add("Result", f"nothing to do: no {INSTRUCTIONS_PATH} (require_instructions)")
-        return 0
-    undefined = [n for n in acct.config.review.team.personas if resolve(n, instructions) is None]
-    if undefined:
-        # Every run would post a failed-closed review naming them: a configuration error.
-        raise CiError(f"persona{'s' if len(undefined) > 1 else ''} {', '.join(undefined)} "
-                      f"{'are' if len(undefined) > 1 else 'is'} not defined: built in are "
-                      f"{', '.join(BUILT_IN)}; define others as '## Persona: <name>' sections "
-                      f"of {instructions.source}")
-    team = TeamReview(harness, app.models[acct.key])
-    if task.kind == "chat":
-        return await _chat(team, acct, pr, task, instructions)
-    if task.comment_id is None:
-        done = await reviewed_head(acct, pr)
-        if done is not None:
-            line = verdict.verdict_of(done.body)
-            say(f"head {pr.head.sha[:12]} already has a complete team review ({done.id}): "
-                f"not reviewing it again; {line}")
-            await _findings(acct, pr, done.id, line, summary)
-            summary.add("Result", f"already reviewed (review {done.id}); no new review")
-            return _check(line, fail_on, summary)
-    trigger = str(Trigger.cmd(acct.key, task.comment_id) if task.comment_id is not None
-                  else Trigger.ci(acct.key, env.run_id, env.run_attempt))
-    personas = acct.config.review.team.personas
-    say(f"reviewing {env.repository}#{pr.number} at {pr.head.sha[:12]} with "
-        f"{', '.join(personas)} and the coordinator")
-    earlier = tuple(str(Trigger.ci(acct.key, env.run_id, n))
-                    for n in range(1, int(env.run_attempt))) if task.comment_id is None else ()
-    result = await team.review(acct, pr, trigger, instructions, await previous_head(acct, pr),
-                               task.requested_by, same_review=earlier)
-    for persona, outcome in result.outcomes.items():
-        say(f"  {persona}: {'completed' if outcome.ok else 'did not complete'} "
-            f"({'; '.join(outcome.attempts) or 'no attempt'})")
-    if not result.posted or result.review_id is None:
-        say(f"no review could be posted: {result.error}")
-        summary.add("Result", "failed: no review could be posted")
-        return 1
-    say(f"review {result.review_id} {'posted' if result.posted_now else 'was already posted'}; "
-        f"{result.verdict or 'no verdict'}")
-    await _findings(acct, pr, result.review_id, result.verdict, summary)
-    if result.failed:
-        say(f"{', '.join(result.failed)} did not complete: the review failed closed")
-        summary.add("Incomplete", f"{', '.join(result.failed)} did not complete")
-    return _check(result.verdict, fail_on, summary)
+    job = ReviewJob(owner, name, task.number, trigger, previous_head=previous,
+                    requested_by=task.requested_by, same_review=earlier)
+    outcome = await procedure.run(job, _CiHooks(acct))
+    return await _outcome(acct, outcome, fail_on, summary, env)
+
+
+async def _outcome(acct: ConnectedAccount, outcome: Outcome, fail_on: str,
+                   summary: StepSummary, env: CiEnv) -> int:
+    """Exit code and step summary of each outcome (docs/ci.en.md, "What applies in CI")."""
+    pr = getattr(outcome, "pr", None)
+    if pr is not None:
+        summary.title = f"dsh-review: {env.repository}#{pr.number} at {pr.head.sha[:12]}"
+    match outcome:
+        case Closed(merged=merged):
+            state = "merged" if merged else "closed"
+            say(f"the PR is {state}: nothing to review")
+            summary.add("Result", f"nothing to do: the PR is {state}")
+            return 0
+        case DraftWaits():
+            say("the PR is a draft: not reviewed (auto_review.drafts is not true)")
+            summary.add("Result", "nothing to do: draft pull requests are not reviewed")
+            return 0
+        case MissingInstructions():
+            say(missing_message(acct.instance) + ": nothing is reviewed")
+            summary.add("Result", f"nothing to do: no {INSTRUCTIONS_PATH} "
+                                  "(require_instructions)")
+            return 0
+        case Refused():
+            say(outcome.note)
+            summary.add("Result", outcome.note)
+            return 0
+        case Failed():
+            say(f"no review could be posted: {outcome.error}")
+            summary.add("Result", "failed: no review could be posted"
+                        if outcome.pr is not None else "failed: the PR could not be read")
+            return 1
+        case AlreadyPosted(review=review):
+            say(f"head {review.commit_id and review.commit_id[:12]} already has a complete team "
+                f"review ({review.id}): not reviewing it again; {outcome.verdict}")
+            await _findings(acct, outcome.pr, review.id, outcome.verdict, summary)
+            summary.add("Result", f"already reviewed (review {review.id}); no new review")
+            return _check(outcome.verdict, fail_on, summary)
+        case Posted(review=review):
+            for member, note in outcome.notes.items():
+                say(f"  {member}: {note}")
+            say(f"review {review.id} {'posted' if outcome.posted_now else 'was already posted'}"
+                f"; {outcome.verdict or 'no verdict'}")
+            await _findings(acct, outcome.pr, review.id, outcome.verdict, summary)
+            if outcome.fix_error:
+                say(f"the fixed threads could not all be resolved: {outcome.fix_error}")
+            if outcome.incomplete:
+                say(f"{', '.join(outcome.incomplete)} did not complete: the review failed "
+                    "closed")
+                summary.add("Incomplete", f"{', '.join(outcome.incomplete)} did not complete")
+            return _check(outcome.verdict, fail_on, summary)
+    raise AssertionError(f"unhandled outcome {outcome!r}")
 
 
 async def _findings(acct: ConnectedAccount, pr: PullRequest, review_id: int, line: str | None,
@@ -298,12 +290,24 @@ def _check(line: str | None, fail_on: str, summary: StepSummary) -> int:
     return code
 
 
-async def _chat(team: TeamReview, acct: ConnectedAccount, pr: PullRequest, task: CiTask,
-                instructions: TrustedInstructions) -> int:
-    """A /bot question, answered by the coordinator, who holds the team's reports."""
-    assert task.comment_id is not None and pr.base.repo
-    result = await team.chat(acct, pr, str(Trigger.chat(acct.key, task.comment_id)), instructions,
-                             chat_message(facts(pr), task.author, task.message, None, None))
+async def _chat(procedure: ReviewPr, acct: ConnectedAccount, owner: str, name: str,
+                task: CiTask, summary: StepSummary) -> int:
+    """A /bot question, answered by the reviewer (the team's coordinator holds its reports),
+    under the same instructions a review reads."""
+    assert task.comment_id is not None
+    try:
+        pr = await acct.client.get_pull(owner, name, task.number)
+        instructions = await procedure.instructions(pr)
+    except GitHubError as exc:
+        say(f"cannot read PR #{task.number}: {exc}")
+        summary.add("Result", "failed: the PR could not be read")
+        return 1
+    if instructions is None:
+        say(missing_message(acct.instance) + ": the question is not answered")
+        return 0
+    result = await procedure.deps.runner.chat(acct, pr, Trigger.chat(acct.key, task.comment_id),
+                                              instructions, task.author, task.message, None,
+                                              None)
     text = (result.text or "").strip()
     if not result.ok:
         say(f"the /bot answer failed: {result.error}")
@@ -313,13 +317,12 @@ async def _chat(team: TeamReview, acct: ConnectedAccount, pr: PullRequest, task:
         return 0
     # The reply marker makes a re-run of this job find its earlier answer instead of posting
     # a second one (the same marker the daemon uses).
-    base = pr.base.repo
     tag = reply_marker(task.comment_id)
-    comments = await acct.client.list_issue_comments(base.owner.login, base.name, pr.number)
+    comments = await acct.client.list_issue_comments(owner, name, pr.number)
     if any(answers_command(c, acct.identity, task.comment_id) for c in comments):
         say("the answer was already posted")
         return 0
-    await acct.client.post_issue_comment(base.owner.login, base.name, pr.number,
+    await acct.client.post_issue_comment(owner, name, pr.number,
                                          f"{redact_secrets(text)}\n\n{tag}")
     say("answer posted")
     return 0

@@ -13,6 +13,7 @@ from dsh_harness import Agent
 
 from ..core.sanitizer import sanitize_line
 from ..core.session_key import PrKey
+from ..core.triggers import Trigger
 from ..github.account import ConnectedAccount
 from ..github.guard import GuardTurn
 from ..github.guard_rules import Scope
@@ -90,13 +91,13 @@ def repo_turn_notes(instructions: TrustedInstructions | None, paths: list[str]
     return "\n\n".join(parts), note
 
 
-def scope_for(pr: PullRequest, flow: str, trigger: str) -> Scope:
+def scope_for(pr: PullRequest, flow: str, trigger: Trigger) -> Scope:
     base, head = pr.base.repo, pr.head.repo or pr.base.repo
     assert base is not None and head is not None
     return Scope(owner=base.owner.login, repo=base.name, number=pr.number,
                  base_sha=pr.base.sha, base_ref=pr.base.ref, head_sha=pr.head.sha,
                  head_ref=pr.head.ref, head_owner=head.owner.login, head_repo=head.name,
-                 flow=flow, trigger=trigger)
+                 flow=flow, trigger=trigger.format())
 
 
 async def review_turn_message(acct: ConnectedAccount, pr: PullRequest, previous_head: str | None,

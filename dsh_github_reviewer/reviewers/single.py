@@ -16,6 +16,7 @@ from dsh_harness import Agent, Harness, StorageError
 from ..core.failures import local_failure, log_failure
 from ..core.sanitizer import redact_secrets
 from ..core.session_key import PrKey
+from ..core.triggers import Trigger
 from ..github.account import ConnectedAccount
 from ..github.errors import GitHubError
 from ..github.guard import GuardTurn
@@ -61,7 +62,7 @@ class SingleReviewer:
                                                      fence=fence)
         return agent
 
-    async def _turn(self, acct: ConnectedAccount, pr: PullRequest, flow: str, trigger: str,
+    async def _turn(self, acct: ConnectedAccount, pr: PullRequest, flow: str, trigger: Trigger,
                     instructions: TrustedInstructions | None, message_for) -> tuple[
                         GuardTurn | None, TurnResult]:
         key = session_key(acct, pr)
@@ -88,7 +89,7 @@ class SingleReviewer:
                              "head": pr.head.sha, "draft": pr.draft,
                              "merged": pr.merged_at is not None}
                     outcome = await agent.followup(message, deadline=deadline,
-                                                   meta={"flow": flow, "trigger": trigger,
+                                                   meta={"flow": flow, "trigger": trigger.format(),
                                                          "pr": about, **told})
                 finally:
                     await acct.guard.end(key.session_id)
@@ -115,9 +116,10 @@ class SingleReviewer:
                                     outcome.text, failure=failure)
         return turn, TurnResult(True, None, outcome.text)
 
-    async def review(self, acct: ConnectedAccount, pr: PullRequest, trigger: str,
+    async def review(self, acct: ConnectedAccount, pr: PullRequest, trigger: Trigger,
                      instructions: TrustedInstructions | None, previous_head: str | None,
-                     requested_by: str | None = None) -> TurnResult:
+                     requested_by: str | None = None,
+                     same_review: tuple[Trigger, ...] = ()) -> TurnResult:
         """A review turn; ok only if a COMMENT review for ``trigger`` is on GitHub."""
         # A review already posted for the trigger is looked for by the caller (work.review),
         # which also checks that it was posted on this head.
@@ -166,7 +168,7 @@ class SingleReviewer:
                         "finding(s) as review %s", turn.scope.pr_label, why,
                         len(turn.draft.comments) if turn.draft else 0, review.id)
 
-    async def chat(self, acct: ConnectedAccount, pr: PullRequest, trigger: str,
+    async def chat(self, acct: ConnectedAccount, pr: PullRequest, trigger: Trigger,
                    instructions: TrustedInstructions | None, author: str, message: str,
                    path: str | None, line: int | None) -> TurnResult:
         async def text(p: PullRequest, _agent: Agent, _turn: GuardTurn) -> TurnMessage:
@@ -176,7 +178,7 @@ class SingleReviewer:
         # answer; asking again would put the same question in the history twice.
         answer = await committed_answer(
             self.harness, session_key(acct, pr).session_id,
-            lambda meta: meta.get("flow") == "chat" and meta.get("trigger") == trigger)
+            lambda meta: meta.get("flow") == "chat" and meta.get("trigger") == trigger.format())
         if answer is not None:
             result = TurnResult(True, None, answer)
         else:

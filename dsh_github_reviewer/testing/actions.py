@@ -217,6 +217,8 @@ class ActionsSimulator:
         context["inputs"] = self._inputs(inputs or {}, context)
         base_env = {
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            # The test environment's own code (a worktree on PYTHONPATH), not only the install.
+            **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
             "HOME": str(runner), "CI": "true", "GITHUB_ACTIONS": "true",
             "GITHUB_EVENT_NAME": event_name, "GITHUB_EVENT_PATH": str(event_path),
             "GITHUB_REPOSITORY": self.repository, "GITHUB_RUN_ID": str(run_id),

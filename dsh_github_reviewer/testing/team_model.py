@@ -26,7 +26,9 @@ from .reviewer_model import (
     _chat,
     _prepared_diff,
     findings_in_diff,
+    fixed_threads,
     reviewer_policy,
+    severity_of,
 )
 
 PERSONA_RULES: dict[str, list[str]] = {
@@ -38,7 +40,7 @@ FETCHALL_MESSAGE = ("`fetchall()` loads the whole result set into memory; iterat
                     "or paginate.")
 _PERSONA = re.compile(r"^You are the (\S+) reviewer in dsh-github-reviewer's review team")
 _COORDINATOR = "You are the coordinator of dsh-github-reviewer's review team"
-_FINDING = re.compile(r"^- `([^`]+):(\d+)` (RIGHT|LEFT): (.+)$", re.M)
+_FINDING = re.compile(r"^- `([^`]+):(\d+)` (RIGHT|LEFT)(?: \[(\w+)\])?: (.+)$", re.M)
 _REPORT = re.compile(r'<persona_report persona="([^"]+)" status="completed">\n(.*?)\n'
                      r"</persona_report>", re.S)
 
@@ -98,7 +100,7 @@ def persona_reply(name: str, req: ModelRequest) -> Reply:
     lines = []
     for f in findings_in_diff(diff):
         if f.message in PERSONA_RULES.get(name, []):
-            lines.append(f"- `{f.path}:{f.line}` RIGHT: {f.message}")
+            lines.append(f"- `{f.path}:{f.line}` RIGHT [{severity_of(f.message)}]: {f.message}")
     if name == "performance":
         lines += _fetchall(diff)
     earlier = _earlier_text(req)
@@ -115,7 +117,7 @@ def _fetchall(diff: str) -> list[str]:
             line = int(re.match(r"^@@ -\d+(?:,\d+)? \+(\d+)", raw).group(1))  # type: ignore[union-attr]
         elif path and raw.startswith("+") and not raw.startswith("+++"):
             if FETCHALL.search(raw):
-                out.append(f"- `{path}:{line}` RIGHT: {FETCHALL_MESSAGE}")
+                out.append(f"- `{path}:{line}` RIGHT [minor]: {FETCHALL_MESSAGE}")
             line += 1
         elif path and raw.startswith(" "):
             line += 1
@@ -129,8 +131,8 @@ def coordinator_reply(req: ModelRequest) -> Reply:
     pr = _pr(user)
     findings = []
     for persona, text in _REPORT.findall(user):
-        for path, line, side, message in _FINDING.findall(text):
-            findings.append((persona, path, int(line), side, message))
+        for path, line, side, severity, message in _FINDING.findall(text):
+            findings.append((persona, path, int(line), side, severity or "major", message))
     calls = _calls(req.since_last_user())
     if not calls:
         return Reply(tool_calls=[("pull_request_review_write", {**pr, "method": "create"})])
@@ -138,19 +140,23 @@ def coordinator_reply(req: ModelRequest) -> Reply:
             and findings:
         return Reply(content=f"Commenting on {len(findings)} finding(s).", tool_calls=[
             ("add_comment_to_pending_review",
-             {**pr, "path": path, "body": f"[{persona}] {message}", "severity": "major",
+             {**pr, "path": path, "body": f"[{persona}] {message}", "severity": severity,
               "subjectType": "LINE", "line": line, "side": side})
-            for persona, path, line, side, message in findings])
+            for persona, path, line, side, severity, message in findings])
     if calls[-1][0] in ("add_comment_to_pending_review", "pull_request_review_write") \
             and not (calls[-1][0] == "pull_request_review_write"
                      and calls[-1][1].get("method") == "submit_pending"):
         if findings:
             summary = (f"The team found {len(findings)} new issue(s): "
-                       + "; ".join(f"{p}:{n} ({who})" for who, p, n, _, _ in findings)
+                       + "; ".join(f"{p}:{n} ({who})" for who, p, n, _, _, _ in findings)
                        + ".\n\nVerdict: cannot merge: "
                        + f"{len(findings)} finding(s) to fix")
         else:
             summary = "The team found no new issues.\n\nVerdict: can merge"
-        return Reply(tool_calls=[("pull_request_review_write", {
-            **pr, "method": "submit_pending", "event": "COMMENT", "body": summary})])
+        submit = {**pr, "method": "submit_pending", "event": "COMMENT", "body": summary}
+        # The prepared diff it was given shows which of its open threads this push fixed.
+        fixed = fixed_threads(user, _prepared_diff(user) or "")
+        if fixed:
+            submit["fixedThreads"] = fixed
+        return Reply(tool_calls=[("pull_request_review_write", submit)])
     return Reply(content="Review submitted.")

@@ -77,7 +77,7 @@ class CommandProcedure:
         stored = await ctx.store.instructions(rec.instructions_key)
         instructions = TrustedInstructions(stored.source, stored.text) if stored else None
         chat = Trigger.chat(ctx.acct.key, cmd.comment_id)
-        result = await ctx.runner.chat(ctx.acct, pr, str(chat), instructions,
+        result = await ctx.runner.chat(ctx.acct, pr, chat, instructions,
                                        cmd.author, cmd.message, cmd.path, cmd.line)
         if not result.ok and result.failure == "auth":
             await account_pause.pause(ctx.pause, "model", "the model provider rejected the API "

@@ -24,6 +24,25 @@ if TYPE_CHECKING:
 
 
 @dataclass
+class ReviewDeps:
+    """What the record-free review procedure (``work/procedure.py``) needs: the connected
+    account, its reviewer and a clock. Every front end has these (the daemon, CI, the eval's
+    daemon); only the daemon also has a store and a pause (``WorkContext``)."""
+
+    acct: ConnectedAccount
+    runner: Reviewer
+    clock: Callable[[], datetime] = utcnow
+
+    @property
+    def cfg(self) -> AccountConfig:
+        return self.acct.config
+
+    @property
+    def client(self) -> GitHubClient:
+        return self.acct.client
+
+
+@dataclass
 class WorkContext:
     acct: ConnectedAccount
     store: WorkStore
@@ -51,6 +70,9 @@ class WorkContext:
         the PR's sessions (``acct.client.fence``), so their appends prove it too."""
         acct = dataclasses.replace(self.acct, client=self.acct.client.fenced(fence))
         return dataclasses.replace(self, acct=acct)
+
+    def deps(self) -> ReviewDeps:
+        return ReviewDeps(self.acct, self.runner, self.clock)
 
 
 def repo_of(key: str) -> tuple[str, str, int]:

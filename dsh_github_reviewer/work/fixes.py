@@ -122,3 +122,9 @@ async def delay(ctx: WorkContext, key: str, wait_s: float, error: str) -> None:
             f.next_attempt_at, f.last_error = max(f.next_attempt_at or until, until), error
         return e
     await ctx.store.update_pr(key, apply)
+
+
+async def owe(ctx: WorkContext, key: str, review_id: int, error: str) -> None:
+    """The review procedure could not resolve ``review_id``'s fixed threads: owed, retried by
+    the worker with backoff."""
+    await _failed(ctx, key, review_id, error)

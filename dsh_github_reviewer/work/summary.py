@@ -24,14 +24,14 @@ from ..pr_output.summary import (
 )
 from ..reviewers.team.personas import COORDINATOR
 from . import second_look, second_look_summary
-from .context import WorkContext, repo_of
+from .context import ReviewDeps, WorkContext, repo_of
 
 log = logging.getLogger(__name__)
 FILES_PAGE_CAP = 30
 COMMENT_TOOL = "add_comment_to_pending_review"
 
 
-async def update_summary(ctx: WorkContext, key: str, *, reviewing: str | None,
+async def update_summary(ctx: ReviewDeps | WorkContext, key: str, *, reviewing: str | None,
                          last_reviewed: str | None, waiting: Waiting | None = None) -> None:
     """``waiting``: the review cannot run while the account is paused (said instead of
     "reviewing", which would otherwise stay up for the whole pause)."""
@@ -67,7 +67,7 @@ async def update_summary(ctx: WorkContext, key: str, *, reviewing: str | None,
         log.warning("%s: summary comment not updated: %s", key, exc)
 
 
-async def _from_session(ctx: WorkContext, key: str, summary: Summary) -> list[Drafted]:
+async def _from_session(ctx: ReviewDeps | WorkContext, key: str, summary: Summary) -> list[Drafted]:
     """From the PR session's log (no model call): its tokens and cost, into ``summary``, and
     the findings each review trigger's last attempt drafted (the accepted
     add_comment_to_pending_review calls: facts the log keeps as data), returned — from the

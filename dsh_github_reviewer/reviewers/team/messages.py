@@ -1,6 +1,8 @@
 """What the team's sessions are told per run (user messages; the system prompts stay stable).
 
-A persona gets the same review message as the single reviewer. The coordinator gets this run's
+A persona gets the same review message as the single reviewer. The coordinator gets that same
+prepared message too (the prepared diff — only what changed on a re-review, ``exclude`` and the
+size budget applied — its own open threads and people's feedback), followed by this run's
 reports, each fenced in a ``<persona_report>`` element. Reports come from models that read
 untrusted text, so they are sanitized and cannot close or open a report element themselves.
 """
@@ -11,7 +13,6 @@ import re
 from dataclasses import dataclass
 
 from ...core.sanitizer import sanitize, sanitize_line
-from ...turn.prompts import PrFacts, review_message
 from .verdict import failed_verdict
 
 REPORT_LIMIT = 30_000
@@ -32,9 +33,8 @@ def _report_text(text: str) -> str:
     return body
 
 
-def coordinator_message(pr: PrFacts, previous_head: str | None, requested_by: str | None,
-                        reports: list[Report]) -> str:
-    base = review_message(pr, previous_head, requested_by)
+def coordinator_message(base: str, reports: list[Report]) -> str:
+    """``base``: the review message the personas got (``reviewers.inputs``)."""
     head = "Flow: review (team coordinator)."
     base = (base.replace("Flow: review.", head, 1) if base.startswith("Flow: review.")
             else f"{head}\n{base}")

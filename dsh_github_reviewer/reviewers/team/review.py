@@ -19,6 +19,7 @@ from dsh_harness import Agent, Harness, StorageError
 
 from ...core.sanitizer import redact_secrets, sanitize
 from ...core.session_key import PrKey
+from ...core.triggers import Trigger
 from ...github.account import ConnectedAccount
 from ...github.errors import GitHubError
 from ...github.guard import GuardTurn
@@ -72,11 +73,11 @@ class TeamReview:
         self.harness, self.models = harness, models
         self.second_look = SecondLook(harness, models)
 
-    async def review(self, acct: ConnectedAccount, pr: PullRequest, trigger: str,
+    async def review(self, acct: ConnectedAccount, pr: PullRequest, trigger: Trigger,
                      instructions: TrustedInstructions | None, previous_head: str | None,
                      requested_by: str | None = None,
                      personas: list[str] | None = None,
-                     same_review: tuple[str, ...] = ()) -> TeamResult:
+                     same_review: tuple[Trigger, ...] = ()) -> TeamResult:
         """``same_review``: earlier triggers of this very review (CI: the run's earlier
         attempts) whose completed persona reports of this head are reused."""
         team = acct.config.review.team
@@ -119,7 +120,7 @@ class TeamReview:
         result.outcomes.update(outcomes)
         return result
 
-    async def chat(self, acct: ConnectedAccount, pr: PullRequest, trigger: str,
+    async def chat(self, acct: ConnectedAccount, pr: PullRequest, trigger: Trigger,
                    instructions: TrustedInstructions | None,
                    message: str | TurnMessage) -> AttemptResult:
         """A /bot question, answered by the coordinator, who holds the team's reports (both
@@ -129,7 +130,7 @@ class TeamReview:
         # not the same question asked twice in the coordinator's history.
         answer = await committed_answer(
             self.harness, key.with_persona(COORDINATOR).session_id,
-            lambda meta: meta.get("flow") == "chat" and meta.get("trigger") == trigger)
+            lambda meta: meta.get("flow") == "chat" and meta.get("trigger") == trigger.format())
         if answer is not None:
             return AttemptResult(True, answer)
         await self.models.resolve()
@@ -142,7 +143,7 @@ class TeamReview:
 
     async def run_turn(self, acct: ConnectedAccount, key: PrKey, pr: PullRequest,
                        instructions: TrustedInstructions | None, model: str | None,
-                       flow: str, trigger: str, message: str | TurnMessage | MessageFor,
+                       flow: str, trigger: Trigger, message: str | TurnMessage | MessageFor,
                        timeout_s: float,
                        finalize=None) -> tuple[AttemptResult, GuardTurn | None]:
         """One attempt of one session's turn, on a fresh agent whose world is built from
@@ -178,7 +179,7 @@ class TeamReview:
                     # transcript either (only completed attempts are memory).
                     outcome = await agent.followup(
                         text, deadline=deadline, require_text=flow == "persona",
-                        meta={"flow": flow, "trigger": trigger, "persona": key.persona,
+                        meta={"flow": flow, "trigger": trigger.format(), "persona": key.persona,
                               "head": pr.head.sha, **told})
                 finally:
                     await acct.guard.end(sid)
@@ -198,22 +199,24 @@ class TeamReview:
                                  failure=outcome.failure), turn
         return AttemptResult(True, outcome.text), turn
 
-    async def _persona(self, acct: ConnectedAccount, key: PrKey, pr: PullRequest, trigger: str,
+    async def _persona(self, acct: ConnectedAccount, key: PrKey, pr: PullRequest, trigger: Trigger,
                        instructions: TrustedInstructions | None, previous_head: str | None,
                        requested_by: str | None,
-                       triggers: tuple[str, ...]) -> Outcome:
+                       triggers: tuple[Trigger, ...]) -> Outcome:
         team = acct.config.review.team
         # A restart after a crash (or a CI re-run) runs the same review again: a persona that
         # already reported on this head for it keeps that report. Asking again would make it
         # say "nothing new" (its report is in its conversation), and the coordinator would
         # then post a review without those findings.
-        earlier = await reported_before(self.harness, key.session_id, triggers, pr.head.sha)
+        earlier = await reported_before(self.harness, key.session_id,
+                                        tuple(t.format() for t in triggers), pr.head.sha)
         if earlier is not None:
             return Outcome(True, earlier, None, ["reused: reported before a restart"])
 
         async def message(agent: Agent, turn: GuardTurn) -> TurnMessage:
             # A persona reviews the same material as the single reviewer.
-            return await review_turn_message(acct, pr, previous_head, requested_by, agent, turn)
+            return await review_turn_message(acct, pr, previous_head, requested_by, agent, turn,
+                                             instructions)
 
         async def attempt(model: str | None) -> AttemptResult:
             result, _ = await self.run_turn(acct, key, pr, instructions, model, "persona",
@@ -227,11 +230,17 @@ class TeamReview:
     # -- the coordinator ------------------------------------------------------------------------
 
     async def _coordinate(self, acct: ConnectedAccount, key: PrKey, pr: PullRequest,
-                          trigger: str, instructions: TrustedInstructions | None,
+                          trigger: Trigger, instructions: TrustedInstructions | None,
                           previous_head: str | None, requested_by: str | None,
                           reports: list[Report], failed: list[str]) -> TeamResult:
         review = acct.config.review
-        message = coordinator_message(facts(pr), previous_head, requested_by, reports)
+
+        async def message(agent: Agent, turn: GuardTurn) -> TurnMessage:
+            # The coordinator reads the same prepared input as the personas (and its own open
+            # threads, so it can name the ones this push fixed), then the reports.
+            prepared = await review_turn_message(acct, pr, previous_head, requested_by, agent,
+                                                 turn, instructions)
+            return TurnMessage(coordinator_message(prepared.text, reports), prepared.meta)
         ckey = key.with_persona(COORDINATOR)
         posted: list[GuardTurn] = []
         final_bodies: list[str] = []
@@ -275,7 +284,7 @@ class TeamReview:
         return await self._fallback(acct, pr, trigger, reports, [*failed, COORDINATOR],
                                     outcome)
 
-    async def _fallback(self, acct: ConnectedAccount, pr: PullRequest, trigger: str,
+    async def _fallback(self, acct: ConnectedAccount, pr: PullRequest, trigger: Trigger,
                         reports: list[Report], failed: list[str], outcome: Outcome) -> TeamResult:
         """The coordinator posted nothing: post the reports ourselves, failing closed."""
         base = pr.base.repo
@@ -305,9 +314,10 @@ class TeamReviewer:
     def __init__(self, harness: Harness, models: ModelChoice):
         self.team = TeamReview(harness, models)
 
-    async def review(self, acct: ConnectedAccount, pr: PullRequest, trigger: str,
+    async def review(self, acct: ConnectedAccount, pr: PullRequest, trigger: Trigger,
                      instructions: TrustedInstructions | None, previous_head: str | None,
-                     requested_by: str | None = None) -> TurnResult:
+                     requested_by: str | None = None,
+                     same_review: tuple[Trigger, ...] = ()) -> TurnResult:
         """Personas read, the coordinator posts. A review that failed closed is still the
         trigger's one review: the verdict in it blocks the merge, and running the same trigger
         again would only find it posted."""
@@ -316,18 +326,23 @@ class TeamReviewer:
         personas = list(repo.config.personas) if repo is not None and repo.config.personas \
             else None
         result = await self.team.review(acct, pr, trigger, instructions, previous_head,
-                                        requested_by, personas=personas)
+                                        requested_by, personas=personas,
+                                        same_review=same_review)
+        notes = {name: ("completed" if o.ok else "did not complete")
+                 + f" ({'; '.join(o.attempts) or 'no attempt'})"
+                 for name, o in result.outcomes.items()}
         if not result.posted:
             return TurnResult(False, result.error or "the review team posted no review",
-                              failure=result.failure)
+                              failure=result.failure, notes=notes)
         if result.failed:
             log.warning("%s#%d: review posted but failed closed: %s did not complete",
                         pr.base.repo.full_name if pr.base.repo else "?", pr.number,
                         ", ".join(result.failed))
         return TurnResult(True, review_id=result.review_id, posted_now=result.posted_now,
-                          text=result.verdict)
+                          text=result.verdict, verdict=result.verdict,
+                          incomplete=list(result.failed), notes=notes)
 
-    async def chat(self, acct: ConnectedAccount, pr: PullRequest, trigger: str,
+    async def chat(self, acct: ConnectedAccount, pr: PullRequest, trigger: Trigger,
                    instructions: TrustedInstructions | None, author: str, message: str,
                    path: str | None, line: int | None) -> TurnResult:
         """The coordinator answers: it holds the reports (as in CI mode)."""
