@@ -9,7 +9,11 @@ Real `dsh github-reviewer ci` processes, github-mcp-server and sandbox GitHub; t
 and reviewer report tokens like DeepSeek with the prefix-cache simulator; prices are the
 deepseek-v4-flash defaults (USD per 1M: input 0.14, cache read 0.0028, output 0.28). Also
 counts the inline comments each run posted (a team without memory repeats old findings).
-Prints a table; asserts nothing.
+Then (issue 28) ten consecutive runs of the team on one PR, a one-line push before each, with a
+small compaction budget (``max-prompt-tokens``): how many compactions ran and the prefix-cache
+hit of each session's first request per run. Prints tables; asserts nothing.
+
+    python bench/team_cost.py [--runs-only] [--budget 6000]
 """
 
 from __future__ import annotations
@@ -48,16 +52,43 @@ def figures(served, comments: int) -> dict:
             "cost": cost, "comments": comments}
 
 
-def team(stateless: bool) -> list[dict]:
+def build_big(sb, lines: int) -> None:
+    """A ``lines``-line PR in four modules (bench/review_cost.py's), one real finding."""
+    from review_cost import INSTRUCTIONS, pr_files
+
+    st = sb.state
+    st.create_repo(REPO, {"README.md": "# shop\n", "svc/__init__.py": "",
+                          ".github/review_instructions.md": INSTRUCTIONS})
+    sb.add_token("shop-review-bot", BOT_TOKEN)
+    st.commit(REPO, "feature-1", pr_files(lines), message="Add the service")
+    st.open_pull(REPO, "feature-1", title="The service", body="Adds the service.",
+                 author="alice")
+
+
+def one_line_push(sb, lines: int) -> None:
+    from review_cost import pr_files
+
+    store = pr_files(lines)["svc/store.py"]
+    sb.state.commit(REPO, "feature-1", {"svc/store.py": store.replace(
+        "return x * 3 + 1", "return x * 3 - 1", 1)}, message="Fix the sign")
+
+
+def team(stateless: bool, lines: int | None = None) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp, SandboxGitHub.on_loopback_80() as sb, \
             ScriptedModelServer(policy=TeamModel()) as model:
-        build_shop(sb)
+        if lines:
+            build_big(sb, lines)
+        else:
+            build_shop(sb)
         sim = ActionsSimulator(Path(tmp) / "a", ROOT, REPO, token=BOT_TOKEN,
                                api_url=sb.api_url, server_url=sb.web_url)
         for n, action in enumerate(("opened", "synchronize")):
             if n == 1:
-                push_fix(sb)
+                if lines:
+                    one_line_push(sb, lines)
+                else:
+                    push_fix(sb)
                 if stateless:  # a job that restores nothing
                     sim.cache.entries.clear()
             start = len(model.served)
@@ -74,16 +105,22 @@ def team(stateless: bool) -> list[dict]:
     return rows
 
 
-async def single() -> list[dict]:
+async def single(lines: int | None = None) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp, SandboxGitHub.on_loopback_80() as sb, \
             model_server() as model:
-        build_shop(sb)
+        if lines:
+            build_big(sb, lines)
+        else:
+            build_shop(sb)
         dep = await Deployment(Path(tmp), sb, model).start()
         try:
             for n in range(2):
                 if n == 1:
-                    push_fix(sb)
+                    if lines:
+                        one_line_push(sb, lines)
+                    else:
+                        push_fix(sb)
                 start = len(model.served)
                 await dep.tick()
                 review = sb.state.reviews_of(REPO, 1)[-1]
@@ -94,7 +131,82 @@ async def single() -> list[dict]:
     return rows
 
 
+def runs(n: int, budget: int) -> list[dict]:
+    """``n`` team runs, a one-line push before each after the first, with compaction above
+    ``budget`` prompt tokens per session."""
+    from dsh_harness.agents.compaction import SUMMARY_SYSTEM
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, SandboxGitHub.on_loopback_80() as sb, \
+            ScriptedModelServer(policy=TeamModel()) as model:
+        build_shop(sb)
+        sim = ActionsSimulator(Path(tmp) / "a", ROOT, REPO, token=BOT_TOKEN,
+                               api_url=sb.api_url, server_url=sb.web_url)
+        for i in range(n):
+            if i:
+                sb.state.commit(REPO, "feature-1", {"shop/notes.py": f"NOTE = {i}\n"},
+                                message=f"Note {i}")
+            start = len(model.served)
+            run = sim.run("pull_request", pull_request_event(sb, REPO, 1,
+                                                             "opened" if not i else
+                                                             "synchronize"),
+                          inputs={"deepseek-api-key": "scripted", "fail-on": "never",
+                                  "max-prompt-tokens": str(budget),
+                                  "model-base-url": model.base_url})
+            if run.exit_code != 0:
+                sys.exit(f"team run {i + 1} failed:\n{run.output}")
+            served = [x for x in model.served[start:] if x.fault is None]
+            compactions = sum(1 for x in served
+                              if x.request["messages"][0]["content"] == SUMMARY_SYSTEM)
+            firsts: dict[str, object] = {}
+            for x in served:
+                system = x.request["messages"][0]["content"]
+                if system != SUMMARY_SYSTEM:
+                    firsts.setdefault(system[:60], x)
+            hits = [100.0 * f.cache_hit_tokens / f.prompt_tokens  # type: ignore[attr-defined]
+                    for f in firsts.values() if f.prompt_tokens]  # type: ignore[attr-defined]
+            rows.append({**figures(served, 0), "compactions": compactions,
+                         "first_hit": min(hits) if hits else 0.0})
+    return rows
+
+
+def runs_table(rows: list[dict], budget: int) -> None:
+    print(f"\n{len(rows)} consecutive team runs, a one-line push before each, compaction "
+          f"above {budget} prompt tokens per session")
+    print(f"{'run':>3} {'reqs':>5} {'prompt':>7} {'hit%':>6} {'cost $':>10} {'compactions':>11} "
+          f"{'first-request hit % (lowest session)':>37}")
+    for i, r in enumerate(rows, 1):
+        print(f"{i:>3} {r['requests']:>5} {r['prompt']:>7} {r['hit_pct']:>6} {r['cost']:>10.6f} "
+              f"{r['compactions']:>11} {r['first_hit']:>37.1f}")
+    total = sum(r["compactions"] for r in rows)
+    first = next((i for i, r in enumerate(rows) if r["compactions"]), None)
+    after = [r["first_hit"] for r in rows[first + 1:]] if first is not None else []
+    print(f"compaction runs: {sum(1 for r in rows if r['compactions'])} (requests: {total}); "
+          f"lowest first-request hit after the first: "
+          f"{min(after) if after else float('nan'):.1f} % (goals: at most one compaction "
+          "run, >= 90 % after it)")
+
+
 def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs-only", action="store_true", help="only the ten-run table")
+    parser.add_argument("--budget", type=int, default=6000, help="max-prompt-tokens")
+    parser.add_argument("--runs", type=int, default=10)
+    args = parser.parse_args()
+    if not args.runs_only:
+        compare()
+    runs_table(runs(args.runs, args.budget), args.budget)
+
+
+# The code before issue 28: this bench's 1,000-line table on main b1b1df3 (with this
+# checkout's scripted team, whose coordinator reads the diff itself when its message has none,
+# as the prompt before issue 28 told it to; the issue measured 0.34 and 5.7x).
+BEFORE = {"team run2/run1": 0.000951 / 0.002982, "team/single run 2": 0.000951 / 0.000161}
+
+
+def compare() -> None:
     results = {"team of 3 + coordinator (CI, cached sessions)": team(False),
                "single reviewer (daemon session; before)": asyncio.run(single()),
                "stateless team (CI, nothing restored)": team(True)}
@@ -111,6 +223,20 @@ def main() -> None:
         print(f"{'':<46} {'sum':>3} {'':>5} {'':>7} {'':>7} {'':>6} {'':>5} {total:>10.6f}")
     print("\nRun 2 is after a push that fixes the SQL injection and adds verify=False. The team "
           "with memory reports only the new finding; the stateless team re-reports the old ones.")
+    big_team, big_single = team(False, 1_000), asyncio.run(single(1_000))
+    print("\n1,000-line PR in 4 files, a one-line push before run 2")
+    for name, rows in (("team (CI, cached sessions)", big_team),
+                       ("single reviewer (daemon)", big_single)):
+        for i, r in enumerate(rows, 1):
+            print(f"{name if i == 1 else '':<46} {i:>3} {r['requests']:>5} {r['prompt']:>7} "
+                  f"{r['hit']:>7} {r['hit_pct']:>6} {r['out']:>5} {r['cost']:>10.6f} "
+                  f"{r['comments']:>8}")
+    now = {"team run2/run1": big_team[1]["cost"] / big_team[0]["cost"],
+           "team/single run 2": big_team[1]["cost"] / big_single[1]["cost"]}
+    goals = {"team run2/run1": "<= 0.15", "team/single run 2": "<= 2"}
+    print(f"\n{'ratio (1,000 lines)':<20} {'before':>8} {'now':>8}  goal")
+    for k, v in now.items():
+        print(f"{k:<20} {BEFORE[k]:>8.3f} {v:>8.3f}  {goals[k]}")
 
 
 if __name__ == "__main__":

@@ -182,6 +182,10 @@ class CompactionConfig(StrictModel):
     # Absolute cap on prompt tokens per session (bounds cost); 0 = only the threshold applies.
     max_prompt_tokens: int = Field(default=0, ge=0)
     keep_recent_turns: int = Field(default=2, ge=1)
+    # A compaction leaves the prompt at most this fraction of the budget, so the runs that
+    # follow append to one stable prefix instead of compacting again each time: the oldest
+    # turns are summarized until it fits, the newest ones too when keeping them would not.
+    target: float = Field(default=0.5, gt=0, le=1)
 
 
 class WebConfig(StrictModel):

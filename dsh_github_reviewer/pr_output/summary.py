@@ -164,6 +164,10 @@ def findings_of(comments: Sequence[ReviewComment], review_ids: set[int],
     resolved; dismissed when people resolved it otherwise or voted it down (👎 over 👍); else
     open. Severity is read from the comment's first token."""
     out = []
+    # The roots the bot answered "Fixed in": one pass over the replies (linear in the PR's
+    # comments, however many threads it has).
+    fixed_in = {r.in_reply_to_id for r in comments
+                if r.in_reply_to_id is not None and marks_fixed_in(r, me, r.in_reply_to_id)}
     for c in comments:
         if c.in_reply_to_id is not None or c.pull_request_review_id not in review_ids \
                 or not me.wrote(c):
@@ -171,8 +175,7 @@ def findings_of(comments: Sequence[ReviewComment], review_ids: set[int],
         sev, text = parse_severity((c.body or "").strip())
         state = states.get(c.id)
         resolved = bool(state and state.resolved)
-        fixed_by_bot = any(r.in_reply_to_id == c.id and marks_fixed_in(r, me, c.id)
-                           for r in comments)
+        fixed_by_bot = c.id in fixed_in
         votes = c.reactions
         if resolved and fixed_by_bot:
             status = "fixed"

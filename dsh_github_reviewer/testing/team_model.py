@@ -134,7 +134,11 @@ def coordinator_reply(req: ModelRequest) -> Reply:
         for path, line, side, severity, message in _FINDING.findall(text):
             findings.append((persona, path, int(line), side, severity or "major", message))
     calls = _calls(req.since_last_user())
-    if not calls:
+    if not calls and _prepared_diff(user) is None:
+        # No prepared diff in its message (an older coordinator prompt): it confirms the
+        # reports in the diff it reads itself, as its prompt said and real models do.
+        return Reply(tool_calls=[("pull_request_read", {**pr, "method": "get_diff"})])
+    if not calls or calls[-1][0] == "pull_request_read":
         return Reply(tool_calls=[("pull_request_review_write", {**pr, "method": "create"})])
     if calls[-1][0] == "pull_request_review_write" and calls[-1][1].get("method") == "create" \
             and findings:

@@ -30,7 +30,15 @@ from dataclasses import dataclass, field, replace
 
 from ..core.failures import local_failure
 from ..core.sanitizer import redact_secrets
-from ..core.triggers import AUTOMATIC, Trigger, fixed_threads, is_bot_review, posted_trigger
+from ..core.triggers import (
+    AUTOMATIC,
+    BotIdentity,
+    Trigger,
+    answers_trigger,
+    fixed_threads,
+    is_bot_review,
+    posted_trigger,
+)
 from ..github.errors import AuthError, BadCredentials, GitHubError, NotFound, RateLimited
 from ..github.models import PullRequest, Review
 from ..github.review_submit import find_posted
@@ -325,15 +333,18 @@ class ReviewPr:
 
     # -- what is already on the PR ------------------------------------------------------------
 
-    async def posted_for(self, job: ReviewJob, trigger: Trigger, head: str) -> Review | None:
-        """The trigger's review, else (``ONCE_PER_HEAD``) a complete review of the bot on
-        ``head``: a re-run, a second event or a concurrent run never posts another."""
-        found = await find_posted(self.deps.client, job.owner, job.repo, job.number, trigger,
-                                  self.deps.acct.identity)
+    @staticmethod
+    def posted_for(reviews: list[Review], me: BotIdentity, trigger: Trigger, head: str
+                   ) -> Review | None:
+        """Of the PR's ``reviews``: the bot's review for ``trigger``, else (``ONCE_PER_HEAD``)
+        a complete review of the bot on ``head``: a re-run, a second event or a concurrent run
+        never posts another."""
+        found = next((r for r in reviews
+                      if r.state != "PENDING" and answers_trigger(r, me, trigger)), None)
         if found is not None or trigger.kind not in ONCE_PER_HEAD:
             return found
-        for r in await self.deps.client.list_reviews(job.owner, job.repo, job.number):
-            answered = posted_trigger(r, self.deps.acct.identity)
+        for r in reviews:
+            answered = posted_trigger(r, me)
             if r.state == "PENDING" or r.commit_id != head or answered is None \
                     or answered.account != trigger.account:
                 continue
@@ -386,8 +397,11 @@ class ReviewPr:
         head = pr.head.sha
         if trigger.kind == "auto" and trigger.ident != head:
             trigger = Trigger.auto(trigger.account, head)   # the head the review will see
-        posted = await find_posted(self.deps.client, job.owner, job.repo, job.number, trigger,
-                                  self.deps.acct.identity)
+        me = self.deps.acct.identity
+        # One listing of the PR's reviews answers both questions below.
+        reviews = await self.deps.client.list_reviews(job.owner, job.repo, job.number)
+        posted = next((r for r in reviews
+                       if r.state != "PENDING" and answers_trigger(r, me, trigger)), None)
         if posted is not None and posted.commit_id != head:
             log.info("%s: trigger %s was answered on %s", job.key, trigger,
                      (posted.commit_id or "?")[:12])
@@ -399,7 +413,7 @@ class ReviewPr:
                 else Trigger.auto(job.fallback.account, head)
             posted = None
         if posted is None:
-            posted = await self.posted_for(job, trigger, head)
+            posted = self.posted_for(reviews, me, trigger, head)
         if posted is not None:
             log.info("%s: review for %s was already posted (%s)", job.key, trigger, posted.id)
             return await self._after_post(AlreadyPosted(pr, posted, trigger, False,

@@ -1,11 +1,19 @@
 """Keeping the PR's summary comment current (``pr_output/summary.py`` renders and posts it):
 when a review starts ("reviewing <sha>…"), after it is posted, and after a ``/bot`` answer.
-It never fails the work it follows: a GitHub error is logged and the next update catches up."""
+It never fails the work it follows: a GitHub error is logged and the next update catches up.
+
+The findings, their states and the session's cost are read in full once per review (after it
+is posted, or after a /bot answer); the "reviewing"/"waiting" update at the start of the next
+review only changes the head line and the walkthrough, so it re-renders the findings this
+process read last time instead of listing every bot comment and thread state again (per-review
+CPU stays flat as a PR's history grows). Another process, or a restart, reads them in full."""
 
 from __future__ import annotations
 
 import json
 import logging
+from collections import OrderedDict
+from dataclasses import replace
 from typing import Any
 
 from ..core.session_key import PrKey
@@ -29,6 +37,16 @@ from .context import ReviewDeps, WorkContext, repo_of
 log = logging.getLogger(__name__)
 FILES_PAGE_CAP = 30
 COMMENT_TOOL = "add_comment_to_pending_review"
+# The last summary read in full, per (account, PR record key): at most this many PRs.
+LAST_READ_CAP = 512
+_last_read: OrderedDict[tuple[str, str], Summary] = OrderedDict()
+
+
+def _remember(account: str, key: str, summary: Summary) -> None:
+    _last_read[(account, key)] = summary
+    _last_read.move_to_end((account, key))
+    while len(_last_read) > LAST_READ_CAP:
+        _last_read.popitem(last=False)
 
 
 async def update_summary(ctx: ReviewDeps | WorkContext, key: str, *, reviewing: str | None,
@@ -41,6 +59,12 @@ async def update_summary(ctx: ReviewDeps | WorkContext, key: str, *, reviewing: 
     client, me = ctx.client, ctx.acct.identity
     try:
         files = await client.list_pull_files(owner, name, number, max_pages=FILES_PAGE_CAP)
+        known = _last_read.get((ctx.acct.key, key)) if (reviewing or waiting) else None
+        if known is not None:
+            summary = replace(known, files=files, reviewing=None if waiting else reviewing,
+                              waiting=waiting, last_reviewed=last_reviewed)
+            await upsert(client, owner, name, number, render(summary), me)
+            return
         reviews = [r for r in await client.list_reviews(owner, name, number)
                    if r.state != "PENDING" and is_bot_review(r, me)]
         ids = {r.id for r in reviews}
@@ -62,6 +86,7 @@ async def update_summary(ctx: ReviewDeps | WorkContext, key: str, *, reviewing: 
                                           d.body.strip().split("\n", 1)[0]) not in gone]
         summary.second_look = await second_look_summary.section(ctx, key, dropped)
         summary.findings += listed_findings(drafted, posted, comments, ids)
+        _remember(ctx.acct.key, key, summary)
         await upsert(client, owner, name, number, render(summary), me)
     except GitHubError as exc:
         log.warning("%s: summary comment not updated: %s", key, exc)

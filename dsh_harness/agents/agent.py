@@ -148,9 +148,12 @@ class Agent:
         if upcoming_tokens:
             limit = compaction.budget(self.deps.compaction,
                                       self.deps.llm.spec(self.provider_name, self.model))
-            if self.prompt_tokens() + upcoming_tokens > limit:
-                folded = compaction.eligible_through_turn(
-                    events, self.session.last_turn + 1, self.deps.compaction.keep_recent_turns)
+            size = self.prompt_tokens() + upcoming_tokens
+            if size > limit:
+                # The same cut the compaction will make (``compaction.cut_through_turn``).
+                folded = compaction.cut_through_turn(
+                    events, self.session.last_turn + 1, self.deps.compaction.keep_recent_turns,
+                    size, int(limit * self.deps.compaction.target))
                 through = max(through, folded or 0)
         failed = failed_attempts(events)
         metas = {e.turn: e.meta for e in events if isinstance(e, TurnStart)}
@@ -378,8 +381,9 @@ class Agent:
         size = self.prompt_tokens()
         if size <= limit:
             return
-        through = compaction.eligible_through_turn(
-            self.session.events, turn, policy.keep_recent_turns)
+        through = compaction.cut_through_turn(
+            self.session.events, turn, policy.keep_recent_turns, size,
+            int(limit * policy.target))
         if through is None:
             log.warning("session %s: prompt of ~%d tokens exceeds the budget of %d but no "
                         "whole turn can be compacted", self.session.id, size, limit)

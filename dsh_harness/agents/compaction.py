@@ -1,9 +1,11 @@
 """Token-budget compaction: summarize the oldest whole turns into one head message.
 
 It runs before a model request whose prompt would exceed the budget. Only whole, ended turns
-before the running one are summarized (so a tool call is never split from its result), the
-newest ``keep_recent_turns`` stay verbatim, and a ``compaction`` event records the cut. The
-new head is then stable, so later requests hit the prefix cache again.
+before the running one are summarized (so a tool call is never split from its result), and a
+``compaction`` event records the cut. The cut leaves headroom: at least the oldest turns down
+to ``compaction.target`` of the budget are summarized (the newest ``keep_recent_turns`` stay
+verbatim unless keeping them would not fit under it), so the runs that follow append to one
+stable head — a prefix-cache hit — instead of compacting again at every run.
 """
 
 from __future__ import annotations
@@ -45,6 +47,34 @@ def eligible_through_turn(events: list[Any], current_turn: int, keep_recent: int
     if len(candidates) <= keep_recent:
         return None
     return candidates[-keep_recent - 1] if keep_recent else candidates[-1]
+
+
+def cut_through_turn(events: list[Any], current_turn: int, keep_recent: int, size: int,
+                     target: int) -> int | None:
+    """The last turn to summarize so the prompt of ``size`` tokens falls to ``target``: at
+    least the turns ``keep_recent`` allows, more (oldest first) when that is not enough and
+    more would reach it; None if no whole ended turn may be summarized."""
+    ended = [e.turn for e in events
+             if isinstance(e, TurnEnd) and e.committed and e.turn < current_turn]
+    previous = latest_compaction(events)
+    floor = previous.through_turn if previous else 0
+    candidates = [t for t in ended if t > floor]
+    if not candidates:
+        return None
+    preferred = eligible_through_turn(events, current_turn, keep_recent) or 0
+    by_turn: dict[int, list[Any]] = {}
+    for e in events:
+        turn = getattr(e, "turn", None)
+        if turn in candidates:
+            by_turn.setdefault(turn, []).append(e)
+    left = size
+    for t in candidates:
+        left -= estimate_tokens(model_messages(by_turn.get(t, []), reasoning="none"))
+        if left <= target:
+            return max(preferred, t)
+    # Nothing reaches the target (the new turn alone is that big): summarizing the newest
+    # turns too would gain no room to append to, so only what keep_recent allows.
+    return preferred or None
 
 
 def transcript(messages: list[dict[str, Any]]) -> str:

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from dsh_harness.agents.compaction import SUMMARY_SYSTEM
-from dsh_harness.sessions.events import Compaction
+from dsh_harness.sessions.events import Compaction, TurnStart
 from dsh_harness.sessions.history import SUMMARY_ACK
 from dsh_harness.testing import ModelRequest, PrefixCache, Reply, ScriptedModelServer
 from dsh_harness.testing.prefix_cache import estimate_tokens, render_prompt
@@ -83,6 +83,42 @@ async def test_compaction_summarizes_old_turns_and_stays_prefix_stable(tmp_path)
                 break
             n = len(prev["messages"])
             assert canon(cur["messages"][:n]) == canon(prev["messages"])
+
+
+def _compacting_policy(req: ModelRequest) -> Reply:
+    if req.system == SUMMARY_SYSTEM:
+        return Reply(content="SUMMARY")
+    if not req.tool_results():
+        return Reply(tool_calls=[("big", {"n": 300})])
+    return Reply(content="ok")
+
+
+async def _turns_between_compactions(tmp_path, target: float) -> list[int]:
+    with ScriptedModelServer(policy=_compacting_policy) as server:
+        h = make_harness(tmp_path, server.base_url,
+                         extra="[compaction]\nmax_prompt_tokens = 1500\n"
+                               f"keep_recent_turns = 6\ntarget = {target}\n")
+        agent = await h.agents.create("test:headroom")
+        for i in range(24):
+            assert (await agent.followup(f"run {i}")).ok
+        await h.close()
+    ran_in, turn = [], 0   # the turn each compaction ran in
+    for e in agent.session.events:
+        if isinstance(e, TurnStart):
+            turn = e.turn
+        elif isinstance(e, Compaction):
+            ran_in.append(turn)
+    return [b - a for a, b in itertools.pairwise(ran_in)]
+
+
+async def test_a_compaction_leaves_headroom_so_runs_append_to_a_stable_prefix(tmp_path):
+    """Compacting only down to ``keep_recent_turns`` when those turns nearly fill the budget
+    makes every other run compact again (a new head each time: no prefix-cache hit). With
+    headroom (``compaction.target``) at least five runs follow a compaction without another."""
+    gaps = await _turns_between_compactions(tmp_path / "headroom", 0.5)
+    assert gaps and min(gaps) >= 5, gaps
+    thrash = await _turns_between_compactions(tmp_path / "none", 1.0)
+    assert thrash and min(thrash) < 5, thrash   # what the headroom prevents
 
 
 @pytest.mark.parametrize("replay", ["current_turn", "none"])
