@@ -314,7 +314,10 @@ class Guard:
         turn.draft.fixed_labels = [turn.fixable[i] for i in fixed]
         if turn.hold_post:
             turn.held_body = out["body"]
-            return ToolText(f"Submitted with {len(turn.draft.comments)} comment(s).")
+            # The same answer as a direct post (ending the turn), so the review session's
+            # requests are the same with and without the second look.
+            return ToolText(f"Submitted with {len(turn.draft.comments)} comment(s).",
+                            ends_turn=True)
         try:
             review = await turn.submit(out["body"])
         except GitHubError as exc:

@@ -27,6 +27,7 @@ from dsh_harness import Harness, StorageError
 
 from ..core.failures import local_failure
 from ..core.sanitizer import redact_secrets
+from ..core.triggers import Trigger
 from ..github.account import ConnectedAccount
 from ..github.guard import GuardTurn
 from ..github.models import PullRequest, Review
@@ -66,11 +67,11 @@ class SecondLook:
     def __init__(self, harness: Harness, models: ModelChoice):
         self.harness, self.models = harness, models
 
-    async def check(self, acct: ConnectedAccount, pr: PullRequest, trigger: str,
+    async def check(self, acct: ConnectedAccount, pr: PullRequest, trigger: Trigger,
                     instructions: TrustedInstructions | None,
                     comments: list[DraftComment]) -> SecondLookOutcome:
         """The verdicts on ``comments`` (one verifier turn; every finding kept on failure)."""
-        outcome = SecondLookOutcome(trigger=trigger, head=pr.head.sha)
+        outcome = SecondLookOutcome(trigger=trigger.format(), head=pr.head.sha)
         if not comments:
             return outcome
         try:
@@ -90,7 +91,7 @@ class SecondLook:
             for c, v in zip(comments, verdicts, strict=True)]
         return outcome
 
-    async def _turn(self, acct: ConnectedAccount, pr: PullRequest, trigger: str,
+    async def _turn(self, acct: ConnectedAccount, pr: PullRequest, trigger: Trigger,
                     instructions: TrustedInstructions | None,
                     comments: list[DraftComment]) -> str:
         key = session_key(acct, pr).with_persona(VERIFIER)
@@ -129,7 +130,7 @@ class SecondLook:
             try:
                 outcome = await agent.followup(
                     message, deadline=deadline, require_text=True,
-                    meta={"flow": "verify", "trigger": trigger, "persona": VERIFIER,
+                    meta={"flow": "verify", "trigger": trigger.format(), "persona": VERIFIER,
                           "head": pr.head.sha, "findings": len(comments), **told})
             finally:
                 await acct.guard.end(sid)
@@ -180,7 +181,7 @@ def apply(turn: GuardTurn, outcome: SecondLookOutcome) -> None:
 
 
 async def post_held(look: SecondLook, turn: GuardTurn, acct: ConnectedAccount,
-                    pr: PullRequest, trigger: str,
+                    pr: PullRequest, trigger: Trigger,
                     instructions: TrustedInstructions | None) -> Review:
     """The held review, checked and posted (an earlier post for the trigger is reused)."""
     assert turn.held_body is not None and turn.draft is not None

@@ -32,6 +32,9 @@ class ReviewDeps:
     acct: ConnectedAccount
     runner: Reviewer
     clock: Callable[[], datetime] = utcnow
+    # The daemon's records (what its summary lists from them, e.g. the second look's
+    # outcomes); None in CI, which keeps none.
+    store: WorkStore | None = None
 
     @property
     def cfg(self) -> AccountConfig:
@@ -72,7 +75,7 @@ class WorkContext:
         return dataclasses.replace(self, acct=acct)
 
     def deps(self) -> ReviewDeps:
-        return ReviewDeps(self.acct, self.runner, self.clock)
+        return ReviewDeps(self.acct, self.runner, self.clock, self.store)
 
 
 def repo_of(key: str) -> tuple[str, str, int]:

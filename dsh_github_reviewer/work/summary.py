@@ -79,8 +79,10 @@ async def update_summary(ctx: ReviewDeps | WorkContext, key: str, *, reviewing: 
         posted = {str(t): r.html_url for r in reviews
                   if (t := posted_trigger(r, me)) is not None}
         # The second look's dropped findings are listed in their own section, not as open.
-        dropped = second_look_summary.dropped_of(
-            await second_look.outcomes(ctx.store.domain, key), set(posted))
+        # (Recorded by the daemon's work only: CI keeps no records, so it has none.)
+        found = await second_look.outcomes(ctx.store.domain, key) \
+            if ctx.store is not None else []
+        dropped = second_look_summary.dropped_of(found, set(posted))
         gone = {(t, c.path, c.line, c.text) for t, c in dropped}
         drafted = [d for d in drafted if (d.trigger, d.path, d.line,
                                           d.body.strip().split("\n", 1)[0]) not in gone]
@@ -92,7 +94,8 @@ async def update_summary(ctx: ReviewDeps | WorkContext, key: str, *, reviewing: 
         log.warning("%s: summary comment not updated: %s", key, exc)
 
 
-async def _from_session(ctx: ReviewDeps | WorkContext, key: str, summary: Summary) -> list[Drafted]:
+async def _from_session(ctx: ReviewDeps | WorkContext, key: str, summary: Summary
+                        ) -> list[Drafted]:
     """From the PR session's log (no model call): its tokens and cost, into ``summary``, and
     the findings each review trigger's last attempt drafted (the accepted
     add_comment_to_pending_review calls: facts the log keeps as data), returned — from the
