@@ -63,6 +63,23 @@ class Draft:
     text: str
     fix: str
     introduced: str
+    data: dict = field(default_factory=dict)
+    header: str = ""
+
+    def with_defects_of(self, other: Draft) -> Draft | str:
+        """This draft with ``other``'s defects added (a second fix of the same change), or
+        why they cannot be (the merged case is not valid)."""
+        data = {**self.data, "push": [{**self.data["push"][0], "defects": [
+            *self.data["push"][0]["defects"], *other.data["push"][0]["defects"]]}]}
+        try:
+            problems = check_case(Case.model_validate({"id": self.case_id, **data}))
+        except ValidationError as exc:
+            return f"not a valid case with the defect of {other.fix[:12]}: {exc.errors()[0]['msg']}"
+        if problems:
+            return "; ".join(p.split(": ", 1)[1] for p in problems)[:300]
+        header = f"{self.header}\nAlso fixed by {other.fix}."
+        return Draft(self.case_id, dumps_case(data, header), self.fix, self.introduced, data,
+                     header)
 
 
 @dataclass
@@ -259,7 +276,7 @@ def draft_case(repo: Path, fix: str, subject: str, name: str) -> Draft | Skipped
     header = (f"Draft mined from {name}: introduced by {introduced}, fixed by {fix}\n"
               f"(\"{fix_subject[:120]}\"). Review it before use: is it a real defect, are "
               "the lines,\ncategory and severity right? (`eval --check-cases` validates it.)")
-    return Draft(case_id, dumps_case(data, header), fix, introduced)
+    return Draft(case_id, dumps_case(data, header), fix, introduced, data, header)
 
 
 def fixes(repo: Path, since: str | None) -> list[tuple[str, str]]:
@@ -280,7 +297,7 @@ def mine(repo: Path, name: str, out_dir: Path, since: str | None = None,
          limit: int | None = None) -> MineResult:
     _git(repo, "rev-parse", "--git-dir")
     result = MineResult()
-    seen: set[str] = set()
+    seen: dict[str, Draft] = {}
     out_dir.mkdir(parents=True, exist_ok=True)
     for sha, subject in fixes(repo, since):
         if limit is not None and len(result.written) >= limit:
@@ -293,11 +310,18 @@ def mine(repo: Path, name: str, out_dir: Path, since: str | None = None,
         if isinstance(draft, Skipped):
             result.skipped.append(draft)
             continue
-        if draft.introduced in seen:  # two fixes of one change: one case
-            result.skipped.append(Skipped(sha, f"{draft.introduced[:12]} already drafted"))
-            continue
-        seen.add(draft.introduced)
         path = out_dir / f"{draft.case_id}.toml"
+        if (earlier := seen.get(draft.introduced)) is not None:
+            # Two fixes of one change: one case with both defects, so a reviewer that finds
+            # the second bug is not scored a false positive.
+            merged = earlier.with_defects_of(draft)
+            if isinstance(merged, str):
+                result.skipped.append(Skipped(sha, merged))
+                continue
+            seen[draft.introduced] = merged
+            path.write_text(merged.text, encoding="utf-8")
+            continue
+        seen[draft.introduced] = draft
         path.write_text(draft.text, encoding="utf-8")
         result.written.append(path)
     return result

@@ -183,3 +183,30 @@ def test_the_command_writes_drafts_check_cases_accepts(history, tmp_path):
     assert len(proc.stdout.splitlines()) == 3 and "3 draft case(s)" in proc.stderr
     proc = dsh("github-reviewer", "eval", "--check-cases", "--cases", str(out), cwd=tmp_path)
     assert proc.returncode == 0 and "3 of 3 cases valid" in proc.stdout, proc.stdout
+
+
+def test_two_fixes_of_one_change_give_one_case_with_both_defects(tmp_path):
+    """Before: the second fix of the same introducing change was skipped ("already drafted"),
+    so the case held one of its two known bugs and a reviewer finding the other one was
+    scored a false positive."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    _commit(repo, "Initial import", {"calc.py": "def add(a, b):\n    return a + b\n"})
+    helpers = ("def add(a, b):\n    return a + b\n\n\ndef mean(xs):\n    total = 0\n"
+               "    for x in xs:\n        total += x\n    return total / len(xs)\n\n\n"
+               "def first(xs):\n    return xs[1]\n")
+    intro = _commit(repo, "Add mean and first helpers", {"calc.py": helpers})
+    _commit(repo, "Add clamp", {"util.py": "def clamp(x, lo, hi):\n    return max(lo, x)\n"})
+    one = _commit(repo, "Fix off-by-one in first()",
+                  {"calc.py": helpers.replace("xs[1]", "xs[0]")})
+    two = _commit(repo, "Fix crash on an empty list in mean", {"calc.py": helpers.replace(
+        "xs[1]", "xs[0]").replace("/ len(xs)\n", "/ len(xs) if xs else 0.0\n")})
+    result = mine(repo, "acme/calc", tmp_path / "out")
+    (path,) = result.written
+    assert result.skipped == [], result.skipped
+    (case,) = load_cases(tmp_path / "out")
+    assert case.id.endswith(intro[:8]) and check_cases([case]) == []
+    assert sorted(((d.id, d.lines) for d in case.defects), key=lambda x: x[1]) == [
+        (f"fixed-{two[:8]}", (9, 9)), (f"fixed-{one[:8]}", (13, 13))]
+    assert f"Also fixed by {one}" in path.read_text()
