@@ -15,6 +15,18 @@ import pytest
 
 from dsh_github_reviewer.testing import LoopbackPortDenied
 
+# Fixtures that start a real server or process: a test using one is slow by the marker's own
+# definition ("spawns processes or real servers"), whether or not it says so, so that
+# ``-m "not slow"`` is the fast unit set.
+SLOW_FIXTURES = frozenset({"pg_dsn", "postgres_cluster", "sandbox80", "browser", "page"})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) \
+                or "/tests/e2e/" in str(item.fspath):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.hookimpl(wrapper=True)
 def pytest_fixture_setup(fixturedef, request):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import httpx2
 import pytest
 
 from dsh_github_reviewer.core.triggers import BotIdentity
+from dsh_github_reviewer.github.auth import PatAuth
+from dsh_github_reviewer.github.client import GitHubClient
 from dsh_github_reviewer.github.dialects import Dialect, DialectError, detect
 from dsh_github_reviewer.github.guard import Guard, GuardTurn
 from dsh_github_reviewer.github.mcp_host import ToolInfo
@@ -81,8 +84,16 @@ def test_legacy_file_reads_avoid_the_sha_lookup_bug():
 async def test_guard_on_a_current_dialect_server():
     guard = Guard()
     runtime = FakeRuntime(CURRENT)
-    guard.begin(SESSION, GuardTurn(scope=SCOPE, client=None, runtime=runtime, token="t",
-                                   me=BotIdentity("bot")))
+    # A client that is never asked anything here (the MCP runtime is faked): the guard reads
+    # only its rate-limit wait.
+    async with httpx2.AsyncClient() as http:
+        client = GitHubClient("http://127.0.0.1:9/api/v3", PatAuth("t"), http)
+        guard.begin(SESSION, GuardTurn(scope=SCOPE, client=client, runtime=runtime, token="t",
+                                       me=BotIdentity("bot")))
+        await _drive_current(guard, runtime)
+
+
+async def _drive_current(guard, runtime):
     drive = Driver(guard)
     pr = {"owner": "octo", "repo": "app", "pullNumber": 7}
     assert await drive("pull_request_read", {**pr, "method": "get_check_runs"}) == (
