@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from .triggers import defuse_markers
+
 REDACTED = "[REDACTED_SECRET]"
 
 _ENTITY = re.compile(r"&#(?:[xX]([0-9A-Fa-f]{1,8})|([0-9]{1,10}));")
@@ -48,12 +50,15 @@ def _strip_attrs(m: re.Match[str]) -> str:
 
 def redact_secrets(text: str, keep_lines: bool = False) -> str:
     """Secrets become ``REDACTED``; with ``keep_lines`` a multi-line secret (a private key)
-    leaves its newlines behind, so the line numbers of a file or diff stay right."""
+    leaves its newlines behind, so the line numbers of a file or diff stay right.
+
+    Every text the bot posts that it did not compose itself passes here before the bot
+    appends its own marker, so the bot's markers are defused here too (``defuse_markers``)."""
     def replace(m: re.Match[str]) -> str:
         return REDACTED + "\n" * m.group(0).count("\n") if keep_lines else REDACTED
     for pattern in SECRET_PATTERNS:
         text = pattern.sub(replace, text)
-    return text
+    return defuse_markers(text)
 
 
 def _visible(ch: str) -> bool:

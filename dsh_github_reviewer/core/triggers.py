@@ -148,6 +148,15 @@ def summary_marker() -> str:
     return SUMMARY_MARKER
 
 
+def defuse_markers(text: str) -> str:
+    """The bot's hidden markers in text it did not write itself (the model's review, findings,
+    answers; an error) made inert: ``<!-- dsh-github-reviewer:`` loses its colon, so no marker
+    reader (``core/triggers.py``) matches it. A model talked into echoing a marker by a PR it
+    reads must not make the bot's own post answer a command, claim a head or the summary.
+    Same length, and the result holds no marker, so it is a fixed point."""
+    return text.replace(OWN_MARKER, OWN_MARKER[:-1] + " ")
+
+
 # -- whose words: the only readers of markers ------------------------------------------------
 
 
