@@ -163,6 +163,12 @@ class Inbox:
             return rec
         rec.seen_at(head_sha=head, title=sanitize_line(pr.title), base_sha=pr.base.sha,
                     base_ref=pr.base.ref)
+        if rec.paused_by is not None and rec.status == "reviewing" \
+                and rec.trigger is not None and not rec.trigger.automatic:
+            # Paused with a /review owed: it reviews the new head. Replacing it with the
+            # push's automatic review would leave it waiting for /bot resume — a command
+            # that got its 👀 and never ran.
+            return rec
         rec.owe_review(Trigger.auto(self.account, head), now)
         return rec
 

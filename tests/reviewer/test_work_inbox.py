@@ -630,3 +630,19 @@ async def test_ignored_and_capped_lines_are_per_pr(store, caplog):
         f"{key(4)}: 1 automatic reviews done (cap); not reviewing head {HEAD2}",
         f"{key(5)}: 1 automatic reviews done (cap); not reviewing the retarget to rel",
         f"{key(6)}: 1 automatic reviews done (cap); not reviewing the retarget to rel"]
+
+
+async def test_a_push_while_paused_never_swallows_an_owed_review_command(store):
+    """``/bot pause``, then ``/review``, then a push before it ran: the push's automatic
+    review waits for ``/bot resume``, but the ``/review`` somebody asked for (and got 👀 on)
+    still runs, on the new head."""
+    ib = inbox(store)
+    await put(store, reviewed())
+    await record(ib, pulls=[pull()], comments=[comment(11, "/bot pause")])
+    await record(ib, pulls=[pull()], comments=[comment(12, "/review", at=T0 + timedelta(1))])
+    rec = await store.pr(key())
+    assert rec.trigger == Trigger.cmd("demo", 12) and not rec.waits_for_resume
+    await record(ib, pulls=[pull(head="f" * 40)])
+    rec = await store.pr(key())
+    assert rec.head_sha == "f" * 40 and rec.trigger == Trigger.cmd("demo", 12)
+    assert not rec.waits_for_resume and rec.due_at(60, T0) is not None
