@@ -326,6 +326,8 @@ def html_fragment(report: dict[str, Any]) -> str:
                         mark += " (judge: no)"
                 else:
                     mark = "missed"
+                if c["summary"].get("repeats", 1) > 1:  # which run, not "review 1, review 1"
+                    mark = f"run {row.get('repeat', 1)}: {mark}"
                 cells[key].setdefault(i, []).append(mark)
     for case_id, did, d in order:
         tds = []
@@ -333,9 +335,9 @@ def html_fragment(report: dict[str, Any]) -> str:
             marks = cells[(case_id, did)].get(i)
             if not marks:
                 tds.append("<td>–</td>")
-            elif all(m == "failed" for m in marks):
+            elif all(m.endswith("failed") for m in marks):
                 tds.append("<td class=fail>failed (no review)</td>")
-            elif all(m == "missed" or m == "failed" for m in marks):
+            elif all(m.endswith(("missed", "failed")) for m in marks):
                 tds.append("<td class=miss>✗ missed</td>")
             else:
                 tds.append(f"<td class=hit>✓ {_e(', '.join(marks))}</td>")

@@ -201,3 +201,18 @@ async def test_a_case_the_bot_parks_is_collected_not_waited_for(tmp_path, monkey
         res, requests = await _run(tmp_path, [c], "perfect")
     (run,) = res.runs
     assert run.reviewed == [] and run.error is not None and requests == []
+
+
+def test_the_defect_grid_names_the_run_of_each_mark_with_repeats():
+    """With --repeat 2 a defect found in both runs read "✓ review 1, review 1"; each mark now
+    says which run it is, and a defect missed in every run is still "✗ missed"."""
+    from dsh_github_reviewer.eval.run import ConfigResult
+
+    c = case()
+    runs = [CaseRun(case_id="calc", reviewed=[1, 2], repeat=n,
+                    findings=[Finding(path="app/calc.py", line=6, body="b may be zero")]
+                    if n == 1 else []) for n in (1, 2)]
+    page = html_fragment(build_report([c], [ConfigResult(EvalConfig(MODEL), runs)],
+                                      started_at=res_started()))
+    assert "<td class=hit>✓ run 1: review 1, run 2: missed</td>" in page
+    assert "<td class=miss>✗ missed</td>" in page  # "loop" and "secret": missed in both runs
