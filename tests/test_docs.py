@@ -239,3 +239,16 @@ def test_docs_state_what_the_code_does():
     assert "builds a fresh virtualenv from nothing" not in script
     # github-mcp-server is a main dependency, not the test extra's.
     assert "test extra (which brings the real github-mcp-server" not in script
+
+
+@pytest.mark.parametrize("doc", ["docs/config.en.md", "docs/config.md"])
+def test_every_repository_config_key_is_documented(doc):
+    """The keys of ``.github/dsh-review.toml`` (``RepoConfig``), which the deployment-config
+    check above does not cover: each is named in the config guide (its example block counts)."""
+    from dsh_github_reviewer.turn.repo_config import RepoConfig
+
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    section = text[text.index("dsh-review.toml"):]
+    missing = sorted({path for path, leaf in _config_keys(RepoConfig)
+                      if not re.search(rf"(?<![\w.]){re.escape(leaf)}\b", section)})
+    assert missing == [], f"repository config keys missing from {doc}: {missing}"
