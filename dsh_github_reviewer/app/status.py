@@ -54,7 +54,9 @@ async def status_data(harness: Harness) -> list[dict[str, Any]]:
                 "paused_by": e.paused_by, "paused_at": _iso(e.paused_at),
                 # Replicas: who runs this PR's work now (its lease), else None.
                 "lease": held.get(f"pr:{key}"),
-                "queued": [{"comment_id": c.comment_id, "attempts": c.attempts,
+                # action "teach": a thread reply read for a lesson, not a /bot command.
+                "queued": [{"comment_id": c.comment_id, "action": c.action,
+                            "attempts": c.attempts,
                             "next_attempt_at": _iso(c.next_attempt_at),
                             "last_error": c.last_error} for c in e.queued],
                 "gave_up": [{"what": n.what, "error": n.error, "at": _iso(n.created_at),

@@ -127,8 +127,9 @@ async def cmd_status(harness: Harness, args: argparse.Namespace) -> int:
                 line += ", draft (waits until ready for review)"
             if p.get("paused_by"):
                 line += f", paused by {p['paused_by']} (/bot resume)"
-            if p["queued"]:
-                line += f", {len(p['queued'])} /bot queued"
+            commands = [q for q in p["queued"] if q.get("action") != "teach"]
+            if commands:
+                line += f", {len(commands)} /bot queued"
             if p["last_error"]:
                 line += f", last error: {p['last_error']}"
             if p.get("config_error"):

@@ -62,3 +62,28 @@ async def test_lessons_page_lists_shows_the_source_and_removes(tmp_path, server)
             assert "removed by (web UI)" in page
     finally:
         await h.close()
+
+
+async def test_status_page_says_paused_once_and_counts_only_commands(tmp_path, server):  # noqa: F811
+    from dsh_github_reviewer.work.records import Command, PrRecord
+    from dsh_github_reviewer.work.store import WorkStore
+
+    h = make(tmp_path, server, {"GITHUB_TOKEN": TOKEN, "GITHUB_REPOSITORIES": "acme/shop"})
+    try:
+        store = WorkStore(await h.storage.domain(DOMAIN), "demo")
+
+        def cmd(cid: int, action: str) -> Command:
+            return Command(comment_id=cid, kind="bot", source="review", author="m",
+                           created_at=T0, action=action)
+        await store.update_pr("demo:acme/shop#1", lambda _: PrRecord(
+            head_sha="a" * 40, status="reviewing", updated_at=T0, paused_by="maintainer",
+            queued=[cmd(1, "teach"), cmd(2, "chat")]))
+        async with client(h) as c:
+            page = (await c.get("/github-reviewer")).text
+            data = (await c.get("/api/github-reviewer/status")).json()
+    finally:
+        await h.close()
+    assert page.count("automatic reviews paused by maintainer") == 1
+    assert "1 /bot queued" in page
+    (pr,) = data["accounts"][0]["prs"] if isinstance(data, dict) else data[0]["prs"]
+    assert [q["action"] for q in pr["queued"]] == ["teach", "chat"]
