@@ -4,7 +4,7 @@ A PR is listed (``reasons``) when:
 
 * ``critical`` / ``major`` — a finding of that severity is still open (``web.noise``);
 * ``failed`` — its owed review failed and waits for a retry (a failure count, an error) or the
-  bot gave up on it (``gave_up``, a give-up notice);
+  bot gave up on it (``gave_up``, a give-up notice not overtaken by a later review's start);
 * ``paused`` — its work waits on a pause: ``/bot pause`` holds an owed automatic review, a rate
   limit put it off (``not_before``), or its account is paused (a rejected token or model key).
 
@@ -48,9 +48,13 @@ def reasons_of(row: Any, rec: PrRecord | None, account: AccountRecord | None,
             out.why.append(f"{open_sev[sev]} open {sev} finding"
                            + ("" if open_sev[sev] == 1 else "s"))
     if rec is not None:
-        if rec.status == "gave_up" or rec.notices:
+        # A notice is kept after it is posted; one older than the last review's start was
+        # overtaken by that review (a new head, a /review) and needs nobody now.
+        since = rec.last_review_started_at
+        standing = [n for n in rec.notices if since is None or n.created_at >= since]
+        if rec.status == "gave_up" or standing:
             out.reasons.append("failed")
-            last = rec.notices[-1] if rec.notices else None
+            last = standing[-1] if standing else None
             out.why.append(f"gave up on {last.what}: {last.error}" if last else
                            f"gave up: {rec.last_error or 'see the status page'}")
         elif rec.status == "reviewing" and rec.fail_count:
