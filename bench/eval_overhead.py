@@ -29,7 +29,7 @@ from pathlib import Path
 from dsh_github_reviewer.eval import load_cases, score_case, summarize
 from dsh_github_reviewer.eval.report import build_report, html_page, markdown
 from dsh_github_reviewer.eval.run import EvalConfig, Options, run_config
-from dsh_github_reviewer.testing.eval_model import eval_model
+from dsh_github_reviewer.eval.scripted_model import eval_model
 from dsh_harness import Harness, parse_config
 
 MODEL = "scripted/deepseek-v4-flash"

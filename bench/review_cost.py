@@ -169,7 +169,10 @@ def size_tables(new: list[dict], old: list[dict] | None) -> None:
               f"{b['prompt_tokens']:>9} {b['prompt_tokens'] - b['cache_hit_tokens']:>11} "
               f"{b['output_tokens']:>6} {r['requests']:>4} {r['breaks']:>6} | "
               f"{before:>12} {ratio:>9.3f} | {goal}")
-    print("* the issue's measured figure (issue 28); run with --old-python for a live before.")
+    if not old:
+        print("* the figure measured before (quoted); --before-json or --old-python measure it.")
+    else:
+        print("before: the same scenarios on the code before (--before-json / --old-python).")
     print("reqs: model requests of both reviews; breaks: requests whose cached prefix is "
           "shorter than the request before it (goal 0).")
 

@@ -167,6 +167,22 @@ def test_no_import_cycles():
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
+def test_no_cycles_between_packages_of_one_layer():
+    """Packages of one layer may import each other, but only one way: two that import each
+    other (say eval and testing) are one package in two folders, and the file-level cycle test
+    cannot see it when no single file closes the loop."""
+    edges: dict[str, set[str]] = {}
+    for module in MODULES:
+        top, _, role = layer_of(module)
+        for target in {t for t, _, _ in imports(module)}:
+            ttop, _, trole = layer_of(target)
+            if ttop == top and trole != role:
+                edges.setdefault(f"{top}.{role}", set()).add(f"{ttop}.{trole}")
+    both = sorted(f"{a} <-> {b}" for a, targets in edges.items() for b in targets
+                  if a < b and a in edges.get(b, set()))
+    assert not both, "packages importing each other:\n" + "\n".join(both)
+
+
 def test_agents_know_neither_their_service_nor_the_harness():
     for module in MODULES:
         if module.startswith("dsh_harness.agents.") and module != "dsh_harness.agents.service":

@@ -305,7 +305,7 @@ class AccountPoller:
                 if rec_repo != repo or number in open_numbers:
                     continue
                 if rec.closed_seen_at is None:
-                    rec.closed_seen_at = now
+                    rec.closed(now)   # the record's own transition (PrRecord.closed)
                     tx.put(PRS, key, rec)
                     changed = True
                 elif rec.prunable(now):

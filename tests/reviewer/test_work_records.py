@@ -7,7 +7,9 @@ exact edges.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -211,7 +213,7 @@ def test_a_closed_pr_is_pruned_after_seven_days_when_it_owes_nothing():
 
 
 # -- the state machine -----------------------------------------------------------------------
-# The same table is in docs/architecture*.md, "The PR record's states".
+# The table is read from docs/architecture.en.md, "The PR record's states".
 
 AUTO = Trigger.auto("acct", "h")
 CMD = Trigger.cmd("acct", 5)
@@ -249,28 +251,49 @@ TRANSITIONS = {
     "missing_instructions": lambda r: r.missing_instructions(T0, "none"),
     "closed": lambda r: r.closed(T0),
     "answered_elsewhere": lambda r: r.answered_elsewhere(Trigger.auto("acct", "h2"), "h1"),
+    "skipped": lambda r: r.skipped("h", T0, "not reviewed automatically"),
 }
 
-# (from, transition) -> to. A review outcome (reviewed, failed, paused) is recorded only on a
-# `reviewing` record; a transition missing here is never applied from that state.
-TABLE = {
-    ("reviewed", "owe_review"): "reviewing",
-    ("missing_instructions", "owe_review"): "reviewing",
-    ("gave_up", "owe_review"): "reviewing",
-    ("reviewing", "owe_review"): "reviewing",
-    ("reviewing", "reviewed"): "reviewed",
-    ("reviewing", "reviewed (record moved on)"): "reviewing",
-    ("reviewing", "failed"): "reviewing",
-    ("reviewing", "failed (max_attempts)"): "gave_up",
-    ("reviewing", "paused"): "reviewing",
-    ("reviewing", "missing_instructions"): "missing_instructions",
-    ("reviewed", "missing_instructions"): "missing_instructions",
-    ("reviewing", "answered_elsewhere"): "reviewing",
-    ("reviewing", "closed"): "reviewing",
-    ("reviewed", "closed"): "reviewed",
-    ("gave_up", "closed"): "gave_up",
-    ("missing_instructions", "closed"): "missing_instructions",
-}
+STATUSES = ("reviewing", "reviewed", "gave_up", "missing_instructions")
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def _rows(path: Path, heading: str) -> list[list[str]]:
+    """The cells of the table under ``heading`` in a docs page."""
+    text = path.read_text(encoding="utf-8").split(heading, 1)[1]
+    lines = [line for line in text.split("\n## ", 1)[0].splitlines() if line.startswith("|")]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+
+
+def docs_table() -> dict[tuple[str, str], str]:
+    """(from, transition) -> to, as docs/architecture.en.md says ("The PR record's states");
+    a transition missing there is never applied from that state."""
+    table = {}
+    for start, change, end in _rows(DOCS / "architecture.en.md", "## The PR record's states"):
+        name = _CODE.findall(change)[0]
+        if name == "reviewed" and "moved on" in change:
+            name = "reviewed (record moved on)"
+        elif name == "failed" and "reaching" in change:
+            name = "failed (max_attempts)"
+        if name not in TRANSITIONS:
+            assert name == "PrRecord.owing", f"the docs name an unknown transition {name}"
+            continue
+        froms = STATUSES if start == "any" else _CODE.findall(start)
+        for s in froms:
+            table[s, name] = s if end == "unchanged" else _CODE.findall(end)[0]
+    return table
+
+
+TABLE = docs_table()
+
+
+def test_both_guides_have_the_same_transition_table():
+    en = _rows(DOCS / "architecture.en.md", "## The PR record's states")
+    zh = _rows(DOCS / "architecture.md", "## The PR record's states")
+    assert [_CODE.findall(r[1])[:1] for r in en] == [_CODE.findall(r[1])[:1] for r in zh]
+    assert [_CODE.findall(r[2]) for r in en] == [_CODE.findall(r[2]) for r in zh]
+    assert len(TABLE) >= 17 and ("reviewing", "skipped") in TABLE
 
 
 @pytest.mark.parametrize(("start", "name"), sorted(TABLE))

@@ -1,5 +1,5 @@
 """Scoring rewards precise findings: scripted reviewers of known behaviour on the shipped
-corpus (what ``testing/eval_model.py`` reports, scored directly; the loop itself is covered by
+corpus (what ``eval/scripted_model.py`` reports, scored directly; the loop itself is covered by
 test_runner)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dsh_github_reviewer.eval import CaseRun, load_cases, score_case, summarize
 from dsh_github_reviewer.eval.compare import compare
 from dsh_github_reviewer.eval.report import build_report
 from dsh_github_reviewer.eval.run import ConfigResult, EvalConfig
-from dsh_github_reviewer.testing.eval_model import scripted_findings, scripted_verdicts
+from dsh_github_reviewer.eval.scripted_model import scripted_findings, scripted_verdicts
 
 
 def _runs(cases, behaviour: str, repeat: int = 1) -> list[CaseRun]:

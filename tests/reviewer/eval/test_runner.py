@@ -11,7 +11,7 @@ import pytest
 from dsh_github_reviewer.eval import CaseRun, Finding, load_cases, score_case, summarize
 from dsh_github_reviewer.eval.report import build_report, html_fragment, markdown
 from dsh_github_reviewer.eval.run import EvalConfig, Options, run_config
-from dsh_github_reviewer.testing.eval_model import eval_model
+from dsh_github_reviewer.eval.scripted_model import eval_model
 from dsh_harness import Harness, parse_config
 
 from ...harness.agent_kit import config_text

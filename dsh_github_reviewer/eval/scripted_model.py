@@ -32,11 +32,11 @@ from collections.abc import Callable
 
 from dsh_harness.testing import ModelRequest, Reply, ScriptedModelServer
 
-from ..eval.cases import Case
-from ..eval.score import TOLERANCE, CaseRun, candidate_pairs, pair_key
-from ..eval.score import Finding as EvalFinding
-from ..eval.validate import hunks
-from .reviewer_model import _TARGET, Finding, reviewer_policy
+from ..testing.reviewer_model import _TARGET, Finding, reviewer_policy
+from .cases import Case
+from .score import TOLERANCE, CaseRun, candidate_pairs, pair_key
+from .score import Finding as EvalFinding
+from .validate import hunks
 
 BEHAVIOURS = ("perfect", "silent", "every_line", "repeater", "claims_all", "decoys", "fail",
               "half", "off_by_4", "decoy_only")
