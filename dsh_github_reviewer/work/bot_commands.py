@@ -35,6 +35,9 @@ _NUMBER = re.compile(r"^#?([1-9][0-9]{0,8})$")
 # read again this many times, this long apart, before it is taken as teaching nothing.
 TEACH_RECHECKS = 2
 TEACH_RECHECK_S = 300.0
+# ``/bot lessons`` in one comment: GitHub refuses a body over 65,536 characters (a full book
+# is 200 lessons of up to 600), so the listing keeps this much room for its lines.
+LISTING_CHARS = 60_000
 
 
 class NotYet(Exception):
@@ -84,14 +87,25 @@ def listing(repo: str, lessons: list[Lesson]) -> str:
     if not lessons:
         return (f"No lessons for {repo} yet. Teach one with `/bot learn <lesson>`, or with a "
                 "👎 on a finding plus a reply saying why.")
-    lines = [f"Lessons for {repo} (given to every review of its pull requests):", ""]
-    for x in lessons:
+    shown: list[str] = []
+    room = LISTING_CHARS
+    for x in reversed(lessons):   # the newest first, while they fit in one comment
         where = ""
         if x.finding is not None:
             spot = x.finding.path + (f":{x.finding.line}" if x.finding.line else "")
             where = f", on a finding at `{sanitize_line(spot, 200)}` in #{x.finding.number}"
-        lines.append(f"{x.id}. {x.text} — taught by @{x.taught_by} "
-                     f"{x.taught_at.date().isoformat()}{where}")
+        line = (f"{x.id}. {x.text} — taught by @{x.taught_by} "
+                f"{x.taught_at.date().isoformat()}{where}")
+        if len(line) + 1 > room:
+            break
+        room -= len(line) + 1
+        shown.append(line)
+    lines = [f"Lessons for {repo} (given to every review of its pull requests):", "",
+             *reversed(shown)]
+    if len(shown) < len(lessons):
+        lines += ["", f"…and {len(lessons) - len(shown)} older lesson(s) not shown here "
+                  "(a comment holds 65,536 characters); the web UI's Lessons page lists "
+                  "them all."]
     lines += ["", "`/bot forget <n>` removes lesson n."]
     return "\n".join(lines)
 
