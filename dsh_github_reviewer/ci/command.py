@@ -23,11 +23,11 @@ from dsh_harness import DshError, Harness, error_lines
 
 from ..app import ReviewerApp
 from ..config import TeamSettings
-from ..core.sanitizer import redact_secrets
-from ..core.triggers import Trigger, answers_command, reply_marker
+from ..core.triggers import Trigger, answers_command
 from ..github.account import ConfiguredAccount, ConnectedAccount
 from ..github.errors import GitHubError
 from ..github.models import PullRequest
+from ..pr_output.replies import reply_body
 from ..reviewers.team import verdict
 from ..reviewers.team.personas import BUILT_IN, DEFAULT_TEAM, resolve
 from ..turn.prompts import TrustedInstructions
@@ -317,12 +317,11 @@ async def _chat(procedure: ReviewPr, acct: ConnectedAccount, owner: str, name: s
         return 0
     # The reply marker makes a re-run of this job find its earlier answer instead of posting
     # a second one (the same marker the daemon uses).
-    tag = reply_marker(task.comment_id)
     comments = await acct.client.list_issue_comments(owner, name, pr.number)
     if any(answers_command(c, acct.identity, task.comment_id) for c in comments):
         say("the answer was already posted")
         return 0
     await acct.client.post_issue_comment(owner, name, pr.number,
-                                         f"{redact_secrets(text)}\n\n{tag}")
+                                         reply_body(text, task.comment_id))
     say("answer posted")
     return 0

@@ -14,6 +14,10 @@ from ..core.sanitizer import redact_secrets
 from ..core.triggers import BotIdentity, answers_command, reply_marker
 from ..github.client import GitHubClient
 
+# GitHub refuses a comment over 65,536 characters (422): a longer answer is cut, leaving room
+# for the marker, instead of failing (and being paid for again) on every retry.
+REPLY_CHARS = 65_000
+
 
 class CommandRef(Protocol):
     """The command a reply answers (``work.records.Command`` satisfies it)."""
@@ -24,6 +28,14 @@ class CommandRef(Protocol):
     def source(self) -> Literal["issue", "review"]: ...
     @property
     def thread_root(self) -> int | None: ...
+
+
+def reply_body(text: str, comment_id: int) -> str:
+    """The answer to command ``comment_id`` as posted: redacted, cut to fit, marker last."""
+    text = redact_secrets(text).strip()
+    if len(text) > REPLY_CHARS:
+        text = text[:REPLY_CHARS].rstrip() + "\n\n…[cut: too long]"
+    return f"{text}\n\n{reply_marker(comment_id)}"
 
 
 async def already_replied(client: GitHubClient, owner: str, repo: str, number: int,
@@ -41,7 +53,7 @@ async def post_reply(client: GitHubClient, owner: str, repo: str, number: int, c
     """Post the answer (review thread or issue comment); False if it was already there."""
     if await already_replied(client, owner, repo, number, cmd, me):
         return False
-    body = f"{redact_secrets(text).strip()}\n\n{reply_marker(cmd.comment_id)}"
+    body = reply_body(text, cmd.comment_id)
     if cmd.source == "review":
         await client.reply_to_review_comment(owner, repo, number,
                                              cmd.thread_root or cmd.comment_id, body)

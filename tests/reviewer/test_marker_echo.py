@@ -78,3 +78,23 @@ async def test_a_chat_answer_echoing_markers_answers_only_its_command():
 
 def test_an_error_echoing_markers_is_shown_without_them():
     assert_only_real(mine(public_error(ECHO)))
+
+
+async def test_an_answer_longer_than_github_takes_is_cut_and_keeps_its_marker():
+    """GitHub refuses a comment over 65,536 characters (422): a long /bot answer would fail
+    and be paid for again on every retry."""
+    posted: list[str] = []
+
+    class Client:
+        async def list_issue_comments(self, *a):
+            return []
+
+        async def post_issue_comment(self, owner, repo, number, body):
+            posted.append(body)
+
+    class Cmd:
+        comment_id, source, thread_root = 5, "issue", None
+
+    await post_reply(Client(), "o", "r", 1, Cmd(), "word " * 30_000, ME)
+    assert len(posted[0]) <= 65_536 and answers_command(mine(posted[0]), ME, 5)
+    assert "[cut: too long]" in posted[0]
