@@ -329,11 +329,12 @@ async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
         if getattr(args, "verify", None):
             configs = [replace(c, extra=(*c.extra, ("verify", v))) for c in configs
                        for v in verify_values(args.verify)]
-        for m in [*models, *([args.judge] if args.judge else [])]:
-            check_model(harness.config, m)
+        for option, m in [*(("--model", m) for m in models),
+                          *([("--judge", args.judge)] if args.judge else [])]:
+            check_model(harness.config, m, option)
             problem = harness.llm.problem(m)
             if problem:
-                raise EvalError(f"--model {m}: {problem}")
+                raise EvalError(f"{option} {m}: {problem}")
     except (EvalError, OSError, UnicodeDecodeError) as exc:
         print(f"eval: {exc}", file=sys.stderr)
         return 2

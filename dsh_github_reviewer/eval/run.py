@@ -127,11 +127,11 @@ def user_review_settings(harness: Harness) -> dict[str, Any]:
     return {}
 
 
-def check_model(base: DeploymentConfig, ref: str) -> None:
+def check_model(base: DeploymentConfig, ref: str, option: str = "--model") -> None:
     provider, _, model = ref.partition("/")
     if not model or provider not in base.providers:
         known = ", ".join(sorted(base.providers)) or "none"
-        raise EvalError(f"--model {ref!r}: want <provider>/<model> with a provider configured "
+        raise EvalError(f"{option} {ref!r}: want <provider>/<model> with a provider configured "
                         f"in [providers] (configured: {known})")
 
 

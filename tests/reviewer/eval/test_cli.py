@@ -249,3 +249,34 @@ def test_repeat_prints_intervals_and_a_reviewer_against_itself_is_noise(tmp_path
     assert cmp["distinguishable"] is False and cmp["runs"] == 4
     html = (tmp_path / "out" / "report.html").read_text()
     assert "<h2>Paired comparisons</h2>" in html and "not distinguishable from noise" in html
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--max-cost-usd", "nan"], "argument --max-cost-usd: want a positive amount"),
+    (["--max-cost-usd", "-1"], "argument --max-cost-usd: want a positive amount"),
+    (["--repeat", "0"], "argument --repeat: want 1 or more, not 0"),
+    (["--concurrency", "0"], "argument --concurrency: want 1 or more, not 0"),
+    (["--limit", "-3"], "argument --limit: want 1 or more, not -3"),
+    (["mine", "--repo", "a/b", "--out", "x", "--limit", "0"], "want 1 or more, not 0"),
+])
+def test_bad_numbers_are_refused_by_name(capsys, args, says):
+    """Before: --max-cost-usd nan disabled the cap (no spend compares >= nan), -1 stopped each
+    configuration after one case, and --repeat/--concurrency 0 were taken as 1 without a word."""
+    import argparse
+
+    from dsh_github_reviewer.eval.args import add_arguments
+
+    parser = argparse.ArgumentParser(prog="eval")
+    add_arguments(parser)
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args(args)
+    assert exc.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_a_bad_judge_is_named_as_the_judge(tmp_path):
+    """A bad --judge was reported as a bad "--model"."""
+    (tmp_path / "dsh.toml").write_text(config_text("http://127.0.0.1:9"))
+    proc = dsh("github-reviewer", "eval", "--only", "py-pagination", "--judge", "bogus/y",
+               cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "eval: --judge 'bogus/y': want <provider>/<model>" in proc.stderr
