@@ -704,3 +704,32 @@ async def test_start_runs_one_named_dispatcher_per_account_and_stop_ends_it():
         await asyncio.sleep(0)
         await sched.stop(1)
         assert dispatcher.done() and sched.lanes["a"].task is None
+
+
+async def test_chats_take_a_slot_of_their_own_pool_and_of_the_shared_cap(monkeypatch):
+    """``/bot`` chats: at most ``max_concurrent_reviews`` at once per account, in a pool apart
+    from the reviews; with replicas each also takes a ``slot:chats:<account>:<i>`` lease."""
+    table = LocalLeaseTable()
+    seen: dict[str, object] = {}
+
+    class ChatWorker(Worker):
+        def __init__(self, store, review_slot, chat_slot):
+            super().__init__(store, review_slot)
+            self.chat_slot = chat_slot
+
+    sched = Scheduler(clock=lambda: NOW, leases=LocalLeases("r1", table))
+    store = Store([])
+    worker = sched.add_account("a", store, lambda r, c: ChatWorker(store, r, c), 60, 1)
+    async with worker.chat_slot():
+        seen["slots"] = sorted(table.leases)
+        inner = asyncio.create_task(_enter(worker.chat_slot))
+        await asyncio.sleep(0.05)
+        seen["second waits"] = not inner.done()
+    await asyncio.wait_for(inner, 5)
+    assert seen == {"slots": ["slot:chats:a:0"], "second waits": True}
+    assert not table.leases
+
+
+async def _enter(slot) -> None:
+    async with slot():
+        pass
