@@ -84,7 +84,10 @@ def lessons_part(lessons: Sequence[LessonNote], told: Mapping[int, str]
         lines.append(f"- Lesson {x.id} (taught by @{_inert(sanitize_line(x.taught_by, 80))}"
                      f"{where}): {_inert(x.text)}")
     if gone:
-        lines.append("Withdrawn by the maintainers, disregard them now: "
+        # Removed by a maintainer, or pushed out of the newest lessons a turn is given
+        # (``work/lessons.LESSONS_GIVEN``): either way no longer in force.
+        lines.append("Withdrawn (removed by the maintainers, or no longer among the newest "
+                     "lessons given), disregard them now: "
                      + ", ".join(f"lesson {i}" for i in gone) + ".")
     lines.append("</lessons>")
     meta = {"given": {str(x.id): _digest(x.text) for x in new}, "withdrawn": gone}

@@ -19,7 +19,7 @@ from ..github.models import ReviewComment
 from ..pr_output.replies import post_reply
 from ..turn.feedback import bot_reviews
 from .context import WorkContext, repo_of
-from .lessons import Lesson, LessonFinding, LessonSource, LessonStore
+from .lessons import LESSONS_GIVEN, Lesson, LessonFinding, LessonSource, LessonStore
 from .records import Command
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,9 @@ def listing(repo: str, lessons: list[Lesson]) -> str:
             break
         room -= len(line) + 1
         shown.append(line)
-    lines = [f"Lessons for {repo} (given to every review of its pull requests):", "",
+    given = ("given to every review of its pull requests" if len(lessons) <= LESSONS_GIVEN
+             else f"the newest {LESSONS_GIVEN} are given to every review of its pull requests")
+    lines = [f"Lessons for {repo} ({given}):", "",
              *reversed(shown)]
     if len(shown) < len(lessons):
         lines += ["", f"…and {len(lessons) - len(shown)} older lesson(s) not shown here "

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from dsh_github_reviewer.turn.lessons import LessonNote, lessons_part
 from dsh_github_reviewer.work.bot_commands import listing
-from dsh_github_reviewer.work.lessons import LESSON_CHARS, LESSONS_KEPT, Lesson
+from dsh_github_reviewer.work.lessons import LESSON_CHARS, LESSONS_GIVEN, LESSONS_KEPT, Lesson
 
 GITHUB_COMMENT_CHARS = 65_536
 
@@ -27,3 +28,13 @@ def test_the_full_book_fits_one_comment_and_counts_what_it_leaves_out():
 def test_a_short_book_is_listed_whole():
     text = listing("acme/shop", [lesson(1), lesson(2)])
     assert "1. " in text and "2. " in text and "older lesson" not in text
+
+
+
+def test_past_the_newest_given_the_listing_and_the_turn_say_so():
+    text = listing("acme/shop", [lesson(i) for i in range(1, LESSONS_GIVEN + 2)])
+    assert f"the newest {LESSONS_GIVEN} are given" in text
+    # Lesson 1 fell out of the newest given: the turn does not claim a maintainer removed it.
+    out, meta = lessons_part([LessonNote(2, "b", "m")], {1: "digest of lesson 1"})
+    assert "no longer among the newest lessons given" in out and "lesson 1." in out
+    assert meta == {"given": {"2": meta["given"]["2"]}, "withdrawn": [1]}
