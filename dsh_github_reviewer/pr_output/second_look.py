@@ -22,7 +22,11 @@ class DroppedFinding:
 
 
 def _cell(text: str) -> str:
-    return " ".join(redact_secrets(text).replace("|", "\\|").split())
+    """One line of model text inside the collapsed section: no tag in it can close the
+    section or open another (GitHub renders HTML in comments), so ``<`` and ``>`` are
+    entities."""
+    text = redact_secrets(text).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    return " ".join(text.split())
 
 
 def render_second_look(dropped: Sequence[DroppedFinding], cost_usd: float = 0.0,
