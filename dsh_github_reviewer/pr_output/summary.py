@@ -100,7 +100,10 @@ def _walkthrough(files: Sequence[PullFile]) -> list[str]:
 
 
 def _cell(text: str) -> str:
-    return redact_secrets(text).replace("|", "\\|").replace("\n", " ")
+    # GitHub renders HTML here: a finding's words ("<!-- TODO", "</table>") are entities, so
+    # they cannot hide or break the rest of the comment.
+    return (redact_secrets(text).replace("|", "\\|").replace("\n", " ")
+            .replace("<", "&lt;").replace(">", "&gt;"))
 
 
 def render(s: Summary) -> str:

@@ -100,3 +100,13 @@ def test_a_review_waiting_for_a_paused_account_says_so_and_why():
     assert ("⏸️ **The review of `aaaaaaaaaaaa` waits:** the model provider rejected the bot's "
             "API key. It is tried again at 2026-12-02 03:15 UTC") in body
     assert "Reviewing" not in body and "(Last reviewed: `bbbbbbbbbbbb`.)" in body
+
+
+def test_a_finding_quoting_html_hides_nothing_after_it():
+    """GitHub renders HTML in the summary: a finding's words such as ``<!-- TODO`` (or a
+    ``</table>``) cut at 160 characters must not hide or break the rest of the comment."""
+    body = render(Summary(findings=[
+        Finding("a.html", 3, "minor", "open", "Leftover <!-- TODO comment and </table> tag"),
+        Finding("b.py", 4, "major", "open", "second finding")]))
+    assert body.count("<!--") == 1 and body.endswith(SUMMARY_MARKER)
+    assert "</table>" not in body and "&lt;!-- TODO" in body
