@@ -13,7 +13,7 @@ Then (issue 28) ten consecutive runs of the team on one PR, a one-line push befo
 small compaction budget (``max-prompt-tokens``): how many compactions ran and the prefix-cache
 hit of each session's first request per run. Prints tables; asserts nothing.
 
-    python bench/team_cost.py [--runs-only] [--budget 6000]
+    python bench/team_cost.py [--runs-only] [--budget 14000] [--lines 1000] [--runs 10]
 """
 
 from __future__ import annotations
@@ -131,20 +131,20 @@ async def single(lines: int | None = None) -> list[dict]:
     return rows
 
 
-def runs(n: int, budget: int) -> list[dict]:
-    """``n`` team runs, a one-line push before each after the first, with compaction above
-    ``budget`` prompt tokens per session."""
+def runs(n: int, budget: int, lines: int) -> list[dict]:
+    """``n`` team runs on a ``lines``-line PR, a one-line push before each after the first,
+    with compaction above ``budget`` prompt tokens per session."""
     from dsh_harness.agents.compaction import SUMMARY_SYSTEM
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp, SandboxGitHub.on_loopback_80() as sb, \
             ScriptedModelServer(policy=TeamModel()) as model:
-        build_shop(sb)
+        build_big(sb, lines)
         sim = ActionsSimulator(Path(tmp) / "a", ROOT, REPO, token=BOT_TOKEN,
                                api_url=sb.api_url, server_url=sb.web_url)
         for i in range(n):
             if i:
-                sb.state.commit(REPO, "feature-1", {"shop/notes.py": f"NOTE = {i}\n"},
+                sb.state.commit(REPO, "feature-1", {"svc/notes.py": f"NOTE = {i}\n"},
                                 message=f"Note {i}")
             start = len(model.served)
             run = sim.run("pull_request", pull_request_event(sb, REPO, 1,
@@ -170,9 +170,9 @@ def runs(n: int, budget: int) -> list[dict]:
     return rows
 
 
-def runs_table(rows: list[dict], budget: int) -> None:
-    print(f"\n{len(rows)} consecutive team runs, a one-line push before each, compaction "
-          f"above {budget} prompt tokens per session")
+def runs_table(rows: list[dict], budget: int, lines: int) -> None:
+    print(f"\n{len(rows)} consecutive team runs on a {lines:,}-line PR, a one-line push before "
+          f"each, compaction above {budget} prompt tokens per session")
     print(f"{'run':>3} {'reqs':>5} {'prompt':>7} {'hit%':>6} {'cost $':>10} {'compactions':>11} "
           f"{'first-request hit % (lowest session)':>37}")
     for i, r in enumerate(rows, 1):
@@ -192,12 +192,13 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs-only", action="store_true", help="only the ten-run table")
-    parser.add_argument("--budget", type=int, default=6000, help="max-prompt-tokens")
+    parser.add_argument("--budget", type=int, default=14000, help="max-prompt-tokens")
+    parser.add_argument("--lines", type=int, default=1000, help="the PR's size")
     parser.add_argument("--runs", type=int, default=10)
     args = parser.parse_args()
     if not args.runs_only:
         compare()
-    runs_table(runs(args.runs, args.budget), args.budget)
+    runs_table(runs(args.runs, args.budget, args.lines), args.budget, args.lines)
 
 
 # The code before issue 28: this bench's 1,000-line table on main b1b1df3 (with this

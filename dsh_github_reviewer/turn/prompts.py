@@ -206,10 +206,11 @@ _FOCUS = {
             "{previous}): review the whole pull request again, not only what changed. Its whole "
             "prepared diff is below. Do not repeat findings still open unless you have more to "
             "say about them.",
-    "push": "This is a re-review after new commits. Below is only what changed since the head "
-            "you last reviewed ({previous}): the new commits and their diff, restricted to the "
-            "PR's files. Review the new code, say which earlier findings it fixes, and do not "
-            "repeat unchanged findings.",
+    # A re-review's message is paid uncached on every re-review: short, the method is in the
+    # system prompt.
+    "push": "This is a re-review after new commits since {previous}: only their diff (the PR's "
+            "files) is below. Say which earlier findings it fixes; do not repeat unchanged "
+            "ones.",
     "force_push": "This is a re-review after a force-push or rebase (last reviewed head: "
                   "{previous}). Do not repeat unchanged findings.",
     "unchanged": "The head is unchanged since your last review ({previous}), so the diff you "
@@ -287,10 +288,9 @@ def _prepared_message(pr: PrFacts, previous_head: str | None, requested_by: str 
     if prepared.feedback:
         parts.append(prepared.feedback)
     if prepared.open_threads and prepared.kind != "first":
-        parts.append("<your_open_threads>\nYour findings still open on the pull request. Name "
-                     "the ones this revision fixes in submit_pending's fixedThreads (ids only); "
-                     "the bot resolves them and replies \"Fixed in <head>\". Never name one "
-                     "that is not fixed.\n"
+        parts.append("<your_open_threads>\nYour findings still open: name the ones this "
+                     "revision fixes in submit_pending's fixedThreads (never one that is not "
+                     "fixed).\n"
                      + "\n".join(f"- thread {i}: {where}: {first}"
                                  for i, (where, first) in prepared.open_threads.items())
                      + "\n</your_open_threads>")
