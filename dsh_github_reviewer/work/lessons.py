@@ -170,5 +170,9 @@ def notes(lessons: list[Lesson]) -> tuple[LessonNote, ...]:
         if x.finding is not None:
             where = x.finding.path + (f":{x.finding.line}" if x.finding.line else "") \
                 + f" in #{x.finding.number}"
+            if x.finding.text:
+                # A reply such as "not a bug, validated upstream" means nothing to a later
+                # review without the finding it answers (the bot's own first line).
+                where += f", which said: {x.finding.text}"
         out.append(LessonNote(id=x.id, text=x.text, taught_by=x.taught_by, where=where))
     return tuple(out)

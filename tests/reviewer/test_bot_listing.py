@@ -38,3 +38,19 @@ def test_past_the_newest_given_the_listing_and_the_turn_say_so():
     out, meta = lessons_part([LessonNote(2, "b", "m")], {1: "digest of lesson 1"})
     assert "no longer among the newest lessons given" in out and "lesson 1." in out
     assert meta == {"given": {"2": meta["given"]["2"]}, "withdrawn": [1]}
+
+
+def test_a_lesson_taught_on_a_finding_tells_the_reviewer_what_that_finding_said():
+    """'Not a bug, we validate upstream' means nothing to a later review without the finding it
+    answers: the note names the place and the finding's first words (the bot's own)."""
+    from dsh_github_reviewer.work.lessons import LessonFinding, notes
+
+    x = lesson(1).model_copy(update={"text": "Not a bug: validated upstream.",
+                                     "finding": LessonFinding(
+                                         comment_id=7, number=1, path="shop/orders.py", line=15,
+                                         text="**[critical]** `eval()` on caller input")})
+    (note,) = notes([x])
+    assert note.where.startswith("shop/orders.py:15 in #1") and "`eval()` on caller input" in \
+        note.where
+    text, _ = lessons_part([note], {})
+    assert "`eval()` on caller input" in text and "Not a bug: validated upstream." in text
