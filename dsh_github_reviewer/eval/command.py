@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dsh_harness import Harness
+from dsh_harness import DeploymentConfig, Harness
 
 from ..config import TeamSettings
 from ..core.clock import utcnow
@@ -387,6 +387,7 @@ async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
     except (NotImplementedError, RuntimeError):  # not the main thread (tests)
         pass
     results: dict[str, ConfigResult] = {}
+    judge = None
     running.update()
     running.start_heartbeat()
     try:
@@ -408,6 +409,10 @@ async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
                 if res.stopped and not stop.is_set():
                     merged.stopped = (f"run {rep}: {res.stopped}" if repeats > 1
                                       else res.stopped)
+        # Judged while Ctrl-C still stops gracefully: an interrupt here keeps the reviews
+        # already paid for (a report without the judge's columns), it does not lose them.
+        if args.judge and not stop.is_set():
+            judge = await _judged(harness.config, args.judge, cases, results, stop)
     except EvalError as exc:
         print(f"eval: {exc}", file=sys.stderr)
         return 2
@@ -415,11 +420,6 @@ async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
         running.done()
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
-    judge = None
-    if args.judge and not stop.is_set():
-        from .judge import judge_results
-
-        judge = await judge_results(harness.config, args.judge, cases, list(results.values()))
     # Only the cases that ran (a stopped run is partial).
     ran = {r.case_id for res in results.values() for r in res.runs}
     report = build_report([c for c in cases if c.id in ran], list(results.values()),
@@ -437,3 +437,23 @@ async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+async def _judged(base: DeploymentConfig, ref: str, cases: list[Case],
+                  results: dict[str, ConfigResult], stop: asyncio.Event
+                  ) -> dict[str, dict[str, Any]] | None:
+    """The judge's verdicts, or None when Ctrl-C (``stop``) comes first."""
+    from .judge import judge_results
+
+    print(f"eval: asking the judge {ref} (Ctrl-C skips it)", file=sys.stderr, flush=True)
+    task = asyncio.ensure_future(judge_results(base, ref, cases, list(results.values())))
+    waiter = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    return None if task.cancelled() else task.result()

@@ -280,3 +280,48 @@ def test_a_bad_judge_is_named_as_the_judge(tmp_path):
                cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert "eval: --judge 'bogus/y': want <provider>/<model>" in proc.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_judging_keeps_the_reviews_in_a_report(tmp_path):
+    """Before: the Ctrl-C handler was gone once the cases ended, so an interrupt while the
+    judge worked raised KeyboardInterrupt and lost every review already paid for. Now it
+    skips the judge: the report is written without its columns, marked stopped, exit 130."""
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    from ...cli_kit import STRIPPED
+
+    judging, release = threading.Event(), threading.Event()
+
+    def policy(req):
+        if str(req.messages[0].get("content", "")).startswith("You grade code review"):
+            judging.set()
+            release.wait(60)
+            return "YES"
+        return reviewer_policy(req)
+
+    with ScriptedModelServer(policy=policy) as model:
+        (tmp_path / "dsh.toml").write_text(config_text(model.base_url))
+        env = {k: v for k, v in os.environ.items() if k not in STRIPPED} | {
+            "HOME": str(tmp_path)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dsh_harness.cli", "github-reviewer", "eval", "--only",
+             "py-order-search-sql", "--judge", "scripted/deepseek-v4-pro", "--json", "--yes"],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert judging.wait(120), "the judge was never asked"
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            release.set()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 130 and out, err  # a report, not a bare KeyboardInterrupt
+    report = json.loads(out)
+    assert report["stopped"] == "Ctrl-C"
+    assert "Ctrl-C skips it" in err and "the report is partial" in err
+    assert [c["case"] for c in report["configs"][0]["cases"]] == ["py-order-search-sql"]
