@@ -164,11 +164,16 @@ def history_html(runs: list[dict[str, Any]], shown: str | None) -> str:
         rows.append(f"<tr><td>{link}{_e(mark)}</td><td class=num>{_e(r['cases'])}</td>"
                     f"<td>{_e(figs)}" + (" · stopped early" if r.get("stopped") else "")
                     + "</td></tr>")
-    options = "".join(f"<option value='{_e(r['run'])}'>{_e(r.get('started_at', r['run']))}"
-                      "</option>" for r in runs if not r.get("error"))
+    valid = [r for r in runs if not r.get("error")]
+
+    def options(pick: int) -> str:
+        # The newest run against the one before it, not a run against itself.
+        return "".join(f"<option value='{_e(r['run'])}'{' selected' if i == pick else ''}>"
+                       f"{_e(r.get('started_at', r['run']))}</option>"
+                       for i, r in enumerate(valid))
     form = ("<form method=get action='/eval' class=compare><label>Compare run <select name=a>"
-            f"{options}</select></label> <label>with <select name=b>{options}</select></label> "
-            "<button type=submit>Compare</button></form>") if len(runs) > 1 else ""
+            f"{options(0)}</select></label> <label>with <select name=b>{options(1)}</select>"
+            "</label> <button type=submit>Compare</button></form>") if len(valid) > 1 else ""
     return ("<h2>Runs</h2><div class=wide><table><tr><th>started</th><th>cases</th>"
             "<th>configurations</th></tr>" + "".join(rows) + "</table></div>" + form)
 

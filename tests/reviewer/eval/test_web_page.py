@@ -63,6 +63,10 @@ def test_history_and_a_comparison_of_two_runs(tmp_path):
     # The latest run, its case titles, a failed case marked apart from a missed defect.
     assert "Calculator" in page and "failed (no review)" in page and "✗ missed" not in page
     assert "<h2>Runs</h2>" in page and "name=a" in page
+    # The form offers the newest run against the one before it (both selects used to open on
+    # the newest, a run against itself).
+    assert ("<select name=b><option value='2026-01-01T110000Z'>2026-01-01T11:00:00+00:00"
+            "</option><option value='2026-01-01T100000Z' selected>") in page
     page = _page(home, {"run": "2026-01-01T100000Z", "a": "", "b": ""})["fragment"]
     assert "failed (no review)" not in page and "✓ review 1" in page and "(shown)" in page
     ctx = _page(home, {"run": "", "a": "2026-01-01T100000Z", "b": "2026-01-01T110000Z"})
