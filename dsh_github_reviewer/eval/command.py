@@ -26,7 +26,7 @@ from ..config import TeamSettings
 from ..core.clock import utcnow
 from ..reviewers.team.personas import BUILT_IN
 from .cases import Case, CaseError, load_cases, load_cases_leniently
-from .report import build_report, html_page, markdown
+from .report import build_report, html_page, judge_notes, markdown
 from .run import ConfigResult, EvalConfig, EvalError, Options, check_model, run_config
 from .score import CaseRun
 from .validate import check_cases, corpus_stats
@@ -426,6 +426,8 @@ async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
                           started_at=started, estimate={e["config"]: e for e in estimates},
                           judge=judge,
                           stopped=("Ctrl-C" if stop.is_set() else None))
+    for note in judge_notes(report):
+        print(f"eval: {note}", file=sys.stderr)
     for path in _write(report, Path(args.out) if args.out else None, home):
         print(f"eval: wrote {path}", file=sys.stderr)
     print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else markdown(report))

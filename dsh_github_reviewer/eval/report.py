@@ -120,6 +120,20 @@ def _rr(s: dict[str, Any]) -> str:
             + (f", {r['resolved_unfixed']} wrongly resolved" if r["resolved_unfixed"] else ""))
 
 
+def judge_notes(report: dict[str, Any]) -> list[str]:
+    """A line per configuration whose judge gave no verdict on some pairs (a provider error or
+    an answer neither YES nor NO): such pairs count as not confirmed, so a judge that failed
+    would otherwise read as a reviewer whose findings are all wrong."""
+    out = []
+    for c in report["configs"]:
+        j = c["summary"].get("judged") or {}
+        if j.get("judge_errors"):
+            out.append(f"{c['label']}: the judge gave no verdict on {j['judge_errors']} of "
+                       f"{j['pairs_judged']} pairs (an error or an unclear answer); they count "
+                       "as not confirmed, so the judge-confirmed figures are too low")
+    return out
+
+
 def _judged_cells(s: dict[str, Any]) -> list[str]:
     j = s.get("judged")
     if not j:
@@ -183,6 +197,8 @@ def markdown(report: dict[str, Any]) -> str:
         out += "\nPaired comparisons (the same cases):\n"
         out += "".join(f"\n* {comparison_line(c)}" for c in report["comparisons"]) + "\n"
     if judged:
+        for note in judge_notes(report):
+            out += f"\n**{note}**\n"
         out += "\nJudge verdicts on findings near a defect:\n"
         for c in report["configs"]:
             for row in c["cases"]:
@@ -296,6 +312,7 @@ def html_fragment(report: dict[str, Any]) -> str:
             f"{_num(s['cost_per_pr_usd'], 4)}</td><td class=num>{_pct(s['cache_hit'])}</td>"
             f"<td class=num>{s['wall_s']:.1f}</td><td class=num>{s['failures']}</td></tr>")
     parts.append("</table></div>")
+    parts += [f"<p><strong>{_e(note)}</strong></p>" for note in judge_notes(report)]
     if report.get("comparisons"):
         parts.append("<h2>Paired comparisons</h2><ul>" + "".join(
             f"<li>{_e(comparison_line(c)).replace('**', '')}</li>"

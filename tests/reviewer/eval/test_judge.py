@@ -78,3 +78,22 @@ async def test_judge_confirmation_is_needed_for_a_match():
     # By location alone, line 8 (about "div") is credited with "loop" three lines below it.
     assert [(f.finding.line, f.kind, f.target) for f in score_case(c, run).findings] == \
         [(6, "hit", "div"), (8, "hit", "loop")]
+
+
+def test_a_judge_without_verdicts_is_said_in_every_format():
+    """Before: a judge whose provider failed (or answered neither YES nor NO) left every pair
+    unconfirmed, and the table showed judged recall 0 % with nothing but "no answer" deep in
+    the per-finding list; now each format says how many pairs had no verdict."""
+    from dsh_github_reviewer.eval.score import pair_key
+
+    c = case()
+    f = Finding(push=1, path="app/calc.py", line=6, body="b may be zero")
+    result = ConfigResult(EvalConfig("scripted/deepseek-v4-flash"),
+                          [CaseRun(case_id="calc", reviewed=[1, 2], findings=[f])])
+    verdicts = {"scripted/deepseek-v4-flash": {
+        pair_key("calc", f, "div"): {"describes": None, "error": "APIConnectionError"}}}
+    report = build_report([c], [result], started_at=datetime.now(UTC), judge=verdicts)
+    note = ("scripted/deepseek-v4-flash: the judge gave no verdict on 1 of 1 pairs (an error "
+            "or an unclear answer)")
+    assert note in markdown(report) and note in html_fragment(report)
+    assert report["configs"][0]["summary"]["judged"]["judge_errors"] == 1
