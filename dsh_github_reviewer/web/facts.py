@@ -11,7 +11,9 @@ keys starting with ``_`` are fold state, not shown.
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import unicodedata
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,11 +29,24 @@ REVIEW_TOOLS = {"pull_request_review_write", "create_pending_pull_request_review
                 "submit_pending_pull_request_review"}
 
 
+# Characters that never pass in a link from data; format characters (Cf: bidi controls,
+# zero-width ones) are all outside ASCII and checked one by one only in non-ASCII links.
+_ASCII_BAD = re.compile(r"[\s\"'<>\\`\x00-\x1f\x7f]")
+
+
 def web_url(value: Any) -> str | None:
     """An http(s) address with a host, else None: a link copied from data (a session's
     ``meta.url``, a note) is never ``javascript:``, ``data:`` or a path into this UI."""
-    if not isinstance(value, str) or any(ch.isspace() or ch in "\"'<>\\`" or ord(ch) < 32
-                                         or unicodedata.category(ch) == "Cf" for ch in value):
+    if not isinstance(value, str):
+        return None
+    return _checked_url(value)
+
+
+@functools.lru_cache(maxsize=32_768)
+def _checked_url(value: str) -> str | None:
+    # Cached: the PR list checks every row's link again whenever it is rebuilt (10,000 PRs).
+    if _ASCII_BAD.search(value) or (not value.isascii() and any(
+            ch.isspace() or unicodedata.category(ch) == "Cf" for ch in value)):
         return None
     parts = urlsplit(value)
     if parts.scheme.lower() not in ("http", "https") or not parts.netloc \

@@ -34,6 +34,11 @@ PAGE_SIZE = 50
 API_PAGE_SIZE = 100  # /api/github-reviewer/prs?page=&per_page= (at most API_MAX_PAGE_SIZE)
 API_MAX_PAGE_SIZE = 1000
 RECORDS_TTL_S = 2.0  # the list's copy of the work records is read again behind when older
+# ... than that, or than RECORDS_BUDGET times the CPU the last read took (at most
+# RECORDS_MAX_S): at 10,000 PRs a read of every record costs tens of ms, and the list must not
+# spend most of its CPU re-reading records that a page's own rows read fresh anyway.
+RECORDS_BUDGET = 40
+RECORDS_MAX_S = 20.0
 FRESH_ROWS = 200  # up to this many rows, states come from their records read now
 CHARTS = 10  # cost-per-day charts on /prs: the costliest repositories (or the filtered one)
 
@@ -58,6 +63,7 @@ class PrRow:
     open_turn: bool = False
     record_state: str | None = None  # from the PR's work record, when it has one
     noise: dict[str, Any] | None = None  # web.noise figures of its main session
+    days: dict[str, list] = field(default_factory=dict)  # usage per day, all its sessions
 
     @property
     def shown_state(self) -> str | None:
@@ -107,16 +113,122 @@ def record_row(key: tuple[str, str, str, int], rec: PrRecord, base_url: str) -> 
     return row
 
 
+Key = tuple[str, str, str, int]
+
+
+def _low(key: Key) -> tuple:
+    return (key[0], key[1].lower(), key[2].lower(), key[3])
+
+
+def _pr_key(e: Any) -> Key | None:
+    pr = e.facts.get("pr")
+    return (pr["account"], pr["owner"], pr["repo"], pr["number"]) if pr else None
+
+
+def row_of(key: Key, members: list) -> PrRow:
+    """A PR's row from its sessions (the main one and a team's personas). Members are taken
+    newest activity first, ties by id, so a row is the same however the index got here."""
+    row = PrRow(key, "")
+    for e in sorted(members, key=lambda e: (-e.d["last_ts"], e.id)):
+        pr = e.facts["pr"]
+        main = pr.get("persona") in (None, "coordinator")
+        if not row.session_id or (main and (
+                pr.get("persona") is None or row.session_id.count(":persona:"))):
+            row.session_id = e.id
+        if main:
+            row.title = pr.get("title") or row.title or e.title or e.id
+            row.author = pr.get("author") or row.author
+            row.url = web_url(pr.get("url")) or row.url   # an index from before the check
+            row.state = from_facts(pr) or row.state
+            mine = (pr.get("last_review") or {}).get("at") or ""
+            if mine >= ((row.last_review or {}).get("at") or ""):
+                row.last_review = pr.get("last_review") or row.last_review
+                row.last_outcome = pr.get("last_outcome") or row.last_outcome
+            row.reviews += pr.get("reviews", 0)
+            row.findings += pr.get("findings", 0)
+            row.noise = pr.get("noise") or row.noise
+            row.questions += pr.get("questions", 0)
+        row.turns += e.turns
+        _add(row.usage, e.d["usage"])
+        row.open_turn = row.open_turn or e.open_turn
+        if e.d["last_ts"] > row.last_ts:
+            row.last_ts, row.last = e.d["last_ts"], e.d["last"]
+        for day, u in e.d["days"].items():
+            _add(row.days.setdefault(day, [0, 0, 0, 0.0]), u)
+    return row
+
+
+def _newest_first(rows: Any) -> list[PrRow]:
+    return sorted(rows, key=lambda r: (r.last_ts, r.key), reverse=True)
+
+
 class PrIndex:
+    """The PR rows, kept up to date incrementally: when the session index changed, only the
+    PRs of the sessions that changed are folded again (``row_of``), and only the totals of
+    their (account, repository) pairs are added up again; without a change list (the first
+    build, a catalog that lost track) everything is built. Either way the result is the same
+    (tests compare them)."""
+
     def __init__(self) -> None:
         self._source: Any = None
         self._records: Any = None
         self._merged_for: Any = None
-        self._days: dict[str, dict[str, list]] = {}
+        self._members: dict[Key, dict[str, Any]] = {}   # PR -> its sessions' entries by id
+        self._key_of: dict[str, Key] = {}
+        self._rows: dict[Key, PrRow] = {}
+        self._extra: dict[Key, tuple[PrRecord, PrRow]] = {}   # PRs known only from a record
+        self._pairs: dict[tuple[str, str], dict[str, Any]] = {}   # (account, repo) partials
+        self._dirty: set[tuple[str, str]] = set()
+        self._states: dict[tuple, tuple[PrRecord, str | None]] = {}
         self.session_rows: list[PrRow] = []
         self.rows: list[PrRow] = []
         self.repos: dict[str, dict[str, Any]] = {}
         self.accounts: dict[str, dict[str, Any]] = {}
+
+    @property
+    def source(self) -> Any:
+        """The session index list the rows were built from."""
+        return self._source
+
+    def build(self, entries: list, changed: set[str] | None = None,
+              entry_of: Any = None) -> None:
+        """Rows from the session index ``entries``; ``changed``: the ids of the sessions that
+        changed since the list last built from (with ``entry_of(id)`` -> entry or None)."""
+        if entries is self._source:
+            return
+        if changed is None or entry_of is None or self._source is None:
+            self._members, self._key_of = {}, {}
+            for e in entries:
+                key = _pr_key(e)
+                if key is not None:
+                    self._members.setdefault(key, {})[e.id] = e
+                    self._key_of[e.id] = key
+            self._rows = {k: row_of(k, list(m.values())) for k, m in self._members.items()}
+            self._dirty = {(k[0], f"{k[1]}/{k[2]}") for k in self._rows} | set(self._pairs)
+        else:
+            touched: set[Key] = set()
+            for sid in changed:
+                old = self._key_of.pop(sid, None)
+                if old is not None:
+                    self._members.get(old, {}).pop(sid, None)
+                    touched.add(old)
+                e = entry_of(sid)
+                key = _pr_key(e) if e is not None else None
+                if key is not None:
+                    self._members.setdefault(key, {})[sid] = e
+                    self._key_of[sid] = key
+                    touched.add(key)
+            for key in touched:
+                members = self._members.get(key)
+                if members:
+                    self._rows[key] = row_of(key, list(members.values()))
+                else:
+                    self._members.pop(key, None)
+                    self._rows.pop(key, None)
+                self._dirty.add((key[0], f"{key[1]}/{key[2]}"))
+        self.session_rows = self.rows = _newest_first(self._rows.values())
+        self._source = entries
+        self._merged_for = None   # with_records merges the records and adds up the totals
 
     def with_records(self, records: dict[tuple, tuple[PrRecord, str]]) -> None:
         """Add the PRs known only from work records (keys lower case: GitHub's names are not
@@ -124,101 +236,119 @@ class PrIndex:
         if records is self._records and self._merged_for is self._source:
             return
         have = set()
+        states: dict[tuple, tuple[PrRecord, str | None]] = {}
         for r in self.session_rows:
-            low = (r.key[0], r.key[1].lower(), r.key[2].lower(), r.key[3])
+            low = _low(r.key)
             have.add(low)
             got = records.get(low)
-            r.record_state = from_record(got[0])[0] if got else None
-        extra = [record_row(key, rec, web) for key, (rec, web) in records.items()
-                 if key not in have]
+            if got is None:
+                r.record_state = None
+                continue
+            known = self._states.get(low)   # from_record again only for a changed record
+            if known is None or known[0] is not got[0]:
+                known = (got[0], from_record(got[0])[0])
+            states[low] = known
+            r.record_state = known[1]
+        self._states = states
+        extra: dict[Key, tuple[PrRecord, PrRow]] = {}
+        for key, (rec, web) in records.items():
+            if key in have:
+                continue
+            old = self._extra.get(key)
+            if old is not None and old[0] is rec:
+                extra[key] = old
+            else:
+                extra[key] = (rec, record_row(key, rec, web))
+                self._dirty.add((key[0], f"{key[1]}/{key[2]}"))
+        for key in self._extra.keys() - extra.keys():
+            self._dirty.add((key[0], f"{key[1]}/{key[2]}"))
+        self._extra = extra
         rows = self.session_rows
         if extra:
-            rows = sorted([*rows, *extra], key=lambda r: r.last_ts, reverse=True)
+            rows = _newest_first([*rows, *(row for _, row in extra.values())])
         self.rows = rows
         self._totals()
         self._records, self._merged_for = records, self._source
 
     def _totals(self) -> None:
-        self.repos, self.accounts = {}, {}
-        for r in self.rows:
-            for table, name in ((self.repos, r.repo), (self.accounts, r.key[0])):
-                t = table.setdefault(name, {"prs": 0, "reviews": 0, "questions": 0, "turns": 0,
-                                            "usage": [0, 0, 0, 0.0]})
-                t["prs"] += 1
-                t["reviews"] += r.reviews
-                t["questions"] += r.questions
-                t["turns"] += r.turns
-                _add(t["usage"], r.usage)
-                t.setdefault("reviewed", 0)
-                t["reviewed"] += r.reviews > 0
-                if r.noise:
-                    noise.add(t.setdefault("_noise", noise.empty()), r.noise)
-        for table in (self.repos, self.accounts):
+        """Totals per repository and account, from partial sums per (account, repository):
+        only the pairs whose rows changed are added up again."""
+        if self._dirty:
+            dirty, fresh = self._dirty, {}
+            for r in self.rows:
+                pair = (r.key[0], r.repo)
+                if pair in dirty:
+                    t = fresh.get(pair)
+                    if t is None:
+                        t = fresh[pair] = _zero()
+                    _count(t, r)
+            for pair in dirty:
+                if pair in fresh:
+                    self._pairs[pair] = fresh[pair]
+                else:
+                    self._pairs.pop(pair, None)
+            self._dirty = set()
+        repos: dict[str, dict[str, Any]] = {}
+        accounts: dict[str, dict[str, Any]] = {}
+        for (account, repo), part in sorted(self._pairs.items()):
+            for table, name in ((repos, repo), (accounts, account)):
+                t = table.get(name)
+                if t is None:
+                    t = table[name] = _zero()
+                _merge(t, part)
+        for table in (repos, accounts):
             for t in table.values():
-                t["noise"] = noise.rates(t.pop("_noise", None) or noise.empty(),
-                                         t["reviewed"], t["usage"][3])
-        for name, t in self.repos.items():
-            t["days"] = self._days.get(name, {})
+                t["noise"] = noise.rates(t.pop("_noise"), t["reviewed"], t["usage"][3])
+                days = t.pop("_days")
+                if table is repos:
+                    t["days"] = days
+        self.repos, self.accounts = repos, accounts
 
-    def build(self, entries: list) -> None:
-        if entries is self._source:
-            return
-        rows: dict[tuple, PrRow] = {}
-        days: dict[str, dict[str, list]] = {}
-        for e in entries:
-            pr = e.facts.get("pr")
-            if not pr:
-                continue
-            key = (pr["account"], pr["owner"], pr["repo"], pr["number"])
-            main = pr.get("persona") in (None, "coordinator")
-            row = rows.get(key)
-            if row is None:
-                row = rows[key] = PrRow(key, e.id)
-            if main and (pr.get("persona") is None or row.session_id.count(":persona:")):
-                row.session_id = e.id
-            if main:
-                row.title = pr.get("title") or row.title or e.title or e.id
-                row.author = pr.get("author") or row.author
-                row.url = web_url(pr.get("url")) or row.url   # an index from before the check
-                row.state = from_facts(pr) or row.state
-                mine = (pr.get("last_review") or {}).get("at") or ""
-                if mine >= ((row.last_review or {}).get("at") or ""):
-                    row.last_review = pr.get("last_review") or row.last_review
-                    row.last_outcome = pr.get("last_outcome") or row.last_outcome
-                row.reviews += pr.get("reviews", 0)
-                row.findings += pr.get("findings", 0)
-                row.noise = pr.get("noise") or row.noise
-                row.questions += pr.get("questions", 0)
-            row.turns += e.turns
-            _add(row.usage, e.d["usage"])
-            row.open_turn = row.open_turn or e.open_turn
-            if e.d["last_ts"] > row.last_ts:
-                row.last_ts, row.last = e.d["last_ts"], e.d["last"]
-            per_repo = days.setdefault(row.repo, {})
-            for day, u in e.d["days"].items():
-                _add(per_repo.setdefault(day, [0, 0, 0, 0.0]), u)
-        self.session_rows = self.rows = sorted(rows.values(), key=lambda r: r.last_ts,
-                                               reverse=True)
-        self._days = days
-        self._totals()
-        self._source = entries
+
+def _zero() -> dict[str, Any]:
+    return {"prs": 0, "reviews": 0, "questions": 0, "turns": 0, "usage": [0, 0, 0, 0.0],
+            "reviewed": 0, "_noise": noise.empty(), "_days": {}}
+
+
+def _count(t: dict[str, Any], r: PrRow) -> None:
+    t["prs"] += 1
+    t["reviews"] += r.reviews
+    t["questions"] += r.questions
+    t["turns"] += r.turns
+    _add(t["usage"], r.usage)
+    t["reviewed"] += r.reviews > 0
+    if r.noise:
+        noise.add(t["_noise"], r.noise)
+    for day, u in r.days.items():
+        _add(t["_days"].setdefault(day, [0, 0, 0, 0.0]), u)
+
+
+def _merge(t: dict[str, Any], part: dict[str, Any]) -> None:
+    for k in ("prs", "reviews", "questions", "turns", "reviewed"):
+        t[k] += part[k]
+    _add(t["usage"], part["usage"])
+    noise.add(t["_noise"], part["_noise"])
+    for day, u in part["_days"].items():
+        _add(t["_days"].setdefault(day, [0, 0, 0, 0.0]), u)
 
 
 class RecordCache:
     """Every account's PR records, keyed like the rows (lower case). Read once, then again
-    behind the requests when older than ``RECORDS_TTL_S`` (a list request never waits for a
-    scan of the store after the first)."""
+    behind the requests when older than ``RECORDS_TTL_S`` or ``RECORDS_BUDGET`` times what the
+    last read cost (a list request never waits for a scan of the store after the first)."""
 
     def __init__(self) -> None:
         self.records: dict[tuple, tuple[PrRecord, str]] = {}
         self.read_at: float | None = None
         self._task: asyncio.Task | None = None
         self._texts: dict[str, str] = {}   # stored key -> the text its record was parsed from
+        self._cost = 0.0   # CPU seconds the last read behind the requests took
 
     async def get(self, harness: Any) -> dict[tuple, tuple[PrRecord, str]]:
         if self.read_at is None:
             await self._read(harness)
-        elif time.monotonic() - self.read_at > RECORDS_TTL_S and (
+        elif time.monotonic() - self.read_at > max(RECORDS_TTL_S, min(
+                RECORDS_MAX_S, RECORDS_BUDGET * self._cost)) and (
                 self._task is None or self._task.done()):
             self._task = asyncio.create_task(self._read_quietly(harness),
                                              name="dsh-reviewer-records")
@@ -226,7 +356,9 @@ class RecordCache:
 
     async def _read_quietly(self, harness: Any) -> None:
         try:
+            cpu = time.process_time()   # every thread's: parsing may run in a worker thread
             await self._read(harness)
+            self._cost = time.process_time() - cpu
         except Exception:  # the list keeps the records it has; the next request tries again
             log.exception("reading the PR records for the web UI failed")
 
@@ -266,7 +398,7 @@ async def states_of(harness: Any, rows: list[PrRow],
     closed or merged since gets no new turn; its work record says so (``closed_seen_at``, set
     by the poller or a webhook), or is gone (pruned days after closing, once the account has
     polled). Reads the shown rows' records (a page costs O(page)); more rows than
-    ``FRESH_ROWS`` use the ``cached`` records (at most ``RECORDS_TTL_S`` old)."""
+    ``FRESH_ROWS`` use the ``cached`` records (read behind the requests, see RecordCache)."""
     app = ReviewerApp.of(harness)
     domain = await harness.storage.domain(DOMAIN)
     stores: dict[str, tuple[WorkStore, bool, dict[str, Any] | None]] = {}
@@ -349,9 +481,10 @@ def register(router: Any) -> None:
     async def current() -> PrIndex:
         # The first request after a start reads the session index and the work records at
         # once (each mostly in a worker thread).
-        entries, recs = await asyncio.gather(router.catalog.entries(),
-                                             records.get(router.harness))
-        index.build(entries)
+        catalog = router.catalog
+        _, recs = await asyncio.gather(catalog.entries(), records.get(router.harness))
+        entries = catalog.listing   # the newest list (a scan may have ended meanwhile)
+        index.build(entries, catalog.changes_since(index.source), catalog.entry)
         index.with_records(recs)
         return index
 

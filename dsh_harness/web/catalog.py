@@ -35,6 +35,7 @@ from . import digest as dg
 log = logging.getLogger(__name__)
 
 LOG_CACHE_SIZE = 32
+HISTORY = 64  # swaps of the list remembered for ``changes_since`` (readers fall behind little)
 INDEX_VERSION = 5  # bump when digest.fold or a facts fold changes: persisted indexes rebuild
 SCAN_TTL_S = 2.0
 SCAN_BUDGET = 40   # the next scan waits at least 40 times the CPU the last one took
@@ -122,6 +123,8 @@ class SessionCatalog:
         self.scan_ttl_s = scan_ttl_s
         self._entries: dict[str, CatalogEntry] = {}
         self._sorted: list[CatalogEntry] = []
+        # (the list before a swap, the ids that changed in it) for the last HISTORY swaps
+        self._history: list[tuple[list[CatalogEntry], set[str] | None]] = []
         self._scanned_at: float | None = None
         self._saved_at = 0.0
         self._scan_task: asyncio.Task | None = None
@@ -170,6 +173,37 @@ class SessionCatalog:
                                                   name="dsh-web-scan")
         return self._sorted
 
+    @property
+    def listing(self) -> list[CatalogEntry]:
+        """The current list (what ``entries`` returns), without starting a scan."""
+        return self._sorted
+
+    def entry(self, session_id: str) -> CatalogEntry | None:
+        """The current entry of one session (None: not in the index)."""
+        return self._entries.get(session_id)
+
+    def changes_since(self, listing: Any) -> set[str] | None:
+        """The ids of the sessions that changed (updated, added or gone) between ``listing``,
+        a list ``entries`` returned before, and the current one; None when unknown (a list
+        from too long ago, or the first): a reader then rebuilds from the whole list."""
+        if listing is self._sorted:
+            return set()
+        out: set[str] = set()
+        for i in range(len(self._history) - 1, -1, -1):
+            before, ids = self._history[i]
+            if ids is None:
+                return None
+            out |= ids
+            if before is listing:
+                return out
+        return None
+
+    def _swap(self, new: list[CatalogEntry], ids: set[str] | None) -> None:
+        """Publish a new list; remember which sessions changed since the one before."""
+        self._history.append((self._sorted, ids))
+        del self._history[:-HISTORY]
+        self._sorted = new
+
     def _saved_index_exists(self) -> bool:
         try:
             return self.index_path.stat().st_size > 0
@@ -201,15 +235,16 @@ class SessionCatalog:
             entries = {sid: e for sid, e in self._entries.items() if sid in live}
             entries.update(updated)
             if updated or len(entries) != len(self._entries):
+                gone = self._entries.keys() - entries.keys()
                 self._entries = entries
-                self._sorted = sorted(entries.values(), key=lambda e: e.d["last_ts"],
-                                      reverse=True)
+                self._swap(sorted(entries.values(), key=lambda e: e.d["last_ts"],
+                                  reverse=True), {*updated, *gone})
                 if len(updated) > 100 or time.monotonic() - self._saved_at > SAVE_EVERY_S:
                     await asyncio.to_thread(self._save_index)
                     self._saved_at = time.monotonic()
             elif not self._sorted and entries:
-                self._sorted = sorted(entries.values(), key=lambda e: e.d["last_ts"],
-                                      reverse=True)
+                self._swap(sorted(entries.values(), key=lambda e: e.d["last_ts"],
+                                  reverse=True), None)
             self._scanned_at = time.monotonic()
             return self._sorted
 
