@@ -41,9 +41,9 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 CASES_DIR = Path(__file__).parent / "cases"
 LANGUAGES = ("python", "javascript", "typescript", "go", "java", "rust", "sql", "yaml")
@@ -65,6 +65,20 @@ def _check_lines(v: Lines) -> Lines:
     if v[0] < 1 or v[1] < v[0]:
         raise ValueError(f"lines {list(v)}: want [first, last] with 1 <= first <= last")
     return v
+
+
+def _check_path(v: str) -> str:
+    """A path a git tree can hold, relative to the repository root: a case from an importer or
+    a hand-edited file must not name ``../x``, ``/etc/x`` or ``.git/config``."""
+    parts = v.split("/")
+    if (not v or "\\" in v or "\x00" in v
+            or any(p in ("", ".", "..") or p.lower() == ".git" for p in parts)):
+        raise ValueError(f"path {v!r}: want a relative path inside the repository, such as "
+                         "src/app.py (no leading /, no . or .. parts, no .git)")
+    return v
+
+
+RepoPath = Annotated[str, AfterValidator(_check_path)]
 
 
 class _Model(BaseModel):
@@ -108,8 +122,8 @@ class Decoy(_Model):
 
 class Push(_Model):
     message: str = "update"
-    files: dict[str, str] = Field(default_factory=dict)
-    delete: list[str] = Field(default_factory=list)
+    files: dict[RepoPath, str] = Field(default_factory=dict)
+    delete: list[RepoPath] = Field(default_factory=list)
     defects: list[Defect] = Field(default_factory=list)
     decoys: list[Decoy] = Field(default_factory=list)
     fixes: list[str] = Field(default_factory=list)
@@ -121,7 +135,7 @@ class Case(_Model):
     language: Language
     title: str = Field(min_length=1)
     body: str = ""
-    base: dict[str, str] = Field(min_length=1)
+    base: dict[RepoPath, str] = Field(min_length=1)
     push: list[Push] = Field(min_length=1, max_length=2)
 
     @property

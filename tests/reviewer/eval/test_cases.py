@@ -216,3 +216,28 @@ def test_check_cases_matching_no_case_is_an_error(tmp_path, capsys):
     assert "no case matches --only typo*" in capsys.readouterr().err
     assert _check(_check_args(tmp_path, "calc")) == 0
     assert "1 of 1 cases valid" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("path", ["../../etc/x.py", "/etc/x.py", "a//b.py", "./a.py",
+                                  ".git/config", "src/.GIT/hooks/x", "a\\b.py", ""])
+def test_a_file_path_outside_the_repository_is_refused(tmp_path, path):
+    """Before: a case (hand-made, mined or imported from a forged SWE-PRBench file) could name
+    ``../../etc/x.py`` and passed --check-cases; a path a git tree cannot hold is refused."""
+    for where in ("[base]", "[push.files]"):
+        text = ('language = "python"\ntitle = "x"\n[base]\n"ok.py" = "a"\n[[push]]\n'
+                '[push.files]\n"ok.py" = "b"\n')
+        text = text.replace(f'{where}\n', f'{where}\n{_toml_key(path)} = "c"\n')
+        (tmp_path / "bad.toml").write_text(text)
+        with pytest.raises(CaseError, match="want a relative path inside the repository"):
+            load_case(tmp_path / "bad.toml")
+    text = ('language = "python"\ntitle = "x"\n[base]\n"ok.py" = "a"\n[[push]]\n'
+            f'delete = [{_toml_key(path)}]\n')
+    (tmp_path / "bad.toml").write_text(text)
+    with pytest.raises(CaseError, match="want a relative path inside the repository"):
+        load_case(tmp_path / "bad.toml")
+
+
+def _toml_key(path: str) -> str:
+    import json
+
+    return json.dumps(path)  # a TOML basic string is a JSON string for these characters
