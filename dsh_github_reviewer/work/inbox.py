@@ -228,9 +228,14 @@ class Inbox:
 
     def _refuse(self, rec: PrRecord | None, c: IssueComment | ReviewComment,
                 why: str) -> PrRecord | None:
-        """A command the bot will not run (closed or draft PR): 😕, once, and nothing else."""
-        if rec is None or self.is_own(c) or parse_command(c.body) is None \
-                or rec.processed(c.id):
+        """A command the bot will not run (closed or draft PR): 😕, once, and nothing else.
+        A reply that is no command may still teach a lesson: people often dismiss a finding
+        after the merge (on a draft it waits with the PR's other work)."""
+        if rec is None or self.is_own(c):
+            return rec
+        if parse_command(c.body) is None:
+            return self._observe_reply(rec, c)
+        if rec.processed(c.id):
             return rec
         log.info("refusing command comment %d on a %s pull request (#%d)", c.id, why, c.number)
         rec.mark_processed(c.id)

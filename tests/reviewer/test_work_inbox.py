@@ -646,3 +646,17 @@ async def test_a_push_while_paused_never_swallows_an_owed_review_command(store):
     rec = await store.pr(key())
     assert rec.head_sha == "f" * 40 and rec.trigger == Trigger.cmd("demo", 12)
     assert not rec.waits_for_resume and rec.due_at(60, T0) is not None
+
+
+async def test_a_maintainers_reply_after_the_merge_or_on_a_draft_may_still_teach(store):
+    """People often dismiss a finding with 👎 and a reason after the merge: the reply is queued
+    to be read for a lesson like on an open PR (a command there still gets 😕); on a draft it
+    waits with the PR's other work."""
+    await put(store, reviewed(), 2)
+    await record(inbox(store), pulls=[pull(1, draft=True)], complete=True,
+                 comments=[review_comment(91, "Intended: we trust this input.", number=2,
+                                          reply_to=50),
+                           review_comment(92, "By design, see the ADR.", number=1, reply_to=60)])
+    closed, draft = await store.pr(key(2)), await store.pr(key(1))
+    assert [(c.comment_id, c.action) for c in closed.queued] == [(91, "teach")]
+    assert [(c.comment_id, c.action) for c in draft.queued] == [(92, "teach")]
