@@ -222,6 +222,11 @@ def import_dir(path: Path, out: Path, limit: int | None = None,
         if limit is not None and len(written) >= limit:
             break
         task = str(_first(pr, "task_id", "instance_id", "id") or "")
+        if not re.fullmatch(r"\w[\w.-]*", task):
+            # It names files of the dataset: never a path out of it ("../../x").
+            log(f"skipped {task or '(no task_id)'}: a task_id is a file name (letters, digits, "
+                "_ . -)")
+            continue
         ctx_file = root / "contexts" / "config_A" / f"{task}.json"
         ann_file = root / "annotations" / f"{task}_human.json"
         try:
@@ -247,6 +252,9 @@ def import_dir(path: Path, out: Path, limit: int | None = None,
             log(f"skipped {task}: {'; '.join(problems)[:300]}")
             continue
         target = out / f"{case_id}.toml"
+        if target in written:
+            log(f"skipped {task}: its case id {case_id} is an earlier task's")
+            continue
         target.write_text(dumps_case(data, f"Imported from SWE-PRBench {task} (diff-only, "
                                            "config_A); CC BY 4.0."), encoding="utf-8")
         written.append(target)

@@ -101,3 +101,32 @@ def test_a_sample_in_the_published_layout_becomes_valid_cases(tmp_path):
     assert any(x.startswith("skipped acme__shop-13") for x in log)
     # --limit
     assert len(import_dir(root, tmp_path / "one", limit=1)) == 1
+
+
+def test_a_task_id_is_a_file_name_and_one_case_id_is_written_once(tmp_path):
+    """Forged input: a task_id of ``../../x`` made the importer read files outside the dataset,
+    and two task ids with the same case id (``acme__shop-12`` and ``acme-shop-12``) left only
+    the second, silently."""
+    root = tmp_path / "data"
+    root.mkdir()
+    _sample(root)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.json").write_text(json.dumps({"diff": PY_DIFF}))
+    (outside / "x_human.json").write_text(json.dumps([
+        {"path": "app/paging.py", "line": 12, "body": "off by one"}]))
+    prs = [{"task_id": "../../outside/x", "repo": "a/b", "pr_number": 1, "title": "t"},
+           {"task_id": "acme__shop-12", "repo": "acme/shop", "pr_number": 12, "title": "A"},
+           {"task_id": "acme-shop-12", "repo": "acme/shop", "pr_number": 12, "title": "B"}]
+    (root / "prs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in prs))
+    for name in ("acme-shop-12.json", "acme-shop-12_human.json"):
+        src = name.replace("acme-shop-12", "acme__shop-12")
+        folder = "contexts/config_A" if "human" not in name else "annotations"
+        (root / folder / name).write_text((root / folder / src).read_text())
+    log: list[str] = []
+    written = import_dir(root, tmp_path / "out", log=log.append)
+    assert [p.name for p in written] == ["swe-prbench-acme-shop-12.toml"]
+    assert 'title = "A"' in written[0].read_text()
+    assert any(x.startswith("skipped ../../outside/x: a task_id is a file name") for x in log)
+    assert any("skipped acme-shop-12: its case id swe-prbench-acme-shop-12 is an earlier"
+               in x for x in log)
