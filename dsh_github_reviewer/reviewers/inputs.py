@@ -7,6 +7,7 @@ the other.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from dsh_harness import Agent
@@ -103,11 +104,15 @@ def scope_for(pr: PullRequest, flow: str, trigger: Trigger) -> Scope:
 async def review_turn_message(acct: ConnectedAccount, pr: PullRequest, previous_head: str | None,
                               requested_by: str | None, agent: Agent,
                               turn: GuardTurn,
-                              instructions: TrustedInstructions | None = None) -> TurnMessage:
+                              instructions: TrustedInstructions | None = None,
+                              writer: bool = True) -> TurnMessage:
     """A review turn's user message (the single reviewer's and every persona's): per-turn facts
     only, so the system prompt stays byte-stable — the prepared diff or only what changed since
     the session's last completed review, and people's feedback on the bot's threads — and what
-    it told the model, as data for the turn meta (``turn/told.py``)."""
+    it told the model, as data for the turn meta (``turn/told.py``). ``writer``: the session
+    posts the review (the single reviewer, the coordinator) and is shown its open threads to
+    name the fixed ones; a persona only reports and is not (a re-review's message is paid
+    uncached by every session)."""
     pr_facts = facts(pr)
     extras = extras_of(instructions)
 
@@ -120,6 +125,8 @@ async def review_turn_message(acct: ConnectedAccount, pr: PullRequest, previous_
                 "exclude": [*settings.exclude, *repo.config.exclude]})
         prepared = await prepare_review(acct.client, pr, settings, previous_head, conv,
                                         acct.identity, full=extras.full)
+        if not writer:
+            prepared = dataclasses.replace(prepared, open_threads={})
         return (prepared, review_message(pr_facts, previous_head, requested_by, prepared, conv),
                 conv)
 

@@ -216,7 +216,7 @@ class TeamReview:
         async def message(agent: Agent, turn: GuardTurn) -> TurnMessage:
             # A persona reviews the same material as the single reviewer.
             return await review_turn_message(acct, pr, previous_head, requested_by, agent, turn,
-                                             instructions)
+                                             instructions, writer=False)
 
         async def attempt(model: str | None) -> AttemptResult:
             result, _ = await self.run_turn(acct, key, pr, instructions, model, "persona",
