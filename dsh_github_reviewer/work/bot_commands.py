@@ -83,6 +83,13 @@ async def _text(ctx: WorkContext, key: str, cmd: Command) -> str | None:
     raise ValueError(f"not a built-in command: {cmd.action!r}")
 
 
+def _no_ping(text: str) -> str:
+    """Text quoted in a reply without its mentions: GitHub notifies every ``@login`` and
+    ``@org/team`` in a comment, and a listing is posted again each time it is asked (a word
+    joiner after the ``@`` keeps the words and drops the notification)."""
+    return text.replace("@", "@\u2060")
+
+
 def listing(repo: str, lessons: list[Lesson]) -> str:
     if not lessons:
         return (f"No lessons for {repo} yet. Teach one with `/bot learn <lesson>`, or with a "
@@ -94,7 +101,7 @@ def listing(repo: str, lessons: list[Lesson]) -> str:
         if x.finding is not None:
             spot = x.finding.path + (f":{x.finding.line}" if x.finding.line else "")
             where = f", on a finding at `{sanitize_line(spot, 200)}` in #{x.finding.number}"
-        line = (f"{x.id}. {x.text} — taught by @{x.taught_by} "
+        line = (f"{x.id}. {_no_ping(x.text)} — taught by `@{x.taught_by}` "
                 f"{x.taught_at.date().isoformat()}{where}")
         if len(line) + 1 > room:
             break
@@ -125,7 +132,7 @@ async def _forget(ctx: WorkContext, repo: str, cmd: Command) -> str:
     if not removed:
         return f"Lesson {lesson_id} was already removed (by @{lesson.removed_by})."
     log.info("%s: lesson %d forgotten by %s", repo, lesson_id, cmd.author)
-    return f"Forgot lesson {lesson_id}: {lesson.text}"
+    return f"Forgot lesson {lesson_id}: {_no_ping(lesson.text)}"
 
 
 async def _finding(ctx: WorkContext, key: str, root_id: int | None

@@ -54,3 +54,13 @@ def test_a_lesson_taught_on_a_finding_tells_the_reviewer_what_that_finding_said(
         note.where
     text, _ = lessons_part([note], {})
     assert "`eval()` on caller input" in text and "Not a bug: validated upstream." in text
+
+
+def test_listing_lessons_pings_nobody():
+    """GitHub notifies every ``@login`` and ``@org/team`` in a comment: ``/bot lessons`` would
+    ping every teacher (up to 200 people) and every team a lesson names, each time it is
+    asked."""
+    x = lesson(1).model_copy(update={"text": "Ask @acme/security about crypto changes."})
+    text = listing("acme/shop", [x])
+    assert "@maintainer" not in text.replace("`@maintainer`", "")
+    assert "@acme/security" not in text and "acme/security about crypto" in text
