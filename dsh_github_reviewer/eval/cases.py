@@ -39,6 +39,7 @@ its own ``defects``. Lines are 1-based and inclusive, in the head of the push th
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
@@ -131,12 +132,22 @@ class Push(_Model):
 
 
 class Case(_Model):
+    # The file's name; it becomes the sandbox repository ``eval/<id>``, so GitHub's rule for
+    # repository names applies (a space or "&" passed --check-cases, then stopped the run).
     id: str
     language: Language
     title: str = Field(min_length=1)
     body: str = ""
     base: dict[RepoPath, str] = Field(min_length=1)
     push: list[Push] = Field(min_length=1, max_length=2)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", v):
+            raise ValueError(f"{v!r} (the file's name) is not a repository name: want up to "
+                             "100 letters, digits, '.', '_' or '-', e.g. py-pagination")
+        return v
 
     @property
     def clean(self) -> bool:

@@ -241,3 +241,15 @@ def _toml_key(path: str) -> str:
     import json
 
     return json.dumps(path)  # a TOML basic string is a JSON string for these characters
+
+
+def test_a_case_file_name_must_be_a_repository_name(tmp_path):
+    """Before: ``Bad Name&x.toml`` passed --check-cases, then stopped the whole run with
+    "(eval scratch config): ...repositories[0]: must be owner/repo"."""
+    text = ('language = "python"\ntitle = "x"\n[base]\n"ok.py" = "a"\n[[push]]\n'
+            '[push.files]\n"ok.py" = "b"\n')
+    (tmp_path / "Bad Name&x.toml").write_text(text)
+    with pytest.raises(CaseError, match=r"'Bad Name&x' \(the file's name\) is not a repository"):
+        load_case(tmp_path / "Bad Name&x.toml")
+    (tmp_path / "py-ok_1.2.toml").write_text(text)
+    assert load_case(tmp_path / "py-ok_1.2.toml").id == "py-ok_1.2"
