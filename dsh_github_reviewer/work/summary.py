@@ -39,12 +39,12 @@ FILES_PAGE_CAP = 30
 COMMENT_TOOL = "add_comment_to_pending_review"
 # The last summary read in full, per (account, PR record key): at most this many PRs.
 LAST_READ_CAP = 512
-_last_read: OrderedDict[tuple[str, str], Summary] = OrderedDict()
+_last_read: OrderedDict[tuple[str, str, str], Summary] = OrderedDict()
 
 
-def _remember(account: str, key: str, summary: Summary) -> None:
-    _last_read[(account, key)] = summary
-    _last_read.move_to_end((account, key))
+def _remember(at: tuple[str, str, str], summary: Summary) -> None:
+    _last_read[at] = summary
+    _last_read.move_to_end(at)
     while len(_last_read) > LAST_READ_CAP:
         _last_read.popitem(last=False)
 
@@ -59,8 +59,11 @@ async def update_summary(ctx: ReviewDeps | WorkContext, key: str, *, reviewing: 
     client, me = ctx.client, ctx.acct.identity
     try:
         files = await client.list_pull_files(owner, name, number, max_pages=FILES_PAGE_CAP)
-        known = _last_read.get((ctx.acct.key, key)) if (reviewing or waiting) else None
-        if known is not None:
+        at = (ctx.cfg.api_url, ctx.acct.key, key)
+        known = _last_read.get(at) if (reviewing or waiting) else None
+        # Only what was read after the review the record last recorded (another process's
+        # later review, or another GitHub with the same names, is read in full).
+        if known is not None and known.last_reviewed == last_reviewed:
             summary = replace(known, files=files, reviewing=None if waiting else reviewing,
                               waiting=waiting, last_reviewed=last_reviewed)
             await upsert(client, owner, name, number, render(summary), me)
@@ -88,7 +91,7 @@ async def update_summary(ctx: ReviewDeps | WorkContext, key: str, *, reviewing: 
                                           d.body.strip().split("\n", 1)[0]) not in gone]
         summary.second_look = await second_look_summary.section(ctx, key, dropped)
         summary.findings += listed_findings(drafted, posted, comments, ids)
-        _remember(ctx.acct.key, key, summary)
+        _remember((ctx.cfg.api_url, ctx.acct.key, key), summary)
         await upsert(client, owner, name, number, render(summary), me)
     except GitHubError as exc:
         log.warning("%s: summary comment not updated: %s", key, exc)
