@@ -93,3 +93,13 @@ def test_forged_files_in_the_home_give_a_message_not_an_error(tmp_path):
     assert "latest.json cannot be shown" in ctx["error"] and "<h2>Runs</h2>" in ctx["fragment"]
     assert "running.json cannot be read" in ctx["fragment"]
     assert running_state({"spent_usd": 1, "done": "3", "cases": 9})[0]["done"] == 3
+
+
+def test_the_web_page_styles_every_cell_kind_of_the_defect_grid():
+    """The standalone report colours found, missed and failed cells; the web page had no rule
+    for a failed case's cell, so "failed (no review)" looked like an ordinary cell."""
+    from pathlib import Path
+
+    css = (Path(__file__).parents[3] / "dsh_harness/web/static/style.css").read_text()
+    for kind in ("hit", "miss", "fail"):
+        assert f".eval-report td.{kind} {{" in css, kind
