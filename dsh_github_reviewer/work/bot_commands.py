@@ -28,8 +28,14 @@ log = logging.getLogger(__name__)
 # replies of people allowed to command the bot are read, and only on the bot's own findings.
 DISMISSAL = re.compile(
     r"\b(intended|intentional(ly)?|on purpose|by design|deliberate(ly)?|false positive|"
-    r"not an? (bug|issue|problem|defect)|expected behaviou?r|works as (intended|expected)|"
-    r"won'?t fix|wontfix|as designed)\b", re.I)
+    r"(not|isn['’]?t) an? (bug|issue|problem|defect)|expected behaviou?r|"
+    r"works as (intended|expected)|won'?t fix|wontfix|as designed)\b", re.I)
+# A dismissal word counts only when it is said, not asked or denied: not in a sentence that
+# ends with "?", and with no negation among the few words before it ("this is not intended",
+# "definitely not a false positive" agree with the finding).
+_NEGATION = re.compile(r"\b(not|no|never|hardly|nor)\b|n't\b|n’t\b", re.I)
+_SENTENCE_END = re.compile(r"[.!?\n]")
+_NEGATION_WINDOW = 3   # words before the dismissal word
 _NUMBER = re.compile(r"^#?([1-9][0-9]{0,8})$")
 # A reply read before its author's 👎 on the finding (a webhook delivers the reply at once):
 # read again this many times, this long apart, before it is taken as teaching nothing.
@@ -38,6 +44,20 @@ TEACH_RECHECK_S = 300.0
 # ``/bot lessons`` in one comment: GitHub refuses a body over 65,536 characters (a full book
 # is 200 lessons of up to 600), so the listing keeps this much room for its lines.
 LISTING_CHARS = 60_000
+
+
+def dismisses(text: str) -> bool:
+    """The reply says the finding is no defect (``DISMISSAL``), as a statement."""
+    for m in DISMISSAL.finditer(text):
+        before = text[:m.start()]
+        start = max((x.end() for x in _SENTENCE_END.finditer(before)), default=0)
+        end = _SENTENCE_END.search(text, m.end())
+        if end is not None and end.group() == "?":
+            continue
+        window = " ".join(before[start:].split()[-_NEGATION_WINDOW:])
+        if not _NEGATION.search(window):
+            return True
+    return False
 
 
 class NotYet(Exception):
@@ -193,7 +213,7 @@ async def _teach(ctx: WorkContext, key: str, cmd: Command) -> str | None:
     source: LessonSource
     if voted:
         source = "vote"
-    elif DISMISSAL.search(cmd.message):
+    elif dismisses(cmd.message):
         source = "reply"
     elif cmd.rechecks < TEACH_RECHECKS:
         raise NotYet(f"reply {cmd.comment_id}: no 👎 from {cmd.author} on the finding yet")
