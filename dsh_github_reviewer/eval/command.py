@@ -233,16 +233,17 @@ def _owner_only(path: Path, text: str) -> None:
         f.write(text)
 
 
+def _out_dir(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EvalError(f"--out {out}: {exc.strerror or exc}") from None
+
+
 def _write(report: dict[str, Any], out: Path | None, home: Path | None) -> list[Path]:
     written = []
     stamp = report["started_at"].replace(":", "").replace("+0000", "Z")
     text = json.dumps(report, indent=2, ensure_ascii=False)
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "report.json").write_text(text, encoding="utf-8")
-        (out / "report.md").write_text(markdown(report), encoding="utf-8")
-        (out / "report.html").write_text(html_page(report), encoding="utf-8")
-        written.append(out / "report.html")
     if home is not None:  # what the web UI's eval page shows
         d = home / "eval"
         _home_dir(d)
@@ -251,6 +252,17 @@ def _write(report: dict[str, Any], out: Path | None, home: Path | None) -> list[
         _owner_only(tmp, text)
         tmp.replace(d / "latest.json")
         written.append(d / "latest.json")
+    if out is not None:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "report.json").write_text(text, encoding="utf-8")
+            (out / "report.md").write_text(markdown(report), encoding="utf-8")
+            (out / "report.html").write_text(html_page(report), encoding="utf-8")
+        except OSError as exc:  # the report is still in the home and printed below
+            print(f"eval: --out {out}: {exc.strerror or exc}; the report is in the home "
+                  "and printed", file=sys.stderr)
+        else:
+            written.append(out / "report.html")
     return written
 
 
@@ -329,6 +341,8 @@ async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
         if getattr(args, "verify", None):
             configs = [replace(c, extra=(*c.extra, ("verify", v))) for c in configs
                        for v in verify_values(args.verify)]
+        if args.out:  # before anything is spent: a report that cannot be written is lost
+            _out_dir(Path(args.out))
         for option, m in [*(("--model", m) for m in models),
                           *([("--judge", args.judge)] if args.judge else [])]:
             check_model(harness.config, m, option)

@@ -325,3 +325,30 @@ def test_ctrl_c_while_judging_keeps_the_reviews_in_a_report(tmp_path):
     assert report["stopped"] == "Ctrl-C"
     assert "Ctrl-C skips it" in err and "the report is partial" in err
     assert [c["case"] for c in report["configs"][0]["cases"]] == ["py-order-search-sql"]
+
+
+def test_an_out_that_cannot_be_written_is_refused_before_anything_runs(tmp_path):
+    """Before: ``--out`` naming a file failed only after every case had run (and been paid
+    for), and that error also kept the report out of the home: nothing was left."""
+    (tmp_path / "dsh.toml").write_text(config_text("http://127.0.0.1:9"))
+    (tmp_path / "taken").write_text("")
+    proc = dsh("github-reviewer", "eval", "--only", "py-pagination", "--yes", "--out",
+               str(tmp_path / "taken"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert f"eval: --out {tmp_path / 'taken'}: File exists" in proc.stderr
+    assert "1/1 cases" not in proc.stderr  # refused before the first case
+
+
+def test_the_home_copy_is_written_even_when_out_fails(tmp_path, capsys):
+    from datetime import UTC, datetime
+
+    from dsh_github_reviewer.eval.command import _write
+    from dsh_github_reviewer.eval.report import build_report
+    from dsh_github_reviewer.eval.run import ConfigResult, EvalConfig
+
+    report = build_report([], [ConfigResult(EvalConfig("a/b"), [])],
+                          started_at=datetime(2026, 1, 1, tzinfo=UTC))
+    (tmp_path / "taken").write_text("")
+    written = _write(report, tmp_path / "taken", tmp_path / "home")
+    assert written == [tmp_path / "home" / "eval" / "latest.json"]
+    assert "the report is in the home and printed" in capsys.readouterr().err
