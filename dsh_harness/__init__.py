@@ -44,6 +44,7 @@ from .storage import (
 from .storage.fence import OPEN_FENCE, Fence, FencedOut, LeaseFence, stop_point
 from .storage.leases import Lease, LeaseLost, Leases, Replica
 from .validation import error_lines, format_loc
+from .web.catalog import IndexBuilding
 from .web.serve import AsgiServer
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "Fence",
     "FencedOut",
     "Harness",
+    "IndexBuilding",
     "LLMError",
     "Lease",
     "LeaseFence",

@@ -15,8 +15,11 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
+
+from dsh_harness import IndexBuilding
 
 from ..app import ReviewerApp
 from ..app.pr_state import LAST_TURN, from_facts, from_record
@@ -27,6 +30,7 @@ from ..work.records import DOMAIN, PRS, PrRecord, pr_key, split_pr_key
 from ..work.store import WorkStore
 from . import attention, noise
 from .facts import web_url
+from .pr_snapshot import PrSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -478,7 +482,10 @@ def register(router: Any) -> None:
     except RuntimeError:
         pass   # built outside a loop: PR pages show the state of the PR's last turn
 
-    async def current() -> PrIndex:
+    snapshot = PrSnapshot(Path(router.harness.home) / "web" / "prs.json")
+    warm: dict[str, Any] = {}   # the saved list served after a restart until ``index`` is built
+
+    async def real() -> PrIndex:
         # The first request after a start reads the session index and the work records at
         # once (each mostly in a worker thread).
         catalog = router.catalog
@@ -486,10 +493,52 @@ def register(router: Any) -> None:
         entries = catalog.listing   # the newest list (a scan may have ended meanwhile)
         index.build(entries, catalog.changes_since(index.source), catalog.entry)
         index.with_records(recs)
+        if snapshot.due(index.source, recs):
+            data = snapshot.take(index, index.source, recs)
+            keep(asyncio.create_task(asyncio.to_thread(snapshot.write, data)))
         return index
 
+    def keep(task: asyncio.Task) -> None:
+        warm.setdefault("writes", set()).add(task)
+        task.add_done_callback(warm["writes"].discard)
+
+    async def current() -> PrIndex:
+        """The PR index; right after a restart, the saved one while the real one builds."""
+        if index.source is not None or warm.get("none"):
+            return await real()
+        if "load" not in warm:
+            warm["load"] = asyncio.create_task(asyncio.to_thread(snapshot.load, PrRow))
+        got = await warm["load"]
+        if got is None:
+            warm["none"] = True
+            return await real()
+        if "index" not in warm:
+            saved = warm["index"] = PrIndex()
+            saved.rows = saved.session_rows = got["rows"]
+            saved.repos, saved.accounts = got["repos"], got["accounts"]
+        return warm["index"]
+
+    async def build_behind() -> None:
+        try:
+            await real()
+        except IndexBuilding:
+            pass   # a cold session index: the next request starts this again
+        except Exception:  # the saved list stays served; the next request tries again
+            log.exception("building the PR list behind the saved one failed")
+
+    def behind(handler):
+        """A handler that, once its page is made from the saved list, builds the real index
+        behind it (so the first page after a restart never waits for that build)."""
+        async def wrapped(request):
+            response = await handler(request)
+            if index.source is None and "index" in warm and (
+                    warm.get("task") is None or warm["task"].done()):
+                warm["task"] = asyncio.create_task(build_behind(), name="dsh-reviewer-prs")
+            return response
+        return wrapped
+
     async def prs_page(request):
-        await current()
+        index = await current()
         q = request.query_params.get("q", "").strip()
         repo = request.query_params.get("repo", "").strip()
         try:
@@ -517,7 +566,7 @@ def register(router: Any) -> None:
     async def prs_api(request):
         """Paged (``?page=`` from 1, ``?per_page=`` up to API_MAX_PAGE_SIZE), newest first; the
         totals cover every PR."""
-        await current()
+        index = await current()
         try:
             per_page = min(API_MAX_PAGE_SIZE, max(1, int(request.query_params.get(
                 "per_page", API_PAGE_SIZE))))
@@ -546,7 +595,7 @@ def register(router: Any) -> None:
         data = await status_data(router.harness)
         # Link a PR to its session when it has one (a team review's is the coordinator's),
         # else to its row in the PR list: never to a page that does not exist.
-        await current()
+        index = await current()
         sessions = {(r.key[0], f"{r.key[1]}/{r.key[2]}".lower(), r.key[3]): r.session_id
                     for r in index.rows if r.session_id}
         for a in data:
@@ -561,7 +610,7 @@ def register(router: Any) -> None:
         return router.json(await status_data(router.harness))
 
     async def attention_items(request) -> tuple[list[attention.Attention], str, str, str]:
-        await current()
+        index = await current()
         recs = await records.get(router.harness)
         app = ReviewerApp.of(router.harness)
         domain = await router.harness.storage.domain(DOMAIN)
@@ -599,7 +648,7 @@ def register(router: Any) -> None:
                                          "open_by_severity", {})} for a in shown]})
 
     async def repository_page(request):
-        await current()
+        index = await current()
         name = request.query_params.get("name", "").strip()
         t = index.repos.get(name)
         if t is None:
@@ -608,10 +657,10 @@ def register(router: Any) -> None:
         return await router.render(request, "reviewer_repository.html", name=name, t=t,
                                    hit=hit)
 
-    router.add_page("/prs", prs_page, "Pull requests", home=True)
-    router.add_page("/attention", attention_page, "Needs a maintainer")
-    router.add_route("/repository", repository_page)
-    router.add_route("/api/github-reviewer/attention", attention_api)
-    router.add_route("/api/github-reviewer/prs", prs_api)
-    router.add_page("/github-reviewer", status_page, "Reviewer status")
+    router.add_page("/prs", behind(prs_page), "Pull requests", home=True)
+    router.add_page("/attention", behind(attention_page), "Needs a maintainer")
+    router.add_route("/repository", behind(repository_page))
+    router.add_route("/api/github-reviewer/attention", behind(attention_api))
+    router.add_route("/api/github-reviewer/prs", behind(prs_api))
+    router.add_page("/github-reviewer", behind(status_page), "Reviewer status")
     router.add_route("/api/github-reviewer/status", status_api)

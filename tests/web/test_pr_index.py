@@ -1,22 +1,35 @@
 """The PR list's index (``web/pages.py``) updated incrementally equals one built from scratch,
-and the session catalog says which sessions changed between two of its lists."""
+the session catalog says which sessions changed between two of its lists, and a restart
+serves the saved list (``web/pr_snapshot.py``) until the real one is built."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
+from dsh_github_reviewer.core.session_key import PrKey
 from dsh_github_reviewer.web.facts import web_url
-from dsh_github_reviewer.web.pages import PrIndex
+from dsh_github_reviewer.web.pages import PrIndex, PrRow
+from dsh_github_reviewer.web.pr_snapshot import PrSnapshot
 from dsh_github_reviewer.work.records import PrRecord
 from dsh_harness.sessions.events import TitleSet, TurnEnd, TurnStart, Usage
 from dsh_harness.testing import ScriptedModelServer
 from dsh_harness.web.catalog import HISTORY, CatalogEntry, SessionCatalog
 
 from ..harness.agent_kit import make_harness
+from .test_pr_pages import client, make, pr_session
 
 AT = datetime(2026, 5, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def model():
+    with ScriptedModelServer() as s:
+        yield s
 
 
 def entry(account: str, repo: str, number: int, ts: float, *, persona: str | None = None,
@@ -138,3 +151,69 @@ def test_a_link_check_is_the_same_cached_or_not():
     for good in ("https://github.com/a/b/pull/1", "http://ghe.local/x?y=1#z",
                  "https://例え.jp/プル"):
         assert web_url(good) == good
+
+
+async def until(check, what: str) -> None:
+    """Waits for ``check()`` (an event: a file written, a build behind done), bounded."""
+    for _ in range(500):
+        if await check():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"never happened: {what}")
+
+
+async def test_a_restart_serves_the_saved_list_at_once_then_the_real_one(tmp_path, model):
+    saved = tmp_path / "home" / "web" / "prs.json"
+    h = make(tmp_path, model)
+    try:
+        await pr_session(h, PrKey("demo", "acme", "shop", 7).session_id, title="First PR")
+        async with client(h) as c:
+            assert "First PR" in (await c.get("/prs")).text
+
+            async def written() -> bool:
+                return saved.exists()
+            await until(written, "the PR list saved after its first build")
+    finally:
+        await h.close()
+    assert saved.stat().st_mode & 0o777 == 0o600
+
+    h = make(tmp_path, model)
+    try:   # a PR reviewed while the web UI was down: the saved list does not have it yet
+        await pr_session(h, PrKey("demo", "acme", "shop", 8).session_id, title="Second PR")
+        async with client(h) as c:
+            first = (await c.get("/prs")).text
+            assert "First PR" in first and "Second PR" not in first, "served from the file"
+
+            async def real() -> bool:
+                return "Second PR" in (await c.get("/prs")).text
+            await until(real, "the real list built behind the saved one")
+            data = (await c.get("/api/github-reviewer/prs")).json()
+            assert data["total"] == 2 and data["repositories"]["acme/shop"]["prs"] == 2
+    finally:
+        await h.close()
+
+
+async def test_a_broken_saved_list_is_ignored_and_the_real_one_built(tmp_path, model):
+    saved = tmp_path / "home" / "web" / "prs.json"
+    saved.parent.mkdir(parents=True)
+    saved.write_text('{"version": 1, "fields": ["key"], "rows": [[')
+    h = make(tmp_path, model)
+    try:
+        await pr_session(h, PrKey("demo", "acme", "shop", 7).session_id, title="First PR")
+        async with client(h) as c:
+            r = await c.get("/prs")
+            assert r.status_code == 200 and "First PR" in r.text
+    finally:
+        await h.close()
+
+
+def test_a_saved_row_with_a_forged_link_loses_the_link(tmp_path):
+    snap = PrSnapshot(tmp_path / "prs.json")
+    index = PrIndex()
+    index.build([entry("a", "r0", 1, 10)])
+    index.with_records({})
+    index.rows[0].url = "javascript:alert(1)"
+    snap.write(snap.take(index, object()))
+    got = snap.load(PrRow)
+    assert got is not None and got["rows"][0].url is None
+    assert got["rows"][0].key == ("a", "acme", "r0", 1) and got["repos"] == index.repos
