@@ -523,8 +523,8 @@ def register(router: Any) -> None:
             await real()
         except IndexBuilding:
             pass   # a cold session index: the next request starts this again
-        except Exception:  # the saved list stays served; the next request tries again
-            log.exception("building the PR list behind the saved one failed")
+        except Exception as exc:  # the saved list stays served; the next request tries again
+            log.warning("building the PR list behind the saved one failed: %s", exc)
 
     def behind(handler):
         """A handler that, once its page is made from the saved list, builds the real index
