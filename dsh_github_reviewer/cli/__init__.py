@@ -43,7 +43,8 @@ def register(cli: Any) -> None:
     ci.add_argument("--fail-on", default="cannot-merge",
                     help="cannot-merge (default): exit 1 when the verdict is not \"can merge\" "
                          "(a required check then blocks the merge); never: exit 0 whatever "
-                         "the verdict")
+                         "the verdict, an incomplete (failed-closed) review too; either way "
+                         "exit 1 when no review could be posted")
     ci.set_defaults(handler=cmd_ci)
     text = ("review quality on seeded-defect pull requests: the real loop against a sandbox "
             "GitHub with your providers, scored against ground truth (see docs/eval.en.md)")

@@ -243,6 +243,18 @@ def test_the_exit_code_follows_the_verdict():
         assert exit_for(line, "never") == 0, line
 
 
+def test_fail_on_help_says_never_also_passes_an_incomplete_review(capsys):
+    """Issue 31 item 20 wants it said wherever the input is documented; `ci --help` said only
+    "never: exit 0 whatever the verdict"."""
+
+    from ..test_docs import _cli_parsers
+
+    (parser,) = [p for path, _, p in _cli_parsers() if path == ("github-reviewer", "ci")]
+    text = " ".join(parser.format_help().split())
+    assert "an incomplete (failed-closed) review too" in text
+    assert "exit 1 when no review could be posted" in text
+
+
 def test_the_step_summary_is_one_escaped_table(tmp_path):
     from dsh_github_reviewer.ci.summary import StepSummary
     from dsh_harness import Usage
