@@ -49,7 +49,10 @@ def _files(table: str, files: dict[str, str]) -> list[str]:
 
 def dumps_case(case: dict[str, Any], header: str = "") -> str:
     """``case``: language, title, body, base, push (the schema of ``cases.py``, no id)."""
-    lines = [f"# {h}" if h else "#" for h in header.splitlines()]
+    # A comment may hold no control character but a tab: one in a commit subject (an ANSI
+    # colour, say) made the whole draft unreadable; it is written as its escape instead.
+    lines = [f"# {_UNSAFE.sub(lambda m: repr(m.group())[1:-1], h)}" if h else "#"
+             for h in header.splitlines()]
     lines += [f"language = {_basic(case['language'])}", f"title = {_basic(case['title'])}"]
     if case.get("body"):
         lines.append(f"body = {_basic(case['body'])}")

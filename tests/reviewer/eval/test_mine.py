@@ -210,3 +210,17 @@ def test_two_fixes_of_one_change_give_one_case_with_both_defects(tmp_path):
     assert sorted(((d.id, d.lines) for d in case.defects), key=lambda x: x[1]) == [
         (f"fixed-{two[:8]}", (9, 9)), (f"fixed-{one[:8]}", (13, 13))]
     assert f"Also fixed by {one}" in path.read_text()
+
+
+def test_a_control_character_in_a_commit_message_keeps_the_draft_readable(tmp_path):
+    """Before: a fix subject with an ANSI colour (ESC) went into the draft's header comment
+    as is, and TOML refuses control characters in comments: the draft could not be read."""
+    from dsh_github_reviewer.eval import load_case
+    from dsh_github_reviewer.eval.case_toml import dumps_case
+
+    data = {"language": "python", "title": "t\x1bx", "base": {"a.py": "x\n"},
+            "push": [{"message": "m", "files": {"a.py": "y\n"}}]}
+    (tmp_path / "c.toml").write_text(dumps_case(data, "fixed by \x1b[31mred\x1b[0m\x7f"))
+    case = load_case(tmp_path / "c.toml")
+    assert case.title == "t\x1bx"
+    assert "# fixed by \\x1b[31mred\\x1b[0m\\x7f" in (tmp_path / "c.toml").read_text()
