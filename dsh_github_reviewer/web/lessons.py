@@ -16,7 +16,7 @@ from starlette.responses import RedirectResponse, Response
 
 from ..app import ReviewerApp
 from ..core.clock import utcnow
-from ..work.lessons import LessonStore
+from ..work.lessons import REMOVED_ON_WEB, LessonStore
 from ..work.records import DOMAIN
 
 PATH = "/github-reviewer/lessons"
@@ -87,7 +87,7 @@ def register(router: Any) -> None:
         if account not in app.configured or not raw.isdigit() or "/" not in repo:
             return Response("unknown account, repository or lesson number", status_code=400)
         store = LessonStore(await router.harness.storage.domain(DOMAIN), account)
-        lesson, _ = await store.forget(repo, int(raw), by="(web UI)", at=utcnow(),
+        lesson, _ = await store.forget(repo, int(raw), by=REMOVED_ON_WEB, at=utcnow(),
                                        comment_id=None)
         if lesson is None:
             return Response(f"{repo} has no lesson {raw}", status_code=404)

@@ -19,7 +19,15 @@ from ..github.models import ReviewComment
 from ..pr_output.replies import post_reply
 from ..turn.feedback import bot_reviews
 from .context import WorkContext, repo_of
-from .lessons import LESSONS_GIVEN, Lesson, LessonFinding, LessonSource, LessonStore
+from .lessons import (
+    LESSONS_GIVEN,
+    REMOVED_BY_LIMIT,
+    REMOVED_ON_WEB,
+    Lesson,
+    LessonFinding,
+    LessonSource,
+    LessonStore,
+)
 from .records import Command
 
 log = logging.getLogger(__name__)
@@ -103,6 +111,17 @@ async def _text(ctx: WorkContext, key: str, cmd: Command) -> str | None:
     raise ValueError(f"not a built-in command: {cmd.action!r}")
 
 
+def removed_by(lesson: Lesson) -> str:
+    """Who removed a lesson, in words: a person (as code: no notification), the web UI, or
+    the limit of kept lessons (``work/lessons.py`` writes those two in parentheses)."""
+    who = lesson.removed_by or ""
+    if who == REMOVED_ON_WEB:
+        return "on the web UI"
+    if who == REMOVED_BY_LIMIT:
+        return "the oldest, when more were taught than a repository keeps"
+    return f"by `@{who}`"
+
+
 def _no_ping(text: str) -> str:
     """Text quoted in a reply without its mentions: GitHub notifies every ``@login`` and
     ``@org/team`` in a comment, and a listing is posted again each time it is asked (a word
@@ -150,7 +169,7 @@ async def _forget(ctx: WorkContext, repo: str, cmd: Command) -> str:
     if lesson is None:
         return f"There is no lesson {lesson_id} for {repo}; `/bot lessons` lists them."
     if not removed:
-        return f"Lesson {lesson_id} was already removed (by @{lesson.removed_by})."
+        return f"Lesson {lesson_id} was already removed ({removed_by(lesson)})."
     log.info("%s: lesson %d forgotten by %s", repo, lesson_id, cmd.author)
     return f"Forgot lesson {lesson_id}: {_no_ping(lesson.text)}"
 

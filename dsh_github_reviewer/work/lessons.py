@@ -29,6 +29,9 @@ LESSONS_GIVEN = 30        # the newest this many reach a review turn
 LESSONS_KEPT = 200        # active lessons per repository; teaching more removes the oldest
 
 LessonSource = Literal["command", "reply", "vote"]
+# ``removed_by`` of a lesson nobody removed by a command: the web UI's button, or the limit.
+REMOVED_ON_WEB = "(web UI)"
+REMOVED_BY_LIMIT = "(limit)"
 
 
 class LessonFinding(Record):
@@ -133,7 +136,7 @@ class LessonStore:
             book.lessons.append(lesson)
             active = book.active()
             for old in active[:max(0, len(active) - LESSONS_KEPT)]:
-                old.removed_at, old.removed_by = at, "(limit)"
+                old.removed_at, old.removed_by = at, REMOVED_BY_LIMIT
             out.append(lesson)
             return book
         await self.table.update(book_key(self.account, repo), apply)

@@ -64,3 +64,12 @@ def test_listing_lessons_pings_nobody():
     text = listing("acme/shop", [x])
     assert "@maintainer" not in text.replace("`@maintainer`", "")
     assert "@acme/security" not in text and "acme/security about crypto" in text
+
+
+def test_who_removed_a_lesson_reads_as_words():
+    from dsh_github_reviewer.work.bot_commands import removed_by
+
+    def gone(by: str) -> str:
+        return removed_by(lesson(1).model_copy(update={"removed_by": by}))
+    assert gone("maintainer") == "by `@maintainer`"
+    assert gone("(web UI)") == "on the web UI" and "@" not in gone("(limit)")
