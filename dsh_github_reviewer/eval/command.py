@@ -179,15 +179,20 @@ class Running:
         self.state: dict[str, Any] = {
             "started_at": started.isoformat(timespec="seconds"), "configs": labels,
             "cases": cases, "repeats": repeats, "config": None, "done": 0, "spent_usd": 0.0,
+            "done_all": 0, "total": cases * len(labels) * repeats,
             "pid": os.getpid(), "host": socket.gethostname(), "heartbeat_s": HEARTBEAT_S}
         self._beat: asyncio.Task[None] | None = None
 
     def update(self, cfg: EvalConfig | None = None, done: int | None = None,
-               total: int | None = None, spent: float | None = None) -> None:
+               spent: float | None = None, done_all: int | None = None) -> None:
+        """``done``: cases ended of the current configuration (of ``cases``); ``done_all``:
+        case runs ended in all (of ``total``: cases × configurations × repeats)."""
         if cfg is not None:
             self.state["config"] = cfg.label
         if done is not None:
             self.state["done"] = done
+        if done_all is not None:
+            self.state["done_all"] = done_all
         if spent is not None:
             self.state["spent_usd"] = round(spent, 6)
         self.write()
@@ -380,7 +385,7 @@ async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
     def on_case(cfg: EvalConfig, run: CaseRun, n: int, of: int, spent: float) -> None:
         nonlocal done
         done += 1
-        running.update(cfg, done, spent=sum(spent_by.values()) + spent)
+        running.update(cfg, n, spent=sum(spent_by.values()) + spent, done_all=done)
         state = ("failed: " + run.error[:80]) if run.error else f"{len(run.findings)} findings"
         print(f"[{cfg.label}] {n}/{of} cases, {run.case_id}: {state}; {done}/{total} in all, "
               f"${sum(spent_by.values()) + spent:.4f} spent"
@@ -414,7 +419,7 @@ async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
                                max_cost_usd=left, stop=stop, repeat=rep,
                                progress=lambda line: print(line, file=sys.stderr, flush=True),
                                on_case=on_case)
-                running.update(cfg)
+                running.update(cfg, 0)
                 res = await run_config(harness, cfg, cases, opts)
                 spent_by[cfg.label] += sum(r.cost_usd for r in res.runs)
                 merged = results.setdefault(cfg.label, ConfigResult(cfg))

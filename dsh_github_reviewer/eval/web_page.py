@@ -70,6 +70,7 @@ def _clean(running: dict[str, Any]) -> dict[str, Any] | None:
                 "config": str(running.get("config") or ""),
                 "done": int(running.get("done") or 0), "cases": int(running.get("cases") or 0),
                 "spent_usd": float(running.get("spent_usd") or 0.0),
+                **{k: int(running[k]) for k in ("done_all", "total") if k in running},
                 **{k: running[k] for k in ("pid", "host", "updated_at", "repeats")
                    if k in running}}
     except FAILED:

@@ -352,3 +352,53 @@ def test_the_home_copy_is_written_even_when_out_fails(tmp_path, capsys):
     written = _write(report, tmp_path / "taken", tmp_path / "home")
     assert written == [tmp_path / "home" / "eval" / "latest.json"]
     assert "the report is in the home and printed" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_running_json_counts_the_current_configuration_and_the_whole_run(tmp_path):
+    """Before: ``done`` counted case runs of every configuration while ``cases`` is one
+    configuration's, so the second model's progress read "1/1 cases" before its first case
+    ended (and "7/6" later on); now ``done`` is the current configuration's, ``done_all`` of
+    ``total`` the whole run's, and the web banner shows both."""
+    import threading
+
+    second, release = threading.Event(), threading.Event()
+
+    def policy(req):
+        if req.body.get("model") == "deepseek-v4-pro":
+            second.set()
+            release.wait(60)
+        return reviewer_policy(req)
+
+    import subprocess
+    import sys
+
+    from ...cli_kit import STRIPPED
+
+    with ScriptedModelServer(policy=policy) as model:
+        (tmp_path / "dsh.toml").write_text(config_text(model.base_url))
+        env = {k: v for k, v in os.environ.items() if k not in STRIPPED} | {
+            "HOME": str(tmp_path)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dsh_harness.cli", "github-reviewer", "eval", "--only",
+             "py-order-search-sql", "--model", "scripted/deepseek-v4-flash", "--model",
+             "scripted/deepseek-v4-pro", "--json", "--yes"],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert second.wait(120), "the second configuration never started"
+            state = json.loads((tmp_path / "home" / "eval" / "running.json").read_text())
+        finally:
+            release.set()
+            try:
+                _, err = proc.communicate(timeout=120)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+    assert proc.returncode == 0, err
+    assert state["config"] == "scripted/deepseek-v4-pro"
+    assert (state["done"], state["cases"], state["done_all"], state["total"]) == (0, 1, 1, 2)
+    from dsh_github_reviewer.eval.web_page import running_state
+
+    shown, _ = running_state(state | {"pid": None})  # its process has ended by now
+    assert (shown["done"], shown["done_all"], shown["total"]) == (0, 1, 2)
