@@ -356,6 +356,11 @@ def cmd_mine(args) -> int:
         print(f"skipped {s.fix[:12]}: {s.why}", file=sys.stderr)
     for p in result.written:
         print(p)
+    if not result.written and not result.skipped:
+        print("eval mine: no bug-fix commit on the checked-out branch's first-parent history"
+              + (f" since {args.since!r} (as git reads it)" if args.since else "")
+              + ": a fix's subject says fix, bug, crash, regression, ...", file=sys.stderr)
+        return 1
     print(f"eval mine: {len(result.written)} draft case(s) in {args.out}; review them, then "
           f"`dsh github-reviewer eval --check-cases --cases {args.out}`", file=sys.stderr)
     return 0 if result.written else 1

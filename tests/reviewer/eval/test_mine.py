@@ -224,3 +224,19 @@ def test_a_control_character_in_a_commit_message_keeps_the_draft_readable(tmp_pa
     case = load_case(tmp_path / "c.toml")
     assert case.title == "t\x1bx"
     assert "# fixed by \\x1b[31mred\\x1b[0m\\x7f" in (tmp_path / "c.toml").read_text()
+
+
+def test_no_fix_found_is_said_as_such(history, tmp_path, capsys):
+    """Before: a --since that git reads as "now" (or a history without fixes) ended with
+    "0 draft case(s) in DIR; review them, then ..." as if there were drafts to review."""
+    import argparse
+
+    from dsh_github_reviewer.eval.mine import cmd_mine
+
+    repo, _ = history
+    args = argparse.Namespace(repo="acme/shop", clone=str(repo), since="2030-01-01",
+                              limit=None, out=str(tmp_path / "none"))
+    assert cmd_mine(args) == 1
+    err = capsys.readouterr().err
+    assert "no bug-fix commit on the checked-out branch's first-parent history since " \
+           "'2030-01-01'" in err and "review them" not in err
