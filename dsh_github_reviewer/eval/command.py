@@ -149,8 +149,13 @@ def estimate(harness: Harness, cases: list[Case], cfg: EvalConfig) -> dict[str, 
             "output_tokens": output, "usd": usd}
 
 
-def _read(path: Path) -> str:
-    return path.read_text(encoding="utf-8")
+def _read(path: Path, option: str = "--instructions") -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:  # said with the option, not as a bare "[Errno 2] ..."
+        raise EvalError(f"{option} {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise EvalError(f"{option} {path}: not UTF-8 text") from None
 
 
 def _confirm(lines: list[str], yes: bool) -> bool:

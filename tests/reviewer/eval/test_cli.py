@@ -274,12 +274,17 @@ def test_bad_numbers_are_refused_by_name(capsys, args, says):
 
 
 def test_a_bad_judge_is_named_as_the_judge(tmp_path):
-    """A bad --judge was reported as a bad "--model"."""
+    """A bad --judge was reported as a bad "--model"; a missing --instructions file as a bare
+    "[Errno 2] No such file or directory"."""
     (tmp_path / "dsh.toml").write_text(config_text("http://127.0.0.1:9"))
     proc = dsh("github-reviewer", "eval", "--only", "py-pagination", "--judge", "bogus/y",
                cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert "eval: --judge 'bogus/y': want <provider>/<model>" in proc.stderr
+    proc = dsh("github-reviewer", "eval", "--only", "py-pagination", "--instructions",
+               "missing.md", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "eval: --instructions missing.md: No such file or directory" in proc.stderr
 
 
 @pytest.mark.slow
