@@ -39,9 +39,9 @@ API_PAGE_SIZE = 100  # /api/github-reviewer/prs?page=&per_page= (at most API_MAX
 API_MAX_PAGE_SIZE = 1000
 RECORDS_TTL_S = 2.0  # the list's copy of the work records is read again behind when older
 # ... than that, or than RECORDS_BUDGET times the CPU the last read took (at most
-# RECORDS_MAX_S): at 10,000 PRs a read of every record costs tens of ms, and the list must not
+# RECORDS_MAX_S): at 10,000 PRs a read of every record costs ~60 ms, and the list must not
 # spend most of its CPU re-reading records that a page's own rows read fresh anyway.
-RECORDS_BUDGET = 40
+RECORDS_BUDGET = 150
 RECORDS_MAX_S = 20.0
 FRESH_ROWS = 200  # up to this many rows, states come from their records read now
 CHARTS = 10  # cost-per-day charts on /prs: the costliest repositories (or the filtered one)

@@ -9,6 +9,7 @@ reported with its line number, never silently skipped.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -39,7 +40,9 @@ def file_name(session_id: str) -> str:
     return quote(session_id, safe="") + SUFFIX
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def session_id_of(name: str) -> str:
+    # Cached: the web UI's scan lists every log every few seconds (10,000 unquotes: ~45 ms).
     return unquote(name[: -len(SUFFIX)])
 
 
