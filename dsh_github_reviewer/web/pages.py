@@ -184,6 +184,8 @@ class PrIndex:
         self._pairs: dict[tuple[str, str], dict[str, Any]] = {}   # (account, repo) partials
         self._dirty: set[tuple[str, str]] = set()
         self._states: dict[tuple, tuple[PrRecord, str | None]] = {}
+        # PRs whose rows were rebuilt since the records were last merged (None: all of them)
+        self._touched: set[Key] | None = None
         self.session_rows: list[PrRow] = []
         self.rows: list[PrRow] = []
         self.repos: dict[str, dict[str, Any]] = {}
@@ -209,6 +211,7 @@ class PrIndex:
                     self._key_of[e.id] = key
             self._rows = {k: row_of(k, list(m.values())) for k, m in self._members.items()}
             self._dirty = {(k[0], f"{k[1]}/{k[2]}") for k in self._rows} | set(self._pairs)
+            self._touched = None
         else:
             touched: set[Key] = set()
             for sid in changed:
@@ -230,6 +233,8 @@ class PrIndex:
                     self._members.pop(key, None)
                     self._rows.pop(key, None)
                 self._dirty.add((key[0], f"{key[1]}/{key[2]}"))
+            if self._touched is not None:
+                self._touched |= touched
         self.session_rows = self.rows = _newest_first(self._rows.values())
         self._source = entries
         self._merged_for = None   # with_records merges the records and adds up the totals
@@ -239,6 +244,44 @@ class PrIndex:
         case-sensitive), then the totals; redone only when either side changed."""
         if records is self._records and self._merged_for is self._source:
             return
+        if records is self._records and self._touched is not None:
+            self._merge_touched(records)
+        else:
+            self._merge_all(records)
+        self._touched = set()
+        rows = self.session_rows
+        if self._extra:
+            rows = _newest_first([*rows, *(row for _, row in self._extra.values())])
+        self.rows = rows
+        self._totals()
+        self._records, self._merged_for = records, self._source
+
+    def _state(self, row: PrRow, low: tuple, got: tuple | None) -> None:
+        if got is None:
+            row.record_state = None
+            self._states.pop(low, None)
+            return
+        known = self._states.get(low)   # from_record again only for a changed record
+        if known is None or known[0] is not got[0]:
+            known = self._states[low] = (got[0], from_record(got[0])[0])
+        row.record_state = known[1]
+
+    def _merge_touched(self, records: dict[tuple, tuple[PrRecord, str]]) -> None:
+        """The same records, some PRs' rows rebuilt: merge only those."""
+        for key in self._touched or ():
+            low = _low(key)
+            row = self._rows.get(key)
+            if row is not None:
+                self._state(row, low, records.get(low))
+                if self._extra.pop(low, None) is not None:
+                    self._dirty.add((low[0], f"{low[1]}/{low[2]}"))
+            elif low in records and low not in self._extra and not any(
+                    _low(k) == low for k in self._rows):   # its last session went
+                rec, web = records[low]
+                self._extra[low] = (rec, record_row(low, rec, web))
+                self._dirty.add((low[0], f"{low[1]}/{low[2]}"))
+
+    def _merge_all(self, records: dict[tuple, tuple[PrRecord, str]]) -> None:
         have = set()
         states: dict[tuple, tuple[PrRecord, str | None]] = {}
         for r in self.session_rows:
@@ -267,12 +310,6 @@ class PrIndex:
         for key in self._extra.keys() - extra.keys():
             self._dirty.add((key[0], f"{key[1]}/{key[2]}"))
         self._extra = extra
-        rows = self.session_rows
-        if extra:
-            rows = _newest_first([*rows, *(row for _, row in extra.values())])
-        self.rows = rows
-        self._totals()
-        self._records, self._merged_for = records, self._source
 
     def _totals(self) -> None:
         """Totals per repository and account, from partial sums per (account, repository):

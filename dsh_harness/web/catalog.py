@@ -71,10 +71,19 @@ def public_facts(facts: dict[str, Any]) -> dict[str, Any]:
 class CatalogEntry:
     """One session of the index (read-only view of its digest)."""
 
-    __slots__ = ("d", "offset", "stamp")
+    __slots__ = ("_json", "d", "offset", "stamp")
 
     def __init__(self, d: dict[str, Any], stamp: Any, offset: int):
         self.d, self.stamp, self.offset = d, stamp, offset
+        self._json: str | None = None
+
+    def saved(self) -> str:
+        """The entry as the index file stores it, serialized once: an entry is replaced, never
+        changed, so saving 10,000 entries after one changed serializes one (~200 ms less)."""
+        if self._json is None:
+            self._json = json.dumps([self.d, self.stamp, self.offset], ensure_ascii=False,
+                                    separators=(",", ":"))
+        return self._json
 
     id = property(lambda self: self.d["id"])
     title = property(lambda self: self.d["title"])
@@ -345,13 +354,14 @@ class SessionCatalog:
     def _save_index(self) -> None:
         """Best effort (a read-only home just means a slower cold start)."""
         path = self.index_path
-        data = {"key": self._persist_key,
-                "sessions": {sid: [e.d, e.stamp, e.offset] for sid, e in self._entries.items()
-                             if e.stamp is not None}}
+        sessions = ",".join(json.dumps(sid, ensure_ascii=False) + ":" + e.saved()
+                            for sid, e in list(self._entries.items()) if e.stamp is not None)
+        text = ('{"key":' + json.dumps(self._persist_key, ensure_ascii=False)
+                + ',"sessions":{' + sessions + "}}")
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
         try:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+            tmp.write_text(text, encoding="utf-8")
             os.chmod(tmp, 0o600)
             os.replace(tmp, path)
         except OSError as exc:

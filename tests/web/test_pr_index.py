@@ -108,6 +108,26 @@ def test_an_index_updated_incrementally_equals_a_full_rebuild():
     by_key = {r.key: r for r in index.rows}
     assert by_key[("a", "acme", "r2", 2)].shown_state == "closed"
     assert by_key[("a", "acme", "r0", 100)].session_id == "a:acme/r0#100"
+
+    # The same records, sessions changed again: a PR whose only session went is a record's
+    # row again, a record-only PR gets a session, a session PR's record state is kept.
+    third = dict(after)
+    del third["a:acme/r0#100"]
+    third["a:acme/r0#101"] = entry("a", "r0", 101, 400)
+    third["a:acme/r2#2"] = entry("a", "r2", 2, 410, reviews=2)
+    ids = {"a:acme/r0#100", "a:acme/r0#101", "a:acme/r2#2"}
+    listing = sorted(third.values(), key=lambda e: -e.d["last_ts"])
+    index.build(listing, ids, third.get)
+    index.with_records(recs2)
+    full = PrIndex()
+    full.build(listing)
+    full.with_records(recs2)
+    assert snapshot(index) == snapshot(full)
+    again = {r.key: r for r in index.rows}
+    assert again[("a", "acme", "r0", 100)].session_id == ""
+    assert again[("a", "acme", "r0", 101)].session_id == "a:acme/r0#101"
+    assert again[("a", "acme", "r2", 2)].shown_state == "closed"
+    assert by_key[("a", "acme", "r0", 100)].session_id == "a:acme/r0#100"
     assert by_key[("a", "acme", "r1", 4)].title == "renamed"
     assert ("a", "acme", "r2", 5) not in by_key
 
