@@ -68,6 +68,9 @@ class PrRow:
     record_state: str | None = None  # from the PR's work record, when it has one
     noise: dict[str, Any] | None = None  # web.noise figures of its main session
     days: dict[str, list] = field(default_factory=dict)  # usage per day, all its sessions
+    # (record_state, the row as web.pr_snapshot saves it): a row is rebuilt when its sessions
+    # change, so saving 10,000 rows serializes only the changed ones
+    saved: tuple[str | None, str] | None = field(default=None, compare=False, repr=False)
 
     @property
     def shown_state(self) -> str | None:

@@ -29,8 +29,17 @@ SAVE_EVERY_S = 30.0
 
 
 def _fields(row_type: type) -> list[str]:
-    # ``days`` only feeds the totals, which the snapshot keeps already added up.
-    return [f.name for f in dataclasses.fields(row_type) if f.name != "days"]
+    # ``days`` only feeds the totals, which the snapshot keeps already added up; ``saved`` is
+    # the row's serialized form itself.
+    return [f.name for f in dataclasses.fields(row_type) if f.name not in ("days", "saved")]
+
+
+def _row_json(row: Any, names: list[str]) -> str:
+    saved = row.saved
+    if saved is None or saved[0] != row.record_state:   # the one field set in place
+        saved = row.saved = (row.record_state, json.dumps(
+            [getattr(row, n) for n in names], ensure_ascii=False, separators=(",", ":")))
+    return saved[1]
 
 
 class PrSnapshot:
@@ -47,21 +56,22 @@ class PrSnapshot:
             return False
         return saved is None or time.monotonic() - self._saved_at > SAVE_EVERY_S
 
-    def take(self, index: Any, *version: Any) -> dict[str, Any]:
+    def take(self, index: Any, *version: Any) -> str:
         """What to write, taken on the loop (rows change after); ``write`` it in a thread."""
         self._saved_for, self._saved_at = version, time.monotonic()
         names = _fields(type(index.rows[0])) if index.rows else []
-        return {"version": VERSION, "fields": names,
-                "rows": [[getattr(r, n) for n in names] for r in index.rows],
-                "repos": index.repos, "accounts": index.accounts}
+        head = json.dumps({"version": VERSION, "fields": names, "repos": index.repos,
+                           "accounts": index.accounts}, ensure_ascii=False,
+                          separators=(",", ":"))
+        return (head[:-1] + ',"rows":['
+                + ",".join(_row_json(r, names) for r in index.rows) + "]}")
 
-    def write(self, data: dict[str, Any]) -> None:
+    def write(self, text: str) -> None:
         """In a worker thread: a temporary file renamed over the old one."""
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            tmp.write_bytes(json.dumps(data, ensure_ascii=False,
-                                       separators=(",", ":")).encode())
+            tmp.write_bytes(text.encode())
             os.chmod(tmp, 0o600)
             os.replace(tmp, self.path)
         except OSError as exc:
