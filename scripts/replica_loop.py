@@ -19,6 +19,7 @@ replies, reactions or summaries and every session log well formed; the suite run
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import time
@@ -82,7 +83,9 @@ def main() -> int:
 
 def pause_main(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    with tempfile.TemporaryDirectory() as tmp, PostgresCluster() as cluster, \
+    # Kept when a problem is found: the replicas' logs (replica-NNN.log) say what happened.
+    tmp = tempfile.mkdtemp(prefix="dsh-pauses-")
+    with PostgresCluster() as cluster, \
             SandboxGitHub.on_loopback_80() as sb, ScriptedModelServer(policy=paced) as model:
         with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
             conn.execute("CREATE DATABASE pauses")
@@ -96,6 +99,10 @@ def pause_main(args: argparse.Namespace) -> int:
           f"sessions checked {report.sessions}, {time.monotonic() - started:.0f} s")
     for problem in report.problems:
         print("PROBLEM:", problem)
+    if report.problems:
+        print(f"the replicas' logs are kept in {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
     print("ok" if not report.problems else f"{len(report.problems)} problem(s)")
     return 1 if report.problems else 0
 
