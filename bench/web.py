@@ -14,7 +14,9 @@ measured on the code before this change (quoted, not re-measured).
    item 2 adds the CPU a `/prs` request costs the process (all its threads, the refreshes the
    request starts behind included): back to back, and one request every 2.2 s as a browser
    that reloads (so every request finds the work records' copy stale and refreshed); and the
-   time from a restart over the saved index to the first real page (not "building").
+   time from a restart over the saved index to the first real page (not "building"); and
+   the per-request CPU while one PR session grows before each request (a review being
+   recorded), the append's own CPU taken out.
    `--compare <dir>` runs table 3 also on the code in <dir> (a checkout of the code before a
    change) in a subprocess and prints both.
 

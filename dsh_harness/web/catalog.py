@@ -39,7 +39,7 @@ HISTORY = 64  # swaps of the list remembered for ``changes_since`` (readers fall
 INDEX_VERSION = 5  # bump when digest.fold or a facts fold changes: persisted indexes rebuild
 SCAN_TTL_S = 2.0
 # The next scan waits at least 150 times the CPU the last one took: scans stay under 1 % of a
-# core (10,000 logs: a scan costs ~60 ms, so one every ~9 s), and a request every 2 s does
+# core (10,000 logs: a scan costs ~60 ms, so one every 9-20 s), and a request every 2 s does
 # not pay for one each time.
 SCAN_BUDGET = 150
 SCAN_MAX_S = 20.0  # ... but never longer than this (a busy `dsh run` inflates the measure)
