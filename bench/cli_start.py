@@ -1,5 +1,5 @@
 """Wall time of short `dsh` commands (the process start an operator waits for), before and after
-the CLI stopped importing the openai and mcp SDKs eagerly (issue 16).
+the CLI stopped importing the openai and mcp SDKs eagerly.
 
 "before" runs the tree of main just before that change (BEFORE_REV, extracted with `git archive`
 into a temporary directory and put first on PYTHONPATH); "after" runs this checkout. Each

@@ -1,4 +1,4 @@
-"""Replicas (issue 24): reviews per minute with 1, 2 and 4 ``dsh run`` replicas on one
+"""Replicas: reviews per minute with 1, 2 and 4 ``dsh run`` replicas on one
 PostgreSQL database, and database transactions per review.
 
 Each run: a fresh database on a throwaway cluster, the sandbox GitHub with N open PRs, the

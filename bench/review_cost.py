@@ -1,5 +1,5 @@
 """Cost of review 1, review 2 (after a push) and a /bot turn through the real loop, next to a
-stateless baseline that starts a fresh session for every step; then (issue 12) what a re-review
+stateless baseline that starts a fresh session for every step; then what a re-review
 costs after a one-line push to a ~1,000-line PR in 4 files, next to the code before the
 prepared diff, and how review 2 scales with the PR's size (100, 1,000 and 5,000 lines).
 
@@ -67,7 +67,7 @@ async def scenario(stateless: bool) -> list[dict]:
         return rows
 
 
-ISSUE_RATIO = 0.88  # issue 12: review 2 / review 1 after a one-line push, ~1,000-line PR
+ISSUE_RATIO = 0.88  # Review 2 / review 1 after a one-line push, ~1,000-line PR
 # Issue 28's figures (output priced in), the code before it: r2/r1 at 100 and 1,000 lines.
 ISSUE28 = {100: 0.380, 1_000: 0.228}
 # deepseek-v4-flash, USD per 1M tokens: every figure below prices output too.

@@ -1,4 +1,4 @@
-"""The second look's price (issue 29 item 1): review 1 and review 2 (after a push) of the shop
+"""The second look's price: review 1 and review 2 (after a push) of the shop
 PR through the real loop, with ``review.verify`` off and on. Per session (the review's and the
 verifier's): input tokens, share cached, cost; and whether the review session's requests are
 byte-identical with and without the verifier.

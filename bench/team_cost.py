@@ -9,7 +9,7 @@ Real `dsh github-reviewer ci` processes, github-mcp-server and sandbox GitHub; t
 and reviewer report tokens like DeepSeek with the prefix-cache simulator; prices are the
 deepseek-v4-flash defaults (USD per 1M: input 0.14, cache read 0.0028, output 0.28). Also
 counts the inline comments each run posted (a team without memory repeats old findings).
-Then (issue 28) ten consecutive runs of the team on one PR, a one-line push before each, with a
+Then ten consecutive runs of the team on one PR, a one-line push before each, with a
 small compaction budget (``max-prompt-tokens``): how many compactions ran and the prefix-cache
 hit of each session's first request per run. Prints tables; asserts nothing.
 

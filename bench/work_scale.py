@@ -1,4 +1,4 @@
-"""Durable PR work at scale (issue 11): today's figures beside the ones before per-PR records.
+"""Durable PR work at scale: today's figures beside the ones before per-PR records.
 
 1. A tick recording N new PRs (N = 100 / 1,000 / 5,000): the inbox's one atomic write of N PR
    records plus the feed marks, and the closed-PR scan that follows a changed listing

@@ -8,7 +8,7 @@ runs as the postgres user): ``.venv/bin/python scripts/replica_loop.py [--kills 
 [--outage 30] [--replicas 3] [--prs 100] [--webhook] [--seed 7]``. The suite runs a short version
 (tests/e2e/test_replicas.py).
 
-``--pauses N`` runs the pause loop instead (issue 27): N replicas stop themselves (SIGSTOP) at
+``--pauses N`` runs the pause loop instead: N replicas stop themselves (SIGSTOP) at
 stop points around their GitHub writes and session appends, cycling through every kind
 (``testing/pause_loop.STOPS``: the read before the review POST, the review POST, the summary,
 a reply, a reaction, session appends), each taken over by another replica and then resumed

@@ -72,7 +72,7 @@ def test_readme_has_the_two_commands_and_ci_runs_the_test_one():
     assert "scripts/test" in (ROOT / ".ci/run").read_text(encoding="utf-8")
 
 
-# -- config keys, CLI commands (issue 16): every one documented in both languages ---------------
+# -- config keys, CLI commands: every one documented in both languages ---------------
 
 def _model_of(annotation):
     """The pydantic model inside ``X``, ``X | None``, ``list[X]`` or ``dict[str, X]``."""
@@ -170,7 +170,7 @@ def test_every_cli_command_and_option_is_in_the_readme():
 
 
 def test_every_command_says_what_it_does_in_its_help():
-    """``dsh X --help`` opens with a description, not just the usage line (issue 16 item 10)."""
+    """``dsh X --help`` opens with a description, not just the usage line."""
     bare = [" ".join(path) for path, _, parser in _cli_parsers() if not parser.description]
     assert bare == [], f"commands whose --help has no description: {bare}"
 
@@ -195,7 +195,7 @@ def test_docs_link_nothing_outside_the_repository():
 
 
 def test_readme_mutation_examples_are_valid_command_lines():
-    """Issue 21 item 28: every `bash scripts/mutation ...` line the README shows parses (an
+    """Every `bash scripts/mutation ...` line the README shows parses (an
     example with `--tests` before the module exited 2: --tests swallowed the module)."""
     import importlib.util
     import shlex
@@ -220,7 +220,7 @@ def test_readme_mutation_examples_are_valid_command_lines():
 
 
 def test_docs_state_what_the_code_does():
-    """Issue 21 item 28: figures and wordings that had drifted from the code."""
+    """Figures and wordings that had drifted from the code."""
     from dsh_github_reviewer.github.guard import CHANGED_FILES_PAGE_CAP
     from dsh_github_reviewer.turn.review_input import FILES_PAGE_CAP
 

@@ -1,4 +1,4 @@
-"""Issue 21 item 30: a hanging test fails named, within the per-test timeout, instead of
+"""A hanging test fails named, within the per-test timeout, instead of
 hanging the run; the timeout is part of the project's pytest configuration."""
 
 from __future__ import annotations

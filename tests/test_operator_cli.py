@@ -1,4 +1,4 @@
-"""Issue 16: what a new user and an on-call operator run into, through the real ``dsh`` CLI in a
+"""What a new user and an on-call operator run into, through the real ``dsh`` CLI in a
 subprocess, from directories of the test's choosing, with real files. One test (or a few) per
 numbered item of the issue; the wheel install is in ``test_wheel_install.py``."""
 
@@ -154,7 +154,7 @@ def test_web_port_out_of_range_and_busy_port(tmp_path):
 
 
 def test_run_without_the_bots_identity_says_so_in_one_line(tmp_path):
-    """Issue 27: an account whose own login GitHub cannot tell (and that never learned it)
+    """An account whose own login GitHub cannot tell (and that never learned it)
     does not start: one line naming the account, never a fallback that trusts markers."""
     (tmp_path / "dsh.toml").write_text(reviewer_toml(
         account=f'personal_access_token = "{PAT}"\napi_url = "http://127.0.0.1:9"\n'
@@ -302,7 +302,7 @@ def nobody_dir():
 
 def test_nobody_tests_skip_naming_why_when_nobody_cannot_use_the_interpreter(nobody_dir,
                                                                                tmp_path):
-    """Issue 21 item 29: an interpreter nobody cannot reach is a skip with the reason."""
+    """An interpreter nobody cannot reach is a skip with the reason."""
     import sys
 
     private = tmp_path / "private"   # root-only, like a venv under /root
@@ -368,7 +368,7 @@ def test_only_the_deepseek_provider_reads_deepseek_api_key(tmp_path):
     assert dsh("config", "check", cwd=tmp_path, env=KEYS).returncode == 0
 
 
-# -- issue 21 item 14: reads create nothing; a refused run leaves no lock; strict booleans -----
+# -- Reads create nothing; a refused run leaves no lock; strict booleans -----
 
 @pytest.mark.parametrize("backend", ["sqlite", "json"])
 def test_status_and_storage_ls_on_a_fresh_home_create_nothing(tmp_path, backend):
@@ -416,7 +416,7 @@ def test_booleans_accept_only_true_or_false(tmp_path, where):
     assert field in err and "must be true or false" in err, err
 
 
-# -- issue 21 item 15: `dsh init` writes the example an installed plugin ships -----------------
+# -- `dsh init` writes the example an installed plugin ships -----------------
 
 def test_init_writes_the_shipped_example_and_never_overwrites(tmp_path):
     root = Path(__file__).resolve().parents[1]
@@ -441,7 +441,7 @@ def test_init_writes_the_shipped_example_and_never_overwrites(tmp_path):
 
 
 def test_no_credentials_names_the_default_models_key_variable(tmp_path):
-    """Issue 21 item 27: the model key is not always DeepSeek's."""
+    """The model key is not always DeepSeek's."""
     (tmp_path / "dsh.toml").write_text(reviewer_toml(
         top='default_model = "openai/gpt-4.1"\n',
         account='personal_access_token = "${GITHUB_TOKEN:-}"'))
@@ -450,7 +450,7 @@ def test_no_credentials_names_the_default_models_key_variable(tmp_path):
     assert "DEEPSEEK_API_KEY" not in err
 
 
-# -- postgres configured, its driver not installed (issue 31 item 15) ---------------------------
+# -- postgres configured, its driver not installed ---------------------------
 
 def _without_psycopg(tmp_path: Path) -> dict[str, str]:
     """An environment where ``import psycopg`` fails, as on a machine without the extra."""

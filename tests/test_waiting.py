@@ -1,4 +1,4 @@
-"""Issue 21 item 29: one polling helper for every test, failing with what it waited for."""
+"""One polling helper for every test, failing with what it waited for."""
 
 from __future__ import annotations
 

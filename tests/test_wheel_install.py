@@ -1,4 +1,4 @@
-"""Issue 16 item 1: the built wheel, installed into a fresh virtualenv, runs the offline demo and
+"""The built wheel, installed into a fresh virtualenv, runs the offline demo and
 its other commands from an empty directory (no dsh.toml anywhere)."""
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def test_wheel_commands_from_an_empty_directory(installed, tmp_path):
     proc = _run([str(installed), "run", "--once"], cwd=tmp_path)
     assert proc.returncode == 1 and "needs a config file" in proc.stderr
     assert list(tmp_path.iterdir()) == []
-    # Issue 21 item 15: the command the message names works from the installed wheel alone.
+    # The command the message names works from the installed wheel alone.
     assert "run `dsh init`" in proc.stderr
     proc = _run([str(installed), "init"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -117,7 +117,7 @@ def test_scripts_run_on_a_fresh_copy_creates_dsh_toml_and_names_the_variables(tm
 
 
 def test_wheel_ships_the_eval_corpus(installed, tmp_path):
-    """Issue 23: the eval cases are package data; the installed wheel finds and validates them."""
+    """The eval cases are package data; the installed wheel finds and validates them."""
     python = installed.parent / "python"
     proc = _run([str(python), "-c", "from dsh_github_reviewer.eval import check_cases, "
                  "load_cases; cs = load_cases(); print(len(cs), len(check_cases(cs)))"],

@@ -1,4 +1,4 @@
-"""Rejected credentials and the MCP server's rate limit pause the account (issue 21 items 9, 10):
+"""Rejected credentials and the MCP server's rate limit pause the account:
 one clear log line, the pause in `status` and the web UI, nothing polled or run until the
 pause (a long backoff) ends, and never a failed attempt or a public give-up on any PR."""
 

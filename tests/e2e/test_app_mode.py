@@ -1,4 +1,4 @@
-"""Issue 16 item 11: the review loop end to end in GitHub App mode — installation tokens for
+"""The review loop end to end in GitHub App mode — installation tokens for
 REST and for the real github-mcp-server, and an account without ``repositories`` reviewing
 every repository its installation can access (and only those)."""
 

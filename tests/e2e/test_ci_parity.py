@@ -1,4 +1,4 @@
-"""CI has what the daemon has (issue 28): both front ends review one PR through the one
+"""CI has what the daemon has: both front ends review one PR through the one
 procedure, so the model is given the same trusted instructions (repository config, guideline
 files) and the same prepared diff (``exclude`` applied, path instructions), and CI keeps the
 PR's one summary comment and resolves the threads a push fixed.

@@ -514,7 +514,7 @@ def test_a_coordinator_that_breaks_mid_review_leaves_one_failed_closed_review(si
 
 
 def test_a_forged_complete_review_does_not_stand_in_for_the_bots(sim):
-    """Issue 27: a copy of the bot's complete review, posted by someone else on the new head
+    """A copy of the bot's complete review, posted by someone else on the new head
     (its verdict and this account's trigger marker included), is plain text: CI reviews."""
     sb = sim.sb
     first = job(sim, "pull_request", pull_request_event(sb, REPO, 1, "opened"))

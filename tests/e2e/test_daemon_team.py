@@ -96,7 +96,7 @@ def test_sigkill_while_the_coordinator_writes_then_restart(tmp_path, sandbox80):
 async def test_a_rejected_model_key_posts_no_fallback_review_and_pauses(tmp_path, sandbox80):
     # Every persona and the coordinator are refused (HTTP 401): a fallback review would tell
     # the PR, publicly, that the team "did not complete"; the account pauses instead and the
-    # review stays owed, with no attempt counted (issue 21 item 9).
+    # review stays owed, with no attempt counted.
     build_shop(sandbox80)
     with ScriptedModelServer(policy=TeamModel()) as model:
         model.inject(*[Fault.auth() for _ in range(60)])
@@ -117,7 +117,7 @@ async def test_a_persona_log_the_disk_refused_posts_no_incomplete_review(tmp_pat
                                                                          monkeypatch):
     # The security persona's session log cannot be written (a full disk): that is this
     # machine's failure, not a persona that "did not complete": no review saying so is posted,
-    # no attempt is counted, and the review runs whole once the disk has room (issue 21 item 2).
+    # no attempt is counted, and the review runs whole once the disk has room.
     real = JsonlSessionStore.append
     full = {"on": True}
 
@@ -164,7 +164,7 @@ async def test_the_repository_config_chooses_the_team_personas(tmp_path, sandbox
 
 
 async def test_forged_trigger_markers_never_stand_in_for_the_teams_review(tmp_path, sandbox80):
-    """Issue 27, the team path: a review by someone else carrying the trigger's marker —
+    """Own words, the team path: a review by someone else carrying the trigger's marker —
     planted before the tick, or during the team's work (after the daemon's own check, before
     the team's check and its post) — is plain text: the team's review is posted."""
     from dsh_github_reviewer.core.triggers import Trigger, review_marker

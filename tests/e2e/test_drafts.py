@@ -1,4 +1,4 @@
-"""Drafts (issue 21 item 6): a review still owed — after a failed attempt, or a /review recorded
+"""Drafts: a review still owed — after a failed attempt, or a /review recorded
 just before — never runs or posts once the PR turned draft; nothing of the PR's work runs while
 it is a draft; ready for review again, the owed work runs once."""
 

@@ -1,4 +1,4 @@
-"""Fault injection (issue 11): the real loop — sandbox GitHub, scripted model server, the real
+"""Fault injection: the real loop — sandbox GitHub, scripted model server, the real
 github-mcp-server — with one fault at a time, each ending with nothing lost and nothing done
 twice."""
 

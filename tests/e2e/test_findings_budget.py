@@ -1,6 +1,5 @@
 """Findings are never lost to the tool budget or the step limit, and every one carries its
-severity: real github-mcp-server, sandbox GitHub, scripted model (issue 21 item 4, issue 22
-item 7)."""
+severity: real github-mcp-server, sandbox GitHub, scripted model."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 27: only the bot's own words count — a forgery matrix through the real loop (the real
+"""Only the bot's own words count — a forgery matrix through the real loop (the real
 ``dsh`` app and scheduler, the sandbox GitHub, the real github-mcp-server, the scripted model).
 
 One deployment, four PRs reviewed side by side: PR 1 is the control (nobody forges anything);

@@ -1,4 +1,4 @@
-"""Issue 29 item 2 through the real loop (poller, runner, guard, real github-mcp-server,
+"""Lessons through the real loop (poller, runner, guard, real github-mcp-server,
 sandbox GitHub, scripted model): a maintainer's 👎 plus a reason on a finding of PR 1 becomes a
 lesson of the repository, given in the next review turn of PR 2 of the same repository and of
 no other; a stranger's reply teaches nothing; ``/bot lessons`` lists and ``/bot forget``

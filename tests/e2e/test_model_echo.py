@@ -1,4 +1,4 @@
-"""Issue 27, the model's side, through the real loop (sandbox GitHub, real github-mcp-server,
+"""Own words, the model's side, through the real loop (sandbox GitHub, real github-mcp-server,
 the bot's own scheduler): a model talked into echoing the bot's markers — here a ``/bot``
 answer holding the reply marker of the next command and the summary marker — must not make
 the bot's own post answer that command or become the summary."""

@@ -1,4 +1,4 @@
-"""Issue 16 items 3 and 9 through the real CLI: ``dsh run --once`` fails visibly when a pass
+"""Through the real CLI: ``dsh run --once`` fails visibly when a pass
 fails (cron relies on the exit code), and ``status`` shows what the running bot stored."""
 
 from __future__ import annotations

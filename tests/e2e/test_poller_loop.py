@@ -57,7 +57,7 @@ async def test_stop_waits_for_the_running_review(tmp_path, sandbox80):
 
 
 async def test_a_failing_test_leaves_no_deployment_running(tmp_path, sandbox80, model):
-    """Issue 21 item 30: the e2e kit stops what a failed test started. This test leaves its
+    """The e2e kit stops what a failed test started. This test leaves its
     deployment running, as if an assertion had failed before its stop(); the next test checks
     that the kit's teardown stopped it."""
     build_shop(sandbox80)

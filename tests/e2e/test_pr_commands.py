@@ -1,4 +1,4 @@
-"""Issue 29 item 5 through the real loop (poller, runner, guard, real github-mcp-server,
+"""PR commands through the real loop (poller, runner, guard, real github-mcp-server,
 sandbox GitHub, scripted model): ``/bot pause`` stops automatic reviews of one PR until
 ``/bot resume`` (commands still answered, the pause survives a restart), ``/review full``
 gives the whole prepared diff instead of the interdiff, ``/bot help`` lists the commands; each

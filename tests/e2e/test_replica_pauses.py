@@ -1,4 +1,4 @@
-"""Replicas paused inside their work (issue 27 items 6 and 7): a replica stops itself
+"""Replicas paused inside their work: a replica stops itself
 (SIGSTOP) in the read that precedes its review POST, and another one mid-turn just before a
 session append; a second replica takes each lease over and finishes the work; resumed
 (SIGCONT), the stale replica writes nothing: no second review, summary, reply or reaction,

@@ -1,4 +1,4 @@
-"""Issue 12 through the real loop (poller, runner, guard, real github-mcp-server, sandbox
+"""Re-reviews through the real loop (poller, runner, guard, real github-mcp-server, sandbox
 GitHub, scripted model): the prepared diff, the interdiff, the force-push fallback, feedback on
 the bot's threads, and a byte-stable prompt across the turns."""
 

@@ -150,7 +150,7 @@ async def test_require_instructions_default_and_transient_instructions(tmp_path,
         sandbox80.inject_error(502, path_contains="review_instructions")
         await dep.tick("other")
         entry = await dep.entry(account="other")
-        # A transient read: retried at the next tick, never a failed attempt (issue 21 item 7).
+        # A transient read: retried at the next tick, never a failed attempt.
         assert entry.status == "reviewing" and entry.fail_count == 0
         assert entry.not_before is not None and entry.not_before > clock()
         assert "review_instructions" in entry.last_error and "502" in entry.last_error

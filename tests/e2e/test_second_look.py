@@ -1,4 +1,4 @@
-"""Issue 29 item 1 through the real loop (poller, runner, guard, real github-mcp-server,
+"""The second look through the real loop (poller, runner, guard, real github-mcp-server,
 sandbox GitHub, scripted model): with ``review.verify = true`` the verifier checks the drafted
 findings with a known policy (``testing/reviewer_model.py``: the off-by-one dropped, the SQL
 injection lowered to major, the eval kept). Exactly the dropped finding is missing from the

@@ -1,4 +1,4 @@
-"""A local storage failure is never a failed attempt (issue 21 item 2): the store refuses one
+"""A local storage failure is never a failed attempt: the store refuses one
 write (``database is locked``) right after the bot's review or reply is on GitHub; nothing is
 recorded as failed, the work is retried after the scheduler's hold and found done by its marker.
 """
@@ -102,7 +102,7 @@ async def test_a_session_log_that_cannot_be_written_counts_no_attempt(tmp_path, 
 async def test_a_database_connection_lost_during_a_poll_is_one_log_line(tmp_path, sandbox80,
                                                                         model, monkeypatch,
                                                                         caplog):
-    """A terminated database connection while a repository is polled (issue 27 item 9): one
+    """A terminated database connection while a repository is polled: one
     line naming the cause, no traceback, and the next tick polls again."""
     import logging
 

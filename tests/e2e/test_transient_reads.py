@@ -1,4 +1,4 @@
-"""Transient GitHub reads (issue 21 item 7): a 500 on the instructions file is retried at the next
+"""Transient GitHub reads: a 500 on the instructions file is retried at the next
 tick and never counts as a failed attempt, however often it happens."""
 
 from __future__ import annotations

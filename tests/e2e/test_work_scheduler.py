@@ -1,4 +1,4 @@
-"""The scheduler under load and the supervised loop under a full disk (issue 11)."""
+"""The scheduler under load and the supervised loop under a full disk."""
 
 from __future__ import annotations
 

@@ -120,7 +120,7 @@ def test_example_config_takes_credentials_from_the_environment():
 
 
 def test_booleans_from_the_environment_read_true_and_false_only():
-    """Issue 21 item 14: `${VAR}` yields a string; exactly "true"/"false" are booleans."""
+    """`${VAR}` yields a string; exactly "true"/"false" are booleans."""
     text = '[web]\nenabled = "${WEB_ON}"\n'
     assert parse_config(text, "t.toml", Path("."), env={"WEB_ON": "true"}).config.web.enabled
     assert not parse_config(text, "t.toml", Path("."), env={"WEB_ON": "false"}

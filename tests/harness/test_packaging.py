@@ -27,7 +27,7 @@ def test_wheel_contains_manifest_and_entry_point(tmp_path):
         assert not any(n.startswith(("tests/", "bench/")) for n in names)
         manifest = zf.read("dsh_github_reviewer/plugin.toml").decode()
         assert manifest == (ROOT / "plugin.toml").read_text()
-        # What `dsh init` writes from an installed wheel (issue 21 item 15).
+        # What `dsh init` writes from an installed wheel.
         example = zf.read("dsh_github_reviewer/dsh.example.toml").decode()
         assert example == (ROOT / "dsh.example.toml").read_text()
         (ep,) = [n for n in names if n.endswith("entry_points.txt")]

@@ -1,4 +1,4 @@
-"""Issue 21 item 27: built-in provider presets (DeepSeek, OpenAI, OpenRouter, Ollama, vLLM).
+"""Built-in provider presets (DeepSeek, OpenAI, OpenRouter, Ollama, vLLM).
 
 Defining a provider never removes the built-in ones; a block named like a preset overrides only
 what it sets; and each preset's cost is exact against the scripted model server answering with

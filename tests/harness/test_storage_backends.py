@@ -251,7 +251,7 @@ async def test_sqlite_failed_write_rolls_back_and_the_next_one_works(tmp_path):
 @pytest.mark.parametrize("backend_cls", [SqliteBackend, JsonBackend])
 async def test_a_reader_of_an_absent_store_sees_what_a_writer_creates_later(tmp_path,
                                                                              backend_cls):
-    """Issue 21 item 14: a reader (dsh web, status) opened before the store exists creates
+    """A reader (dsh web, status) opened before the store exists creates
     nothing, reads empty, and then sees the records a later writer (dsh run) stores."""
     directory = tmp_path / "storage"
     reader = await Domain.open(SPEC, backend_cls(directory))
@@ -283,7 +283,7 @@ print("loop done", flush=True)
 
 
 def test_an_unclosed_sqlite_connection_cannot_keep_the_process_alive(tmp_path):
-    """Issue 21 item 30: aiosqlite's worker thread was not a daemon, so a test (or a command)
+    """Aiosqlite's worker thread was not a daemon, so a test (or a command)
     that failed before closing its store hung at interpreter exit instead of ending."""
     import subprocess
     import sys

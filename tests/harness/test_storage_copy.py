@@ -122,7 +122,7 @@ def _seed_both(tmp_path: Path) -> None:
 
 
 def test_cli_copy_refuses_while_dsh_run_holds_the_home(tmp_path, capsys, monkeypatch):
-    """Issue 21 item 12: a forced copy under a running dsh run would replace its store and be
+    """A forced copy under a running dsh run would replace its store and be
     overwritten by it; it is refused, naming the holder, and touches nothing."""
     from dsh_harness import cli
     from dsh_harness.home_lock import HomeLock
@@ -165,7 +165,7 @@ def test_a_copy_holds_the_home_against_dsh_run(tmp_path, monkeypatch):
 
 
 async def test_backups_are_owner_only_and_only_the_newest_are_kept(tmp_path):
-    """Issue 21 item 13: backups hold the deployment's records: 0600 files in a 0700 directory
+    """Backups hold the deployment's records: 0600 files in a 0700 directory
     whatever the umask; storage.backups_keep bounds how many stay."""
     loaded = parse_config('home = "home"\n[storage]\nbackend = "json"\nbackups_keep = 2\n',
                           "test.toml", tmp_path)

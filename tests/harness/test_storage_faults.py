@@ -1,4 +1,4 @@
-"""Storage under faults (issue 21 items 2 and 11): one process never contends with itself, a
+"""Storage under faults: one process never contends with itself, a
 database busy in another process is waited for, and a full disk, a damaged page or an empty
 file each say so in one line naming the file."""
 

@@ -244,7 +244,7 @@ def test_the_exit_code_follows_the_verdict():
 
 
 def test_fail_on_help_says_never_also_passes_an_incomplete_review(capsys):
-    """Issue 31 item 20 wants it said wherever the input is documented; `ci --help` said only
+    """It must be said wherever the input is documented; `ci --help` said only
     "never: exit 0 whatever the verdict"."""
 
     from ..test_docs import _cli_parsers

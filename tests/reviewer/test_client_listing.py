@@ -1,5 +1,5 @@
 """All open PRs are listed (no page cap), each page conditional; the ETag cache is bounded by
-bytes; malformed JSON is a GitHubError naming the endpoint (issue 11)."""
+bytes; malformed JSON is a GitHubError naming the endpoint."""
 
 from __future__ import annotations
 

@@ -168,7 +168,7 @@ def test_example_config_block_is_a_valid_reviewer_config():
 
 
 def test_every_boolean_config_key_accepts_only_true_or_false():
-    """Issue 21 item 14: pydantic's bool takes "yes", "on", 1; every boolean of the deployment
+    """Pydantic's bool takes "yes", "on", 1; every boolean of the deployment
     config and of the reviewer's block is a ConfigBool, which refuses them."""
     from pydantic import BaseModel
 

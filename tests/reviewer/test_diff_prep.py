@@ -1,4 +1,4 @@
-"""The prepared diff (issue 12): exclusions, binary summaries, the byte budget and its notice."""
+"""The prepared diff: exclusions, binary summaries, the byte budget and its notice."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A local failure (storage: full disk, damaged or locked database) is one log line without a
-traceback, not repeated by every PR and tick while it lasts (issue 21 item 11); anything else
+traceback, not repeated by every PR and tick while it lasts; anything else
 keeps its traceback."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Feedback on the bot's own threads (issue 12): what is news, told once, sanitized."""
+"""Feedback on the bot's own threads: what is news, told once, sanitized."""
 
 from __future__ import annotations
 

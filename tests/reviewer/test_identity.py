@@ -1,4 +1,4 @@
-"""Issue 27: the bot's own login, learned when the account connects (against the sandbox)."""
+"""The bot's own login, learned when the account connects (against the sandbox)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 16 item 11: an App account without ``repositories`` reviews every repository its
+"""An App account without ``repositories`` reviews every repository its
 installation can access, read conditionally each tick, following changes without a restart."""
 
 from __future__ import annotations

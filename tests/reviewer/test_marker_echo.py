@@ -1,4 +1,4 @@
-"""Issue 27 (own words), the model's side: the bot's posts carry text the model wrote, and the
+"""Own words, the model's side: the bot's posts carry text the model wrote, and the
 model reads text an attacker wrote (a PR body, a diff, a comment). A model talked into echoing a
 marker must not make the bot's own post say something the bot did not mean: only the marker the
 bot appends counts. Each case fails when model text reaches GitHub with a live marker."""

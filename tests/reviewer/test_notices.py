@@ -1,5 +1,4 @@
-"""A give-up comment is public: it never quotes a raw GitHub or model provider body (issue 21
-item 9)."""
+"""A give-up comment is public: it never quotes a raw GitHub or model provider body."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 16 item 10, the parts below the CLI: an MCP server that cannot start is a WARNING the
+"""Operator messages below the CLI: an MCP server that cannot start is a WARNING the
 operator sees (with its stderr, secrets redacted), and padded model names are trimmed."""
 
 from __future__ import annotations

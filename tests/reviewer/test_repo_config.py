@@ -26,7 +26,7 @@ def test_errors_name_the_key_and_never_pass_silently():
         parse('min_severity = "blocker"')
     with pytest.raises(RepoConfigError, match=r"personas"):
         parse('personas = ["coordinator"]')
-    # Booleans and numbers are TOML's own, as in dsh.toml (issue 21 item 14's rule).
+    # Booleans and numbers are TOML's own, as in dsh.toml (the deployment config's rule).
     for text in ('[auto_review]\nenabled = "yes"', "[auto_review]\ndrafts = 1"):
         with pytest.raises(RepoConfigError, match=r"auto_review\.(enabled|drafts): .*must be true"):
             parse(text)

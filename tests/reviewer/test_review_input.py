@@ -1,4 +1,4 @@
-"""The review turn's material against the sandbox GitHub (issue 12): the lost head derived from
+"""The review turn's material against the sandbox GitHub: the lost head derived from
 the bot's last review, a vanished head, a merge of the base branch, a failed preparation."""
 
 from __future__ import annotations

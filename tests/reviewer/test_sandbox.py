@@ -125,7 +125,7 @@ async def test_a_page_of_the_pr_listing_builds_only_that_pages_payloads(sandbox,
                                                                         monkeypatch):
     """Listing every open PR a page at a time cost the square of their number (every page
     built all PRs' payloads): at 10,000 PRs the bot's first tick took ~12 min in the sandbox
-    and idle-polling figures were measured during it (issue 31 item 13b)."""
+    and idle-polling figures were measured during it."""
     st = sandbox.state
     st.create_repo("o/r")
     for i in range(250):

@@ -1,4 +1,4 @@
-"""A request that gets no HTTP answer says what happened (issue 21 item 11): a reset connection
+"""A request that gets no HTTP answer says what happened: a reset connection
 used to log an empty ``ReadError:``; now the exception type, the host and what an empty error
 means — and never the token."""
 

@@ -127,7 +127,7 @@ def test_no_reader_believes_anyone_elses_post(login):
 
 
 def test_no_module_but_the_readers_looks_for_markers():
-    """Issue 27: one reader per marker kind, each taking the author; nothing else in the
+    """One reader per marker kind, each taking the author; nothing else in the
     reviewer touches the marker text (the testing/ helpers count posts their own way)."""
     import ast
     from pathlib import Path

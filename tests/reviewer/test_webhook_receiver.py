@@ -204,7 +204,7 @@ async def test_the_account_is_picked_by_installation_and_its_secret(receiver,
 
 async def test_an_app_account_without_a_list_takes_its_installation(domain,
                                                                      sandbox_deliveries):
-    # Issue 16 item 11: an App account without repositories watches its installation's.
+    # An App account without repositories watches its installation's.
     whole = Target("org", OTHER, frozenset(), installation_id=78, whole_installation=True)
     rec = Receiver([whole], Sink(), await deliveries.DeliveryLog(domain[1]).load())
     lib = sandbox_deliveries["pull_request.opened:octo/lib"]

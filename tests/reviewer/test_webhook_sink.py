@@ -190,7 +190,7 @@ async def test_the_base_branch_moving_on_is_no_retarget(live):
 
 
 async def test_a_maintainers_thread_reply_is_recorded_to_read_for_a_lesson(live):
-    """Issue 29: a reply on a review thread is no command, but a delivery records it (as a
+    """A reply on a review thread is no command, but a delivery records it (as a
     poll would) when its author may teach; a stranger's is not recorded at all."""
     dep, sb = live
     await reviewed(dep)

@@ -35,7 +35,7 @@ INTERVAL = 3
 
 
 def refused(ctx) -> str:
-    """A refused connection names its type and the host (issue 21 item 11)."""
+    """A refused connection names its type and the host."""
     host = ctx.client.api_url.split("//", 1)[1]
     return f"ConnectError from {host}: All connection attempts failed"
 

@@ -1,4 +1,4 @@
-"""The inbox, the exactly-once core (issue 21 item 31): what one recording writes, and what it
+"""The inbox, the exactly-once core: what one recording writes, and what it
 must not.
 
 A real store (JSON backend in a temp directory) and real payload models; no GitHub, no model.
@@ -357,7 +357,7 @@ async def test_the_bots_own_comments_never_command(store):
         comment(64, "just talking"),
         comment(65, "/bot from a person")])
     rec = await store.pr(key())
-    # A person's command holding a bot marker is a command like any other (issue 27).
+    # A person's command holding a bot marker is a command like any other.
     assert [c.comment_id for c in rec.queued] == [62, 65]
     assert not any(rec.processed(i) for i in (61, 63, 64))
 

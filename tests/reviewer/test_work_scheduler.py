@@ -1,5 +1,5 @@
 """The scheduler's dispatch loop with a fake store and worker: counted passes and runs, never
-time (issue 21 item 1: ``drain`` and the dispatcher woke each other without sleeping)."""
+time (``drain`` and the dispatcher woke each other without sleeping)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 23 in the browser: the web UI's eval page shows the latest report, runs no script the
+"""In the browser: the web UI's eval page shows the latest report, runs no script the
 model wrote into a finding, reaches nothing outside the UI, and fits a phone."""
 
 from __future__ import annotations

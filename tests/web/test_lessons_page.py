@@ -1,4 +1,4 @@
-"""Issue 29 item 2 on the web: the lessons page lists each repository's lessons with their
+"""Lessons on the web: the lessons page lists each repository's lessons with their
 source (who, when, the finding, the comment), escapes what people wrote, and removes a lesson
 only by a same-origin POST (ASGI transport)."""
 

@@ -1,5 +1,5 @@
 """Noise figures per repository and the needs-a-maintainer view over a scripted history whose
-figures were counted by hand (issue 29 items 3-4); the Chromium check is in
+figures were counted by hand; the Chromium check is in
 test_browser_noise.py."""
 
 from __future__ import annotations

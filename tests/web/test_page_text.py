@@ -1,5 +1,5 @@
 """What data can put on a page: only http(s) links, no external images, no bidi controls;
-Markdown tables render (issue 31 items 3-4)."""
+Markdown tables render."""
 
 from __future__ import annotations
 

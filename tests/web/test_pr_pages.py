@@ -353,7 +353,7 @@ async def test_a_pr_without_a_session_is_listed_counted_and_linked(tmp_path, ser
 
 
 async def test_the_records_copy_validates_only_what_changed(tmp_path, server):
-    """Issue 31 item 2: the list's copy of the work records is refreshed every 2 s; at 10,000
+    """The list's copy of the work records is refreshed every 2 s; at 10,000
     PRs validating them all each time cost most of a CPU. Only changed texts are parsed, and
     an unchanged store leaves the copy (and the list's aggregates) as they were."""
     from datetime import UTC, datetime

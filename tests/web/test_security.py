@@ -1,4 +1,4 @@
-"""The web UI's defences, item by item (issue 15 §3), over the ASGI transport."""
+"""The web UI's defences, item by item, over the ASGI transport."""
 
 from __future__ import annotations
 

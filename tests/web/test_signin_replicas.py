@@ -1,4 +1,4 @@
-"""Web sign-ins across replicas (issue 27 item 8): a cookie one replica issued lets the browser
+"""Web sign-ins across replicas: a cookie one replica issued lets the browser
 in on every replica of the deployment, and a logout on one is a logout on all — on the shared
 PostgreSQL database replicas use, and on one home's storage (``dsh run`` beside ``dsh web``)."""
 

@@ -1,4 +1,4 @@
-"""Issue 16 item 9 on the web: the status page shows the config the running bot recorded at
+"""The status page shows the config the running bot recorded at
 start, and marks what this server's reading of the same config differs in (ASGI transport)."""
 
 from __future__ import annotations

@@ -260,7 +260,7 @@ async def test_a_cold_start_builds_the_index_behind_a_page_that_says_so(
             assert r.status_code == 200, url
             assert ("test:s00" in r.text), url
     # A restart over the saved index loads it: the first request gets the page, not
-    # "building" (issue 31 item 2).
+    # "building".
     for _ in range(200):
         if index_file.exists():
             break

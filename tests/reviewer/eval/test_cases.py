@@ -1,4 +1,4 @@
-"""Issue 23: the shipped corpus is valid and as large as promised; a broken case is named."""
+"""The shipped corpus is valid and as large as promised; a broken case is named."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 23 black-box: ``dsh github-reviewer eval`` as a user runs it, with an OpenAI-compatible
+"""Black-box: ``dsh github-reviewer eval`` as a user runs it, with an OpenAI-compatible
 test server as the provider; its report in --out, in the home, and on the web UI's eval page."""
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ def test_ctrl_c_stops_after_the_case_in_flight_with_a_partial_report(tmp_path):
 
 
 def test_verify_off_and_on_side_by_side_on_the_same_cases(tmp_path):
-    """Issue 29: ``--verify off,on`` runs each configuration without and with the second look;
+    """``--verify off,on`` runs each configuration without and with the second look;
     the scripted verifier's requests appear only in the ``verify=on`` run."""
     with ScriptedModelServer(policy=reviewer_policy) as model:
         (tmp_path / "dsh.toml").write_text(config_text(model.base_url))

@@ -1,4 +1,4 @@
-"""Issue 23: ``--judge`` asks a model about every hit; its verdicts sit beside the scores."""
+"""``--judge`` asks a model about every hit; its verdicts sit beside the scores."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 23 through the real loop: scripted models of known behaviour review cases built in the
+"""Through the real loop: scripted models of known behaviour review cases built in the
 sandbox GitHub (real github-mcp-server, records, worker, guard) and get exact scores."""
 
 from __future__ import annotations

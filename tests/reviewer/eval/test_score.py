@@ -1,4 +1,4 @@
-"""Issue 23: deterministic scoring gives the exact figures computed by hand."""
+"""Deterministic scoring gives the exact figures computed by hand."""
 
 from __future__ import annotations
 
