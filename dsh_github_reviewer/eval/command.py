@@ -164,7 +164,7 @@ def _confirm(lines: list[str], yes: bool) -> bool:
     if yes:
         return True
     if not sys.stdin.isatty():
-        print("eval: not started; pass --yes to run without a terminal to confirm",
+        print("dsh: eval: not started; pass --yes to run without a terminal to confirm",
               file=sys.stderr)
         return False
     return input("Start? [y/N] ").strip().lower() in ("y", "yes")
@@ -269,7 +269,7 @@ def _write(report: dict[str, Any], out: Path | None, home: Path | None) -> list[
             (out / "report.md").write_text(markdown(report), encoding="utf-8")
             (out / "report.html").write_text(html_page(report), encoding="utf-8")
         except OSError as exc:  # the report is still in the home and printed below
-            print(f"eval: --out {out}: {exc.strerror or exc}; the report is in the home "
+            print(f"dsh: eval: --out {out}: {exc.strerror or exc}; the report is in the home "
                   "and printed", file=sys.stderr)
         else:
             written.append(out / "report.html")
@@ -281,14 +281,14 @@ def _check(args: argparse.Namespace) -> int:
     try:
         cases, unreadable = load_cases_leniently(Path(args.cases) if args.cases else None)
     except CaseError as exc:
-        print(f"eval: {exc}", file=sys.stderr)
+        print(f"dsh: eval: {exc}", file=sys.stderr)
         return 2
     if args.only:
         unreadable = {k: v for k, v in unreadable.items()
                       if any(fnmatch.fnmatchcase(k, g) for g in args.only)}
     cases = select(cases, args.only, args.limit)
     if not cases and not unreadable:
-        print(f"eval: no case matches --only {' '.join(args.only)}", file=sys.stderr)
+        print(f"dsh: eval: no case matches --only {' '.join(args.only)}", file=sys.stderr)
         return 2
     problems = [f"{k}: cannot be read: {v}" for k, v in sorted(unreadable.items())]
     problems += check_cases(cases)
@@ -327,15 +327,15 @@ async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
         cases = select(load_cases(Path(args.cases) if args.cases else None), args.only,
                        args.limit)
     except CaseError as exc:
-        print(f"eval: {exc} (--check-cases lists every problem)", file=sys.stderr)
+        print(f"dsh: eval: {exc} (--check-cases lists every problem)", file=sys.stderr)
         return 2
     problems = check_cases(cases)
     if problems:
-        print("eval: invalid cases (see --check-cases):\n  " + "\n  ".join(problems),
+        print("dsh: eval: invalid cases (see --check-cases):\n  " + "\n  ".join(problems),
               file=sys.stderr)
         return 2
     if not cases:
-        print("eval: no case matches --only/--limit", file=sys.stderr)
+        print("dsh: eval: no case matches --only/--limit", file=sys.stderr)
         return 2
     repeats = max(1, args.repeat)
     models = args.model or [harness.config.default_model]
@@ -360,7 +360,7 @@ async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
             if problem:
                 raise EvalError(f"{option} {m}: {problem}")
     except (EvalError, OSError, UnicodeDecodeError) as exc:
-        print(f"eval: {exc}", file=sys.stderr)
+        print(f"dsh: eval: {exc}", file=sys.stderr)
         return 2
     estimates = [estimate(harness, cases, c) for c in configs]
     lines = [f"eval: {len(cases)} cases × {len(configs)} configuration(s)"
@@ -438,7 +438,7 @@ async def cmd_eval(harness: Harness, args: argparse.Namespace) -> int:
         if args.judge and not stop.is_set():
             judge = await _judged(harness.config, args.judge, cases, results, stop)
     except EvalError as exc:
-        print(f"eval: {exc}", file=sys.stderr)
+        print(f"dsh: eval: {exc}", file=sys.stderr)
         return 2
     finally:
         running.done()

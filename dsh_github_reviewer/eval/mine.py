@@ -350,14 +350,14 @@ def cmd_mine(args) -> int:
                 repo = clone(args.repo, Path(tmp))
                 result = mine(repo, args.repo, Path(args.out), args.since, args.limit)
     except MineError as exc:
-        print(f"eval mine: {exc}", file=sys.stderr)
+        print(f"dsh: eval mine: {exc}", file=sys.stderr)
         return 2
     for s in result.skipped:
         print(f"skipped {s.fix[:12]}: {s.why}", file=sys.stderr)
     for p in result.written:
         print(p)
     if not result.written and not result.skipped:
-        print("eval mine: no bug-fix commit on the checked-out branch's first-parent history"
+        print("dsh: eval mine: no bug-fix commit on the checked-out branch's first-parent history"
               + (f" since {args.since!r} (as git reads it)" if args.since else "")
               + ": a fix's subject says fix, bug, crash, regression, ...", file=sys.stderr)
         return 1

@@ -266,7 +266,7 @@ def cmd_import(args) -> int:
         written = import_dir(Path(args.path), Path(args.out), args.limit,
                              log=lambda line: print(line, file=sys.stderr))
     except SwePrBenchError as exc:
-        print(f"eval import-swe-prbench: {exc}", file=sys.stderr)
+        print(f"dsh: eval import-swe-prbench: {exc}", file=sys.stderr)
         return 2
     for p in written:
         print(p)

@@ -280,11 +280,12 @@ def test_a_bad_judge_is_named_as_the_judge(tmp_path):
     proc = dsh("github-reviewer", "eval", "--only", "py-pagination", "--judge", "bogus/y",
                cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
-    assert "eval: --judge 'bogus/y': want <provider>/<model>" in proc.stderr
+    # An error starts "dsh:" like every other dsh error, then says which command it is.
+    assert "dsh: eval: --judge 'bogus/y': want <provider>/<model>" in proc.stderr
     proc = dsh("github-reviewer", "eval", "--only", "py-pagination", "--instructions",
                "missing.md", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
-    assert "eval: --instructions missing.md: No such file or directory" in proc.stderr
+    assert "dsh: eval: --instructions missing.md: No such file or directory" in proc.stderr
 
 
 @pytest.mark.slow
