@@ -32,7 +32,7 @@ from ..reviewers.single import SingleReviewer
 from ..reviewers.team.review import TeamReviewer
 from ..reviewers.world import build_world
 from ..turn.prompts import TrustedInstructions
-from ..work.records import DOMAIN, InstructionsRecord, pr_key
+from ..work.records import DOMAIN, InstructionsRecord
 from ..work.store import WorkStore
 from . import run_record
 from .service import WorkService
@@ -224,7 +224,7 @@ class ReviewerApp:
         except DshError:
             return None
         store = WorkStore(domain, key.account)
-        rec = await store.pr(pr_key(key.account, f"{key.owner}/{key.repo}", key.number))
+        rec = await store.pr(key.ref.format())
         return await store.instructions(rec.instructions_key) if rec else None
 
     async def stored_inputs(self, key: PrKey) -> WorldInputs:

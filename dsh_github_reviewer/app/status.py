@@ -9,9 +9,10 @@ from typing import Any
 from dsh_harness import Harness
 
 from ..core.clock import utcnow
+from ..core.session_key import PrRef
 from ..sources.poll import POLL_PAUSES
 from ..sources.webhook.status import webhook_status
-from ..work.records import DOMAIN, split_pr_key
+from ..work.records import DOMAIN
 from ..work.store import WorkStore
 from . import ReviewerApp, run_record
 from .pr_state import from_record, status_words
@@ -37,9 +38,9 @@ async def status_data(harness: Harness) -> list[dict[str, Any]]:
         prs = []
         for key, e in sorted((await store.prs()).items()):
             backoff = e.backoff_until(acct.config.poll_interval_s)
-            _, repo, number = split_pr_key(key)
+            ref = PrRef.parse(key)
             prs.append({
-                "pr": f"{repo}#{number}", "title": e.title, "status": e.status,
+                "pr": f"{ref.repo}#{ref.number}", "title": e.title, "status": e.status,
                 # The status in words (never a raw ``gave_up``; a draft waits, closed/merged).
                 "status_text": status_words(e), "state": from_record(e)[0],
                 "head_sha": e.head_sha, "reviewed_head_sha": e.reviewed_head_sha,

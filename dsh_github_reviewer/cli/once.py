@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..work.records import split_pr_key
+from ..core.session_key import PrRef
 
 if TYPE_CHECKING:
     from ..app import ReviewerApp
@@ -30,8 +30,8 @@ async def failures(app: ReviewerApp, results: dict[str, PassResult],
         if store is None:
             continue
         for pr_key, rec in sorted((await store.prs()).items()):
-            _, repo, number = split_pr_key(pr_key)
-            where = f"account {key}: {repo}#{number}"
+            ref = PrRef.parse(pr_key)
+            where = f"account {key}: {ref.repo}#{ref.number}"
             if _since(rec.last_failed_at, started):
                 out.append(f"{where}: review failed: {rec.last_error or 'no review was posted'}")
             out += [f"{where}: /bot {c.comment_id} failed, retried later: {c.last_error}"

@@ -44,6 +44,11 @@ class PrKey:
         return f"{self.owner.lower()}/{self.repo.lower()}#{self.number}"
 
     @property
+    def ref(self) -> PrRef:
+        """The typed reference of the PR's work record (no persona: one record per PR)."""
+        return PrRef(self.account, f"{self.owner}/{self.repo}", self.number)
+
+    @property
     def title(self) -> str:
         base = f"Review {self.owner}/{self.repo} PR {self.number}"
         return f"{base} · {self.persona}" if self.persona else base
@@ -57,6 +62,56 @@ class PrKey:
         if not PERSONA_RE.match(persona):
             raise ValueError(f"persona name {persona!r} must match {PERSONA_RE.pattern}")
         return replace(self, persona=persona)
+
+
+@dataclass(frozen=True)
+class PrRef:
+    """The PR a work record is about: ``<account>:<owner>/<repo>#<n>`` on the wire.
+
+    The typed value is what code passes around; the string is only the storage key
+    (``format``), read back with ``parse``. The wire layout is the one records were always
+    stored under, so old records keep loading. ``repo`` is ``owner/name``, lower-cased like
+    GitHub compares it.
+    """
+
+    account: str
+    repo: str
+    number: int
+
+    def __post_init__(self) -> None:
+        if not self.account or ":" in self.account:
+            raise ValueError(f"PR account {self.account!r} must be non-empty without ':'")
+        owner, sep, name = self.repo.partition("/")
+        if not (sep and owner and name) or "/" in name or "#" in self.repo:
+            raise ValueError(f"PR repository {self.repo!r} must be <owner>/<name>")
+        if isinstance(self.number, bool) or not isinstance(self.number, int) or self.number < 1:
+            raise ValueError(f"PR number {self.number!r} must be a positive integer")
+        object.__setattr__(self, "repo", self.repo.lower())
+
+    @classmethod
+    def parse(cls, key: str) -> PrRef:
+        """A stored record key back to its reference; a ValueError names the key."""
+        account, sep, rest = str(key).partition(":")
+        repo, hash_, number = rest.rpartition("#")
+        if not (sep and hash_) or not number.isascii() or not number.isdigit():
+            raise ValueError(f"not a PR record key (want <account>:<owner>/<repo>#<n>): {key!r}")
+        try:
+            return cls(account, repo, int(number))
+        except ValueError as exc:
+            raise ValueError(f"not a PR record key {key!r}: {exc}") from None
+
+    def format(self) -> str:
+        return f"{self.account}:{self.repo}#{self.number}"
+
+    __str__ = format
+
+    @property
+    def owner(self) -> str:
+        return self.repo.partition("/")[0]
+
+    @property
+    def name(self) -> str:
+        return self.repo.partition("/")[2]
 
 
 def parse_session_id(session_id: str) -> PrKey | None:

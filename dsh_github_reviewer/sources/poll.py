@@ -20,13 +20,14 @@ from dsh_harness import Leases
 
 from ..core.clock import utcnow
 from ..core.failures import local_failure, log_failure
+from ..core.session_key import PrRef
 from ..github.account import ConnectedAccount
 from ..github.errors import BadCredentials, RateLimited
 from ..github.feeds import FeedMarks, poll_repository
 from ..work import pause as account_pause
 from ..work.context import short_error
 from ..work.inbox import Inbox, Observations
-from ..work.records import PRS, AccountRecord, RepoState, split_pr_key
+from ..work.records import PRS, AccountRecord, RepoState
 from ..work.scheduler import Scheduler
 from ..work.store import WorkStore
 from .repositories import WatchedRepositories
@@ -289,8 +290,7 @@ class AccountPoller:
         self._pruned_at[repo] = now
         async with self.store.domain.transaction() as tx:
             for key, rec in (await self.store.prs()).items():
-                _, rec_repo, _ = split_pr_key(key)
-                if rec_repo == repo and rec.prunable(now):
+                if PrRef.parse(key).repo == repo and rec.prunable(now):
                     tx.delete(PRS, key)
                     log.info("account %s: pruned closed PR %s", self.acct.key, key)
 
@@ -301,8 +301,8 @@ class AccountPoller:
         changed = False
         async with self.store.domain.transaction() as tx:
             for key, rec in (await self.store.prs()).items():
-                _, rec_repo, number = split_pr_key(key)
-                if rec_repo != repo or number in open_numbers:
+                ref = PrRef.parse(key)
+                if ref.repo != repo or ref.number in open_numbers:
                     continue
                 if rec.closed_seen_at is None:
                     rec.closed(now)   # the record's own transition (PrRecord.closed)

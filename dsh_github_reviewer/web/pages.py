@@ -25,8 +25,8 @@ from ..app import ReviewerApp
 from ..app.pr_state import LAST_TURN, from_facts, from_record
 from ..app.status import status_data
 from ..core.clock import utcnow
-from ..core.session_key import parse_session_id
-from ..work.records import DOMAIN, PRS, PrRecord, pr_key, split_pr_key
+from ..core.session_key import PrRef, parse_session_id
+from ..work.records import DOMAIN, PRS, PrRecord, pr_key
 from ..work.store import WorkStore
 from . import attention, noise
 from .facts import web_url
@@ -425,11 +425,12 @@ class RecordCache:
         fresh = await asyncio.to_thread(parse) if len(changed) > 200 else parse()
         out: dict[tuple, tuple[PrRecord, str]] = {}
         for key in texts:
-            account, repo, number = split_pr_key(key)
+            ref = PrRef.parse(key)
+            account, repo, number = ref.account, ref.repo, ref.number
             acct = app.configured.get(account)
             if acct is None:
                 continue
-            owner, _, name = repo.partition("/")
+            owner, name = ref.owner, ref.name
             rec = fresh.get(key) or by_key[(account, repo, number)][0]
             out[(account, owner, name, number)] = (rec, acct.config.web_url)
         self.records, self._texts, self.read_at = out, texts, time.monotonic()
@@ -483,7 +484,7 @@ async def record_state(harness: Any, session_id: str) -> tuple[str, str] | None:
     if key is None or key.account not in app.configured:
         return None
     store = WorkStore(await harness.storage.domain(DOMAIN), key.account)
-    rec = await store.pr(pr_key(key.account, f"{key.owner}/{key.repo}", key.number))
+    rec = await store.pr(key.ref.format())
     return from_record(rec) if rec is not None else None
 
 

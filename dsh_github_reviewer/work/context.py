@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from dsh_harness import Fence
 
 from ..core.clock import utcnow
+from ..core.session_key import PrRef
 from .pause import AccountPause
-from .records import split_pr_key
 from .store import WorkStore
 
 if TYPE_CHECKING:
@@ -80,9 +80,8 @@ class WorkContext:
 
 def repo_of(key: str) -> tuple[str, str, int]:
     """(owner, repo, number) of a PR record key."""
-    _, full, number = split_pr_key(key)
-    owner, _, name = full.partition("/")
-    return owner, name, number
+    ref = PrRef.parse(key)
+    return ref.owner, ref.name, ref.number
 
 
 def short_error(exc: BaseException) -> str:

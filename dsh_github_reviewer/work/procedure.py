@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 
 from ..core.failures import local_failure
 from ..core.sanitizer import redact_secrets
+from ..core.session_key import PrRef
 from ..core.triggers import (
     AUTOMATIC,
     BotIdentity,
@@ -113,8 +114,13 @@ class ReviewJob:
     same_review: tuple[Trigger, ...] = ()
 
     @property
+    def ref(self) -> PrRef:
+        return PrRef(self.trigger.account, f"{self.owner}/{self.repo}", self.number)
+
+    @property
     def key(self) -> str:
-        return pr_key(self.trigger.account, f"{self.owner}/{self.repo}", self.number)
+        """The PR record's storage key (``ref`` on the wire)."""
+        return self.ref.format()
 
 
 @dataclass(frozen=True)

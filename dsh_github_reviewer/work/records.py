@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator
 
+from ..core.session_key import PrRef
 from ..core.triggers import Trigger
 from ..github.feeds import FeedMarks
 
@@ -416,14 +417,9 @@ class AccountRecord(Record):
 
 
 def pr_key(account: str, repo: str, number: int) -> str:
-    return f"{account}:{repo.lower()}#{int(number)}"
-
-
-def split_pr_key(key: str) -> tuple[str, str, int]:
-    """(account, owner/repo, number) of a ``prs`` key."""
-    account, _, rest = key.partition(":")
-    repo, _, number = rest.rpartition("#")
-    return account, repo, int(number)
+    """The storage key of a PR's record (``PrRef(...).format()``): read it back with
+    ``PrRef.parse``, never by splitting the string."""
+    return PrRef(account, repo, int(number)).format()
 
 
 def migrate_v1(data: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from dsh_harness import Domain, DomainSpec
 
+from ..core.session_key import PrRef
 from .lessons import LESSONS, LessonBook
 from .records import (
     ACCOUNTS,
@@ -24,7 +25,6 @@ from .records import (
     InstructionsRecord,
     PrRecord,
     migrate_v1,
-    split_pr_key,
 )
 from .second_look import SECOND_LOOKS, SecondLooks
 
@@ -72,7 +72,7 @@ class WorkStore:
     async def prs(self) -> dict[str, PrRecord]:
         """Every PR record of this account (a scan: for start-up and status, not per PR)."""
         return {k: r for k, r in (await self.prs_table.all()).items()
-                if split_pr_key(k)[0] == self.account}
+                if PrRef.parse(k).account == self.account}
 
     async def mark_draft(self, key: str, head_sha: str | None = None) -> None:
         """The PR was found a draft when its work was about to run: the work waits (no

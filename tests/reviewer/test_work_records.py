@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from dsh_github_reviewer.core.session_key import PrKey, PrRef
 from dsh_github_reviewer.core.triggers import Trigger
 from dsh_github_reviewer.work.records import (
     FIX_ATTEMPTS,
@@ -27,7 +28,6 @@ from dsh_github_reviewer.work.records import (
     instructions_key,
     migrate_v1,
     pr_key,
-    split_pr_key,
 )
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -146,9 +146,43 @@ def test_notices_are_unique_and_only_posted_ones_are_pruned():
 
 
 def test_pr_keys():
+    # The wire layout is the one records were always stored under: old records keep loading.
     assert pr_key("acct", "Octo/App", 7) == "acct:octo/app#7"
-    assert split_pr_key("acct:octo/app#7") == ("acct", "octo/app", 7)
-    assert split_pr_key(pr_key("a.b-c", "O/R", 12)) == ("a.b-c", "o/r", 12)
+    ref = PrRef.parse("acct:octo/app#7")
+    assert ref == PrRef("acct", "octo/app", 7)
+    assert (ref.account, ref.repo, ref.owner, ref.name, ref.number) == (
+        "acct", "octo/app", "octo", "app", 7)
+    assert PrRef.parse(pr_key("a.b-c", "O/R", 12)) == PrRef("a.b-c", "o/r", 12)
+
+
+@pytest.mark.parametrize("key", [
+    "acct:octo/app.js#7", "a.b-c:o-1/r_2#123456", "team_a:octo/App#1",
+])
+def test_pr_ref_round_trip(key: str):
+    ref = PrRef.parse(key)
+    assert PrRef.parse(ref.format()) == ref
+    assert ref.format() == key.lower()   # the repository is compared lower-cased
+    assert str(ref) == ref.format()
+    # The session's typed key names the same record.
+    assert PrKey(ref.account, ref.owner, ref.name, ref.number).ref == ref
+
+
+@pytest.mark.parametrize("key", [
+    "", "octo/app#7", ":octo/app#7", "acct:octo/app", "acct:octo/app#", "acct:octo/app#x",
+    "acct:octo/app#0", "acct:octo/app#-1", "acct:octo/app#١", "acct:app#7",
+    "acct:/app#7", "acct:octo/#7", "acct:o/a/b#7", "acct:o#x/app#7",
+])
+def test_pr_ref_rejects_malformed_keys(key: str):
+    with pytest.raises(ValueError) as err:
+        PrRef.parse(key)
+    assert repr(key) in str(err.value)
+
+
+def test_pr_ref_rejects_bad_parts():
+    for args in [("a:b", "o/r", 1), ("", "o/r", 1), ("a", "or", 1), ("a", "o/r", 0),
+                 ("a", "o/r", True)]:
+        with pytest.raises(ValueError):
+            PrRef(*args)  # type: ignore[arg-type]
 
 
 def test_instructions_key_separates_source_and_text():
