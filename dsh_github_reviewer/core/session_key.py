@@ -39,11 +39,6 @@ class PrKey:
         return f"{base}:persona:{self.persona}" if self.persona else base
 
     @property
-    def record_key(self) -> str:
-        """Key of the PR inside the account's work records: ``owner/repo#n``."""
-        return f"{self.owner.lower()}/{self.repo.lower()}#{self.number}"
-
-    @property
     def ref(self) -> PrRef:
         """The typed reference of the PR's work record (no persona: one record per PR)."""
         return PrRef(self.account, f"{self.owner}/{self.repo}", self.number)

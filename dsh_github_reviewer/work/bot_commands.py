@@ -15,6 +15,7 @@ import re
 
 from ..core.commands import HELP_TEXT
 from ..core.sanitizer import sanitize_line
+from ..core.session_key import PrRef
 from ..github.models import ReviewComment
 from ..pr_output.replies import post_reply
 from ..turn.feedback import bot_reviews
@@ -89,8 +90,7 @@ async def answer(ctx: WorkContext, key: str, cmd: Command) -> None:
 
 
 async def _text(ctx: WorkContext, key: str, cmd: Command) -> str | None:
-    owner, name, _ = repo_of(key)
-    repo = f"{owner}/{name}"
+    repo = PrRef.parse(key).repo
     if cmd.action == "help":
         return HELP_TEXT
     if cmd.action == "pause":
@@ -203,8 +203,8 @@ def _taught(lesson: Lesson, repo: str) -> str:
 
 
 async def _learn(ctx: WorkContext, key: str, cmd: Command) -> str:
-    owner, name, number = repo_of(key)
-    repo = f"{owner}/{name}"
+    ref = PrRef.parse(key)
+    repo = ref.repo
     if not cmd.message.strip():
         return "`/bot learn` needs the lesson, e.g. `/bot learn we log with structlog, not print`."
     finding = None
@@ -213,7 +213,7 @@ async def _learn(ctx: WorkContext, key: str, cmd: Command) -> str:
     lesson = await lessons_of(ctx).teach(
         repo, text=cmd.message, source="command", taught_by=cmd.author,
         association=cmd.association, at=cmd.created_at, comment_id=cmd.comment_id,
-        number=number, finding=finding)
+        number=ref.number, finding=finding)
     if lesson is None:
         return "That lesson is empty once hidden characters are removed; nothing was stored."
     log.info("%s: lesson %d taught by %s (/bot learn)", repo, lesson.id, cmd.author)

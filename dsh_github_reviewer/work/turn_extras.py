@@ -4,8 +4,9 @@
 
 from __future__ import annotations
 
+from ..core.session_key import PrRef
 from ..turn.extras import TurnExtras
-from .context import WorkContext, repo_of
+from .context import WorkContext
 from .lessons import LessonStore, notes
 from .records import PrRecord
 from .second_look import saver
@@ -13,8 +14,8 @@ from .second_look import saver
 
 async def turn_extras(ctx: WorkContext, key: str, rec: PrRecord, settings: object | None
                       ) -> TurnExtras:
-    owner, name, _ = repo_of(key)
-    lessons = await LessonStore(ctx.store.domain, ctx.acct.key).active(f"{owner}/{name}")
+    repo = PrRef.parse(key).repo
+    lessons = await LessonStore(ctx.store.domain, ctx.acct.key).active(repo)
     verify = verify_enabled(ctx.cfg.review, settings)
     return TurnExtras(lessons=notes(lessons), full=rec.full_review, verify=verify,
                       save_second_look=saver(ctx.store.domain, key) if verify else None)

@@ -57,7 +57,7 @@ def test_persona_session_ids_parse_and_old_ids_stay_the_same():
     persona = key.with_persona("security")
     assert persona.session_id == "github:team_a:octo:app.js:pr:42:persona:security"
     assert persona.title == "Review Octo/App.js PR 42 · security"
-    assert persona.record_key == key.record_key and persona.pr == key
+    assert persona.ref == key.ref and persona.pr == key
     assert parse_session_id(persona.session_id) == PrKey("team_a", "octo", "app.js", 42,
                                                          "security")
     assert parse_session_id(key.session_id).persona is None

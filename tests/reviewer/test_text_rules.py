@@ -114,7 +114,7 @@ def test_session_keys():
     key = PrKey("team a", "Octo", "App.js", 42)
     assert key.session_id == "github:team_a:octo:app.js:pr:42"
     assert key.title == "Review Octo/App.js PR 42"
-    assert key.record_key == "octo/app.js#42"
+    assert key.ref.format() == "team a:octo/app.js#42"   # the work record's key
     parsed = parse_session_id(key.session_id)
     assert parsed == PrKey("team_a", "octo", "app.js", 42)
     assert parse_session_id("github:a:o:r:pr:0") is None
