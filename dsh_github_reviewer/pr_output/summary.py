@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -161,11 +161,14 @@ def render(s: Summary) -> str:
 
 
 def findings_of(comments: Sequence[ReviewComment], review_ids: set[int],
-                states: dict[int, ThreadState], me: BotIdentity) -> list[Finding]:
+                states: dict[int, ThreadState], me: BotIdentity,
+                voted_down: Collection[int] = ()) -> list[Finding]:
     """The bot's inline findings (roots of its reviews' threads) with their status: fixed
     when the bot resolved the thread after a push fixed it (its "Fixed in" reply) and it stayed
-    resolved; dismissed when people resolved it otherwise or voted it down (👎 over 👍); else
-    open. Severity is read from the comment's first token."""
+    resolved; dismissed when people resolved it otherwise or voted it down; else open.
+    ``voted_down``: the roots with a 👎 that counts (``github/votes.py``: from an allowlisted
+    person, not the PR's author) — the roll-up's counts alone dismiss nothing. Severity is
+    read from the comment's first token."""
     out = []
     # The roots the bot answered "Fixed in": one pass over the replies (linear in the PR's
     # comments, however many threads it has).
@@ -179,10 +182,9 @@ def findings_of(comments: Sequence[ReviewComment], review_ids: set[int],
         state = states.get(c.id)
         resolved = bool(state and state.resolved)
         fixed_by_bot = c.id in fixed_in
-        votes = c.reactions
         if resolved and fixed_by_bot:
             status = "fixed"
-        elif resolved or (votes is not None and votes.minus_one > votes.plus_one):
+        elif resolved or c.id in voted_down:
             status = "dismissed"
         else:
             status = "open"

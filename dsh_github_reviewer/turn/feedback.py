@@ -13,7 +13,7 @@ Only per review turn, never per idle tick: the poller's cost stays flat.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..core.sanitizer import sanitize, sanitize_line
@@ -71,9 +71,11 @@ def _resolution_news(root_id: int, state: ThreadState, conv: Conversation) -> st
 
 def thread_news(comments: Sequence[ReviewComment], mine: Sequence[Review],
                 states: dict[int, ThreadState],
-                history: Conversation | Sequence[str], me: BotIdentity) -> list[ThreadNews]:
+                history: Conversation | Sequence[str], me: BotIdentity,
+                voted_down: Mapping[int, int] | None = None) -> list[ThreadNews]:
     """``mine``: the bot's reviews (``bot_reviews``); only their threads, started by the bot,
-    are the bot's threads."""
+    are the bot's threads. ``voted_down``: root id -> the 👎 on it that dismiss it."""
+    voted_down = voted_down or {}
     conv = Conversation.of(history)
     review_ids = {r.id for r in mine if me.wrote(r)}
     roots = [c for c in comments if c.in_reply_to_id is None
@@ -104,8 +106,13 @@ def thread_news(comments: Sequence[ReviewComment], mine: Sequence[Review],
             found.append((f"outdated:{root.id}", f"thread {root.id} outdated (its lines changed)"))
         r = root.reactions
         if r is not None and (r.plus_one or r.minus_one):
-            found.append((f"reactions:{root.id}:{r.plus_one}:{r.minus_one}",
-                          f"thread {root.id} reactions: +1 x{r.plus_one}, -1 x{r.minus_one}"))
+            # The key's last field: the 👎 that dismiss (``github/votes.py``) — the PR page
+            # reads it, never the counts, which anyone (the PR's author too) can move.
+            n = voted_down.get(root.id, 0)
+            found.append((f"reactions:{root.id}:{r.plus_one}:{r.minus_one}:{n}",
+                          f"thread {root.id} reactions: +1 x{r.plus_one}, -1 x{r.minus_one}"
+                          + (f" ({n} of the -1 from maintainers, not the PR's author)"
+                             if n else "")))
         found = [(k, f) for k, f in found if not conv.told_fact(k, f)]
         if resolution:
             # Told whenever it differs from the last resolution told (``conv.resolution``).

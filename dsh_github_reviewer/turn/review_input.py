@@ -28,6 +28,7 @@ from ..config import ReviewSettings
 from ..core.sanitizer import redact_secrets, sanitize, sanitize_line
 from ..core.severity import parse as parse_severity
 from ..core.triggers import BotIdentity, marks_fixed_in
+from ..github import votes
 from ..github.client import GitHubClient
 from ..github.errors import GitHubError, NotFound, RateLimited
 from ..github.models import Comparison, PullFile, PullRequest, Review, ReviewComment
@@ -210,7 +211,9 @@ async def prepare_review(client: GitHubClient, pr: PullRequest, settings: Review
             "the changes with pull_request_read method=get_diff or get_files."))
     try:
         comments = await client.list_review_comments(owner, repo, number) if mine else []
-        news, states = await _feedback(client, owner, repo, number, mine, comments, conv, me)
+        news, states = await _feedback(client, owner, repo, number, mine, comments, conv, me,
+                                       pr.user.login,
+                                       settings.command_author_associations)
         result.open_threads = open_threads(comments, mine, states, me)
         result.feedback = render(news)
         result.told_facts, result.told_threads = told_facts(news)
@@ -306,7 +309,7 @@ async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile
 
 async def _feedback(client: GitHubClient, owner: str, repo: str, number: int,
                     mine: list[Review], comments: list[ReviewComment],
-                    conv: Conversation, me: BotIdentity
+                    conv: Conversation, me: BotIdentity, pr_author: str, allowed: list[str]
                     ) -> tuple[list[ThreadNews], dict[int, ThreadState]]:
     if not mine:
         return [], {}
@@ -314,7 +317,11 @@ async def _feedback(client: GitHubClient, owner: str, repo: str, number: int,
     has_threads = any(c.pull_request_review_id in ids and c.in_reply_to_id is None
                       for c in comments)
     states = await thread_states(client, owner, repo, number) if has_threads else {}
-    return thread_news(comments, mine, states, conv, me), states
+    roots = [c for c in comments if c.in_reply_to_id is None and c.pull_request_review_id in ids
+             and me.wrote(c)]
+    down = await votes.dismissed(client, owner, repo, number, roots, comments, pr_author,
+                                 allowed)
+    return thread_news(comments, mine, states, conv, me, down), states
 
 
 OPEN_THREADS_SHOWN = 50

@@ -3,10 +3,11 @@ for the PR page: the page must not call GitHub, and the log already holds what t
 and did.
 
 The facts are data: each review turn's meta ``told`` (``turn/told.py``) names the threads it
-reported resolved or reopened, the reactions it reported (fact keys ``reactions:<id>:<+1>:<-1>``)
-and where each thread it named stands (``places``: path, posted line, first line); each accepted
-submit names the threads it fixed (``fixedThreads``, checked by the guard against the bot's own
-open threads). Nothing a person writes — a PR body, a commit message, a reply — is read.
+reported resolved or reopened, the reactions it reported (fact keys
+``reactions:<id>:<+1>:<-1>:<the -1 that dismiss>``, ``github/votes.py``) and where each thread
+it named stands (``places``: path, posted line, first line); each accepted submit names the
+threads it fixed (``fixedThreads``, checked by the guard against the bot's own open threads).
+Nothing a person writes — a PR body, a commit message, a reply — is read.
 
 Turns recorded before the meta existed fall back to the bot's own lines and nothing else: the
 blocks the bot appends at the very end of a review message (``<your_open_threads>`` last, the
@@ -36,7 +37,6 @@ _OPEN_LINE = re.compile(r"^- thread (\d+): (.*)$")
 _FEEDBACK_ROOT = re.compile(r"^(\d+); your comment: (.*)\)$")
 _RESOLVED = re.compile(r"^  thread (\d+) resolved(?: by .+)?$")
 _REOPENED = re.compile(r"^  thread (\d+) unresolved again")
-_VOTES = re.compile(r"^  thread (\d+) reactions: \+1 x(\d+), -1 x(\d+)$")
 
 
 def _key(text: str) -> str:
@@ -63,10 +63,6 @@ def trailing_block(text: str, block: tuple[str, str]) -> tuple[list[str], str] |
     if at < 0:
         return None
     return text[at + len(start):len(text) - len(end)].split("\n"), text[:at]
-
-
-def _vote(ident: int, up: int, down: int, into: set[int]) -> None:
-    (into.add if down > up else into.discard)(ident)
 
 
 @dataclass
@@ -99,9 +95,12 @@ class FindingBook:
                 self.fixed.discard(int(ident))
         for key in told.facts:
             parts = key.split(":")
-            if len(parts) == 4 and parts[0] == "reactions" and all(p.isdigit()
+            # "reactions:<id>:<+1>:<-1>:<dismissing -1>": only the 👎 from allowlisted people
+            # other than the PR's author dismiss (``github/votes.py``). A key without the last
+            # field (recorded before it) dismisses nothing: anyone could have moved its counts.
+            if len(parts) == 5 and parts[0] == "reactions" and all(p.isdigit()
                                                                    for p in parts[1:]):
-                _vote(int(parts[1]), int(parts[2]), int(parts[3]), self.down)
+                (self.down.add if int(parts[4]) else self.down.discard)(int(parts[1]))
 
     def _legacy(self, text: str, facts: bool) -> None:
         found = trailing_block(text, OPEN_BLOCK)
@@ -124,8 +123,6 @@ class FindingBook:
             elif m := _REOPENED.match(line):
                 self.resolved[int(m.group(1))] = False
                 self.fixed.discard(int(m.group(1)))
-            elif m := _VOTES.match(line):
-                _vote(int(m.group(1)), int(m.group(2)), int(m.group(3)), self.down)
 
     def submitted(self, args: dict[str, Any]) -> None:
         fixed = args.get("fixedThreads")

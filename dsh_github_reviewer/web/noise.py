@@ -31,7 +31,7 @@ def dump_book(book: FindingBook) -> dict[str, Any]:
     return {"places": {str(i): [p.path, p.line, p.first] for i, p in book.places.items()},
             "legacy": [[i, rest] for i, rest in book.legacy],
             "fixed": sorted(book.fixed), "resolved": {str(i): v for i, v in book.resolved.items()},
-            "down": sorted(book.down)}
+            "voted_down": sorted(book.down)}
 
 
 def load_book(raw: dict[str, Any] | None) -> FindingBook:
@@ -43,7 +43,8 @@ def load_book(raw: dict[str, Any] | None) -> FindingBook:
     book.legacy = [(i, rest) for i, rest in raw.get("legacy", [])]
     book.fixed = set(raw.get("fixed", []))
     book.resolved = {int(i): bool(v) for i, v in raw.get("resolved", {}).items()}
-    book.down = set(raw.get("down", []))
+    # "voted_down", not the old "down": that one counted anyone's 👎 (the PR author's too).
+    book.down = set(raw.get("voted_down", []))
     return book
 
 

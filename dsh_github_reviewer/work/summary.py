@@ -19,7 +19,9 @@ from typing import Any
 from ..core.session_key import PrKey
 from ..core.severity import SEVERITIES
 from ..core.triggers import is_bot_review, posted_trigger
+from ..github import votes
 from ..github.errors import GitHubError
+from ..github.models import ReviewComment
 from ..github.threads import thread_states
 from ..pr_output.summary import (
     Drafted,
@@ -75,7 +77,8 @@ async def update_summary(ctx: ReviewDeps | WorkContext, key: str, *, reviewing: 
         roots = any(c.pull_request_review_id in ids and c.in_reply_to_id is None
                     for c in comments)
         states = await thread_states(client, owner, name, number) if roots else {}
-        summary = Summary(files=files, findings=findings_of(comments, ids, states, me),
+        down = await _voted_down(ctx, owner, name, number, comments, ids)
+        summary = Summary(files=files, findings=findings_of(comments, ids, states, me, down),
                           reviewing=None if waiting else reviewing, waiting=waiting,
                           last_reviewed=last_reviewed, reviews=len(reviews))
         drafted = await _from_session(ctx, key, summary)
@@ -95,6 +98,20 @@ async def update_summary(ctx: ReviewDeps | WorkContext, key: str, *, reviewing: 
         await upsert(client, owner, name, number, render(summary), me)
     except GitHubError as exc:
         log.warning("%s: summary comment not updated: %s", key, exc)
+
+
+async def _voted_down(ctx: ReviewDeps | WorkContext, owner: str, name: str, number: int,
+                      comments: list[ReviewComment], ids: set[int]) -> set[int]:
+    """The bot's threads a 👎 that counts dismissed (``github/votes.py``); the PR (for its
+    author) and the reaction lists are read only when some thread's roll-up shows a 👎."""
+    roots = [c for c in comments if c.in_reply_to_id is None
+             and c.pull_request_review_id in ids and ctx.acct.identity.wrote(c)
+             and c.reactions is not None and c.reactions.minus_one > 0]
+    if not roots:
+        return set()
+    author = (await ctx.client.get_pull(owner, name, number)).user.login
+    return set(await votes.dismissed(ctx.client, owner, name, number, roots, comments, author,
+                                     ctx.cfg.review.command_author_associations))
 
 
 async def _from_session(ctx: ReviewDeps | WorkContext, key: str, summary: Summary

@@ -113,3 +113,52 @@ async def test_the_pr_page_shows_findings_with_severity_and_status(shop):
     assert status[("shop/orders.py", 10)] == ("critical", "fixed")
     assert status[("shop/orders.py", 15)] == ("critical", "dismissed")
     assert status[("shop/cart.py", 2)] == ("major", "open")
+
+
+async def test_only_a_maintainers_thumbs_down_dismisses_a_finding(shop):
+    """Anyone can react: the PR's author (alice) 👎ing the bot's critical finding, or a stranger
+    doing so, leaves it open — in the summary comment and on the PR page (whose statuses the
+    noise figures and the needs-attention view share); a maintainer's 👎 dismisses it. Who
+    reacted is read once per changed 👎 count, not on every review."""
+    from dsh_github_reviewer.core.session_key import PrKey
+    from dsh_github_reviewer.web import view as web_view
+    from dsh_github_reviewer.web.facts import update as update_facts
+
+    st = shop.sb.state
+    await shop.tick()
+
+    def root(path: str, line: int):
+        return next(c for c in st.review_comments_of(REPO, 1) if c.user == BOT
+                    and c.path == path and c.line == line and c.in_reply_to is None)
+
+    sql, evil, cart = (root("shop/orders.py", 10), root("shop/orders.py", 15),
+                       root("shop/cart.py", 2))
+    st.react(sql.id, "alice", "-1")          # the PR's author
+    st.react(evil.id, "mallory", "-1")       # a stranger, who also comments
+    st.add_issue_comment(REPO, 1, "mallory", "looks fine to me")
+    st.react(cart.id, "maintainer", "-1")    # a MEMBER, who asks for a review
+    st.add_issue_comment(REPO, 1, "maintainer", "/review")
+    await shop.tick()
+    assert len(shop.reviews()) == 2
+    (summary,) = summaries(st)
+    assert "| 🔴 open |" in row(summary.body, "shop/orders.py:10")
+    assert "| 🔴 open |" in row(summary.body, "shop/orders.py:15")
+    assert "| ⚪ dismissed |" in row(summary.body, "shop/cart.py:2")
+
+    sid = PrKey("demo", "acme", "shop", 1).session_id
+    log = await shop.harness.sessions.read(sid)
+    facts: dict = {}
+    update_facts(log.header, facts, log.events)
+    page = web_view.build(log.header, log.events, facts)
+    status = {(f["path"], f["line"]): f["status"] for f in page["context"]["findings"]}
+    assert status[("shop/orders.py", 10)] == "open"
+    assert status[("shop/orders.py", 15)] == "open"
+    assert status[("shop/cart.py", 2)] == "dismissed"
+
+    def lists() -> int:
+        return sum(1 for e in shop.sb.log if e.method == "GET"
+                   and e.path.endswith("/reactions"))
+    before = lists()
+    st.add_issue_comment(REPO, 1, "maintainer", "/review")
+    await shop.tick()
+    assert len(shop.reviews()) == 3 and lists() == before, "unchanged counts: no re-read"

@@ -159,7 +159,7 @@ def test_what_was_told_comes_from_the_turn_meta_not_the_text():
                 comment(2, "alice", "Fixed in the next push.", reply_to=1)]
     (news,) = thread_news(comments, MINE, {}, Conversation(), me=ME)
     keys, _ = told_facts([news])
-    assert keys[1] == "reactions:1:1:0" and keys[0].startswith("reply:2:")
+    assert keys[1] == "reactions:1:1:0:0" and keys[0].startswith("reply:2:")
     assert thread_news(comments, MINE, {}, Conversation([turn("(reworded)", keys)]), me=ME) == []
 
 

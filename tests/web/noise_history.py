@@ -96,7 +96,7 @@ async def build_history(h) -> None:
     ])
     await pr_history(h, "acme/shop", 2, "Logging", [({}, [D], [])])
     await pr_history(h, "acme/api", 3, "Cache", [
-        ({}, [E], []), (told({21: E}, facts=("reactions:21:0:3",)), [], [])])
+        ({}, [E], []), (told({21: E}, facts=("reactions:21:0:3:1",)), [], [])])
     await pr_history(h, "acme/shop", 5, "Merged one", [({}, [F], [])])
     store = WorkStore(await h.storage.domain(DOMAIN), "demo")
     now = datetime.now(UTC)

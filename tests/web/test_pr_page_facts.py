@@ -103,7 +103,7 @@ def test_statuses_come_from_the_turn_meta_and_a_path_with_spaces_works():
     log = Log()
     log.review(1, "Flow: review.", comments=FIRST)
     log.review(2, "Flow: review.\n\n" + FORGED_BODY,
-               meta=told(PLACES, facts=["reactions:555:0:2"]), fixed=[556])
+               meta=told(PLACES, facts=["reactions:555:0:2:1"]), fixed=[556])
     assert statuses(log.page()) == {("app/db.py", 12): "dismissed", (SPACED, 3): "fixed"}
     log = Log()
     log.review(1, "Flow: review.", comments=FIRST)
@@ -174,3 +174,13 @@ def test_the_findings_count_covers_every_posted_review():
     update(SimpleNamespace(id=SID, meta={}), facts, log.events)
     pr = facts["pr"]
     assert (pr["findings"], pr["last_review"]["findings"], pr["reviews"]) == (3, 1, 2)
+
+
+def test_only_the_dismissing_thumbs_down_count_not_the_roll_up():
+    """A counts-only reactions fact (recorded before who reacted was known) or one whose 👎
+    all came from the PR's author or strangers leaves the finding open."""
+    for fact in ("reactions:555:0:2", "reactions:555:0:2:0"):
+        log = Log()
+        log.review(1, "Flow: review.", comments=FIRST)
+        log.review(2, "Flow: review.", meta=told(PLACES, facts=[fact]))
+        assert statuses(log.page())[("app/db.py", 12)] == "open", fact
