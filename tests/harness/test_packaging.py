@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import zipfile
@@ -24,7 +25,7 @@ def test_wheel_contains_manifest_and_entry_point(tmp_path):
                      "dsh_harness/web/static/style.css",
                      "dsh_github_reviewer/web/templates/reviewer_status.html"):
             assert data in names, f"{data} missing from the wheel"
-        assert not any(n.startswith(("tests/", "bench/")) for n in names)
+        assert not any(n.startswith(("tests/", "bench/", "docs/")) for n in names)
         manifest = zf.read("dsh_github_reviewer/plugin.toml").decode()
         assert manifest == (ROOT / "plugin.toml").read_text()
         # What `dsh init` writes from an installed wheel.
@@ -35,3 +36,15 @@ def test_wheel_contains_manifest_and_entry_point(tmp_path):
     assert "[dsh]" in entry_points
     assert "dsh-github-reviewer = dsh_github_reviewer.plugin" in entry_points
     assert "[console_scripts]" in entry_points and "dsh = dsh_harness.cli:main" in entry_points
+
+
+def test_the_example_config_points_at_docs_that_exist_where_it_says():
+    """What `dsh init` writes — from a checkout or an installed wheel, which has no docs/ —
+    names only docs files the source repository has, says they are there (not next to the
+    installed file), and names the command that validates the file everywhere."""
+    text = (ROOT / "dsh.example.toml").read_text()
+    named = set(re.findall(r"docs/[\w.-]+\.md", text))
+    assert named and all((ROOT / p).is_file() for p in named), named
+    header = text.split("\n\n", 1)[0]
+    assert "docs/config.en.md" in header and "source repository" in header
+    assert "not of the wheel" in header and "`dsh config check`" in header
