@@ -6,7 +6,8 @@ The findings, their states and the session's cost are read in full once per revi
 is posted, or after a /bot answer); the "reviewing"/"waiting" update at the start of the next
 review only changes the head line and the walkthrough, so it re-renders the findings this
 process read last time instead of listing every bot comment and thread state again (per-review
-CPU stays flat as a PR's history grows). Another process, or a restart, reads them in full."""
+CPU stays flat as a PR's history grows). Another process, or a restart, reads them in full.
+The session log is scanned incrementally (see ``_from_session``)."""
 
 from __future__ import annotations
 
@@ -119,7 +120,11 @@ async def _from_session(ctx: ReviewDeps | WorkContext, key: str, summary: Summar
     """From the PR session's log (no model call): its tokens and cost, into ``summary``, and
     the findings each review trigger's last attempt drafted (the accepted
     add_comment_to_pending_review calls: facts the log keeps as data), returned — from the
-    team coordinator's session too, where a team account drafts its findings."""
+    team coordinator's session too, where a team account drafts its findings.
+
+    Each log is scanned once: what a scan found is kept with the last event it saw, and the
+    next update scans only the events after it when the session's events are the same list
+    grown (a released session kept in memory); any other log is scanned whole."""
     owner, name, number = repo_of(key)
     pr = PrKey(ctx.acct.key, owner, name, number)
     harness = getattr(ctx.runner, "harness", None)   # the reviewers hold the harness
@@ -128,33 +133,74 @@ async def _from_session(ctx: ReviewDeps | WorkContext, key: str, summary: Summar
     by_trigger: dict[str, list[Drafted]] = {}
     for sid, costs in ((pr.session_id, True), (pr.with_persona(COORDINATOR).session_id, False)):
         try:
-            log_ = await harness.sessions.read(sid)
+            events = await harness.sessions.read_events(sid)
         except Exception:   # no such session (or unreadable): nothing from it
             continue
-        trigger: str | None = None
-        calls: dict[str, dict[str, Any]] = {}
-        for e in log_.events:
-            usage = getattr(e, "usage", None) if costs and e.type in (
+        scan = _scans.get(sid)
+        if scan is None or not scan.continues(events):
+            scan = _Scan()
+        scan.feed(events)
+        _scans[sid] = scan
+        _scans.move_to_end(sid)
+        while len(_scans) > LAST_READ_CAP:
+            _scans.popitem(last=False)
+        if costs:
+            summary.cost_usd += scan.cost_usd
+            summary.prompt_tokens += scan.prompt_tokens
+            summary.cache_read_tokens += scan.cache_read_tokens
+        for trigger, found in scan.by_trigger.items():
+            by_trigger[trigger] = list(found)   # a later attempt (or session) replaces it
+    return [d for found in by_trigger.values() for d in found]
+
+
+class _Scan:
+    """What one session log's events said so far, and where the scan stopped (the count of
+    events seen and the last one itself: the same object at that place means the same log)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.last: object | None = None
+        self.cost_usd = 0.0
+        self.prompt_tokens = 0
+        self.cache_read_tokens = 0
+        self.trigger: str | None = None
+        self.calls: dict[str, dict[str, Any]] = {}
+        self.by_trigger: dict[str, list[Drafted]] = {}
+
+    def continues(self, events: list) -> bool:
+        return self.count > 0 and len(events) >= self.count \
+            and events[self.count - 1] is self.last
+
+    def feed(self, events: list) -> None:
+        for e in events[self.count:]:
+            usage = getattr(e, "usage", None) if e.type in (
                 "assistant_message", "compaction") else None
             if usage is not None:
-                summary.cost_usd += usage.cost_usd
-                summary.prompt_tokens += usage.prompt
-                summary.cache_read_tokens += usage.cache_read
+                self.cost_usd += usage.cost_usd
+                self.prompt_tokens += usage.prompt
+                self.cache_read_tokens += usage.cache_read
             if e.type == "turn_start":
                 meta = e.meta or {}
                 trigger = str(meta.get("trigger", "")) if meta.get("flow") == "review" \
                     else None
+                self.trigger = trigger
                 if trigger:
-                    by_trigger[trigger] = []   # a new attempt: only the last one posted
-                calls = {}
-            elif e.type == "assistant_message" and trigger:
+                    self.by_trigger[trigger] = []   # a new attempt: only the last one posted
+                self.calls = {}
+            elif e.type == "assistant_message" and self.trigger:
                 for c in e.tool_calls:
                     if c.name == COMMENT_TOOL:
-                        calls[c.id] = _args(c.arguments)
-            elif e.type == "tool_result" and trigger and not e.is_error and e.call_id in calls:
-                if (d := _drafted(trigger, calls.pop(e.call_id))) is not None:
-                    by_trigger[trigger].append(d)
-    return [d for found in by_trigger.values() for d in found]
+                        self.calls[c.id] = _args(c.arguments)
+            elif e.type == "tool_result" and self.trigger and not e.is_error \
+                    and e.call_id in self.calls:
+                if (d := _drafted(self.trigger, self.calls.pop(e.call_id))) is not None:
+                    self.by_trigger[self.trigger].append(d)
+        self.count = len(events)
+        self.last = events[-1] if events else None
+
+
+# The scan of each session log read last (by session id): at most LAST_READ_CAP of them.
+_scans: OrderedDict[str, _Scan] = OrderedDict()
 
 
 def _args(arguments: str) -> dict[str, Any]:

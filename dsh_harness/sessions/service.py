@@ -80,6 +80,24 @@ class SessionService:
         """Read-only: nothing is written, no turn is closed."""
         return await self.store.load(session_id, repair=False)
 
+    async def read_events(self, session_id: str) -> list:
+        """Read-only, like ``read``, but only the events: a session this process released
+        (an evicted agent's) comes from memory when its log has not changed since (checked
+        by the store's mark, reading only what follows it), so a reader after every turn
+        does not re-read and re-parse a log that grows with the PR. The list returned is the
+        cached session's own (it grows in place when the session is resumed): never change
+        it."""
+        entry = self._released.get(session_id)
+        if entry is not None:
+            session, mark, _ = entry
+            try:
+                appended = await self.store.load_after(session_id, mark)
+            except (OSError, DshError):
+                appended = None
+            if appended == []:
+                return session.events
+        return (await self.read(session_id)).events
+
     async def summaries(self) -> list[SessionSummary]:
         out = []
         for sid in await self.store.list_ids():

@@ -432,3 +432,29 @@ def test_cli_sessions_copy_onto_a_database_with_live_replicas_is_refused(tmp_pat
     assert cli.main(["sessions", "copy", "--from", "jsonl", "--to", "postgres",
                      "--force"]) == 0
     assert len(asyncio.run(copied())) == 2
+
+
+async def test_read_events_serves_a_released_session_from_memory_until_its_log_changes(
+        tmp_path):
+    """A reader after every turn (the PR summary) gets an evicted agent's session from memory
+    while its log is unchanged, and the log read whole once another writer appended."""
+    from dsh_harness.sessions.events import UserMessage
+    from dsh_harness.sessions.service import SessionService
+
+    service = SessionService(JsonlSessionStore(tmp_path / "sessions"))
+    session = await service.create("test:read:1", {})
+    await session.record(UserMessage, turn=1, content="first")
+    await session.flush()
+    await service.release("test:read:1", session)
+    assert await service.read_events("test:read:1") is session.events
+    other = JsonlSessionStore(tmp_path / "sessions")  # another process, same log
+    try:
+        loaded = await other.load("test:read:1", repair=True)
+        await other.append("test:read:1", [event(loaded.events[-1].seq + 1, "other")])
+        await other.flush("test:read:1")
+    finally:
+        await other.close()
+    events = await service.read_events("test:read:1")
+    assert events is not session.events
+    assert events[0].content == "first" and events[-1].content.startswith("other")
+    assert events == (await service.read("test:read:1")).events
