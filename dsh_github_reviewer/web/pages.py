@@ -319,8 +319,16 @@ class PrIndex:
         only the pairs whose rows changed are added up again."""
         if self._dirty:
             dirty, fresh = self._dirty, {}
+            # At 10,000 rows and one dirty pair (a review recorded) building every row's
+            # "owner/name" text cost more than the sums: only rows whose account and name
+            # end can match are looked at closely (every tail after a "/": names are data).
+            ends = {(a, repo[i + 1:]) for a, repo in dirty
+                    for i, c in enumerate(repo) if c == "/"}
             for r in self.rows:
-                pair = (r.key[0], r.repo)
+                k = r.key
+                if (k[0], k[2]) not in ends:
+                    continue
+                pair = (k[0], r.repo)
                 if pair in dirty:
                     t = fresh.get(pair)
                     if t is None:
@@ -525,6 +533,7 @@ def register(router: Any) -> None:
 
     snapshot = PrSnapshot(Path(router.harness.home) / "web" / "prs.json")
     warm: dict[str, Any] = {}   # the saved list served after a restart until ``index`` is built
+    charts: dict[str, Any] = {}   # the /prs charts, for the totals (``repos``) they show
 
     async def real() -> PrIndex:
         # The first request after a start reads the session index and the work records at
@@ -596,8 +605,21 @@ def register(router: Any) -> None:
         def page_url(n: int) -> str:
             return "/prs?" + urlencode({k: v for k, v in (("q", q), ("repo", repo), ("page", n))
                                         if v})
+        if charts.get("for") is not index.repos:   # totals added up again: charts too
+            charts.clear()
+            charts["for"], charts["html"] = index.repos, {}
+        html = charts["html"]
+
+        def chart_of(name: str, make: Any) -> Any:
+            # A chart per repository is an SVG over its days; the totals change only when a
+            # scan brought a change, so most requests reuse the charts of the one before
+            # (``make`` is the template's day_chart; the page's redaction still applies).
+            if name not in html:
+                html[name] = make(index.repos[name]["days"],
+                                  f"{name}: cost and cache hits per day")
+            return html[name]
         return await router.render(
-            request, "reviewer_prs.html", rows=rows,
+            request, "reviewer_prs.html", rows=rows, chart_of=chart_of,
             total=len(shown), page=page, pages=pages, q=q, repo=repo, page_url=page_url,
             repos=index.repos, accounts=index.accounts, hit=hit,
             state_of=lambda r: states[r.key],

@@ -46,6 +46,12 @@ SCAN_MAX_S = 20.0  # ... but never longer than this (a busy `dsh run` inflates t
 # The index file is rewritten after a big change at once, else at most this often (a live
 # session changes every poll; losing recent updates only means re-reading those tails).
 SAVE_EVERY_S = 30.0
+# ... or less often in a big home: a save rewrites the whole file (10,000 sessions: ~13 MB,
+# ~80 ms of CPU), so one review recorded every few seconds made saves a third of the list's
+# CPU. The interval is at least SAVE_BUDGET times what the last save cost (at most
+# SAVE_MAX_S): under 0.1 % of a core. A restart re-reads only the tails appended since.
+SAVE_BUDGET = 1000
+SAVE_MAX_S = 300.0
 COLD_WAIT_S = 3.0  # longer than any small home needs: only big cold starts see the page
 # A start over a saved index only loads it and stats the logs (10,000 sessions: about a second
 # of CPU): the request waits for that rather than show "building" for an index that exists.
@@ -147,6 +153,7 @@ class SessionCatalog:
         self._totals: tuple[list, dict] | None = None
         self._persist_key = self._key()
         self._scan_cpu = 0.0  # CPU seconds the last scan took (its own thread's and the loop's)
+        self._save_cpu = 0.0  # CPU seconds the last save of the index file took
         self._read = 0  # logs read by the running scan (the cold-start page shows it)
         self._to_read: int | None = None
 
@@ -255,7 +262,8 @@ class SessionCatalog:
                 self._entries = entries
                 self._swap(sorted(entries.values(), key=lambda e: e.d["last_ts"],
                                   reverse=True), {*updated, *gone})
-                if len(updated) > 100 or time.monotonic() - self._saved_at > SAVE_EVERY_S:
+                if len(updated) > 100 or time.monotonic() - self._saved_at > max(
+                        SAVE_EVERY_S, min(SAVE_MAX_S, SAVE_BUDGET * self._save_cpu)):
                     await asyncio.to_thread(self._save_index)
                     self._saved_at = time.monotonic()
             elif not self._sorted and entries:
@@ -353,6 +361,13 @@ class SessionCatalog:
 
     def _save_index(self) -> None:
         """Best effort (a read-only home just means a slower cold start)."""
+        cpu = time.thread_time()   # runs in a worker thread: that thread's CPU is the cost
+        try:
+            self._write_index()
+        finally:
+            self._save_cpu = time.thread_time() - cpu
+
+    def _write_index(self) -> None:
         path = self.index_path
         sessions = ",".join(json.dumps(sid, ensure_ascii=False) + ":" + e.saved()
                             for sid, e in list(self._entries.items()) if e.stamp is not None)

@@ -13,7 +13,7 @@ from dsh_harness.sessions.events import (
     UserMessage,
 )
 from dsh_harness.testing import ScriptedModelServer
-from dsh_harness.web.catalog import SessionCatalog
+from dsh_harness.web.catalog import SAVE_EVERY_S, SessionCatalog
 
 from ..harness.agent_kit import make_harness
 
@@ -84,4 +84,29 @@ async def test_live_log_reads_only_appended_lines_and_reloads_a_shrunk_log(tmp_p
             f.write(json.dumps({"type": "title", "seq": 2}).encode()[:10])
         torn = await catalog.log("t:live")
         assert len(torn.events) == 1
+        await h.close()
+
+
+async def test_a_costly_index_file_is_rewritten_less_often_after_small_changes(tmp_path):
+    """The index file is rewritten whole: after a small change it waits SAVE_BUDGET times what
+    the last rewrite cost (10,000 sessions: ~80 ms, so not every 30 s), a big one saves now."""
+    with ScriptedModelServer() as server:
+        h = make_harness(tmp_path, server.base_url)
+        for i in range(3):
+            await turn(h, f"t:{i}", 1)
+        catalog = SessionCatalog(h)
+        await catalog.entries()
+        path = tmp_path / "home" / "web" / "index.json"
+        saved = path.read_bytes()
+
+        catalog._save_cpu = 0.5               # as costly as a big home's rewrite
+        catalog._saved_at -= SAVE_EVERY_S * 2  # the plain interval has passed
+        await turn(h, "t:0", 2)
+        await catalog.refresh()
+        assert catalog.entry("t:0").turns == 2 and path.read_bytes() == saved
+
+        catalog._save_cpu = 0.0               # a cheap rewrite: the plain interval holds
+        await turn(h, "t:1", 2)
+        await catalog.refresh()
+        assert path.read_bytes() != saved
         await h.close()

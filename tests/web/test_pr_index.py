@@ -16,7 +16,7 @@ from dsh_github_reviewer.web.facts import web_url
 from dsh_github_reviewer.web.pages import PrIndex, PrRow
 from dsh_github_reviewer.web.pr_snapshot import PrSnapshot
 from dsh_github_reviewer.work.records import PrRecord
-from dsh_harness.sessions.events import TitleSet, TurnEnd, TurnStart, Usage
+from dsh_harness.sessions.events import AssistantMessage, TitleSet, TurnEnd, TurnStart, Usage
 from dsh_harness.testing import ScriptedModelServer
 from dsh_harness.web.catalog import HISTORY, CatalogEntry, SessionCatalog
 
@@ -242,3 +242,54 @@ def test_a_saved_row_with_a_forged_link_loses_the_link(tmp_path):
     index.rows[0].record_state = "closed"
     snap.write(snap.take(index, object()))
     assert snap.load(PrRow)["rows"][0].record_state == "closed"
+
+
+async def test_the_list_charts_follow_the_totals_they_are_drawn_from(tmp_path, model):
+    """/prs reuses its charts between requests until the totals change: a review recorded
+    later (its cost on a new day) shows in the repository's chart once the list has it."""
+    h = make(tmp_path, model)
+    try:
+        await pr_session(h, PrKey("demo", "acme", "shop", 7).session_id, title="First PR")
+        async with client(h) as c:
+            first = (await c.get("/prs")).text
+            assert "acme/shop: cost and cache hits per day" in first
+            assert "$0.750000" not in first
+            key = PrKey("demo", "acme", "shop", 8)
+            s = await h.sessions.create(key.session_id, {
+                "owner": "acme", "repo": "shop", "number": 8,
+                "url": "https://github.example/acme/shop/pull/8"})
+            pr = {"title": "Second PR", "author": "alice", "state": "open", "head": "c" * 40}
+            cost = Usage(uncached_input=100, cache_read=900, output=10, cost_usd=0.75)
+            await s.record(TurnStart, turn=1, meta={"flow": "review", "trigger": "t", "pr": pr})
+            await s.record(AssistantMessage, turn=1, content="Reviewed.", usage=cost)
+            await s.record(TurnEnd, turn=1, reason="completed", usage=cost)
+            await h.sessions.release(s.id)
+
+            async def charted() -> bool:
+                text = (await c.get("/prs")).text
+                chart = text.split('aria-label="acme/shop: cost and cache hits per day"')
+                return "Second PR" in text and len(chart) == 2 and "$0.750000" in chart[
+                    1].split("</figure>")[0]
+            await until(charted, "the new review's cost in the repository's chart")
+    finally:
+        await h.close()
+
+
+def test_totals_match_a_rebuild_whatever_the_repository_names():
+    """The totals look closely only at rows whose names can match a changed pair: a name
+    with a "/" (forged facts) is still counted like a full rebuild counts it."""
+    odd = entry("a", "x", 1, 10)
+    odd.d["facts"]["pr"]["repo"] = "x/y"
+    rows = {e.id: e for e in [odd, entry("a", "y", 2, 20), entry("a", "r", 3, 30)]}
+    index = PrIndex()
+    index.build(sorted(rows.values(), key=lambda e: -e.d["last_ts"]))
+    index.with_records({})
+    rows["a:acme/y#2"] = entry("a", "y", 2, 40, cost=1.0)
+    listing = sorted(rows.values(), key=lambda e: -e.d["last_ts"])
+    index.build(listing, {"a:acme/y#2", "a:acme/x#1"}, rows.get)
+    index.with_records({})
+    full = PrIndex()
+    full.build(listing)
+    full.with_records({})
+    assert snapshot(index) == snapshot(full)
+    assert index.repos["acme/x/y"]["prs"] == 1
