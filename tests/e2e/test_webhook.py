@@ -204,6 +204,10 @@ async def test_a_delivery_that_cannot_be_recorded_asks_for_an_early_poll(tmp_pat
     dep, url = await running(tmp_path, sandbox80, model)  # reconciliation every hour
     try:
         await wait_until(lambda: len(dep.reviews()) == 1)
+        # The review's after-post work reads the PR too, and ends with the summary's edit:
+        # wait for it, or it may take the one injected error meant for the delivery's read.
+        await wait_until(lambda: sandbox80.requests("PATCH", f"/repos/{REPO}/issues/comments/"),
+                         what="the summary's edit after the review")
         sandbox80.add_hook(url, SECRET, repo=REPO, ping=False)
         sandbox80.inject_error(502, times=1, path_contains=f"/repos/{REPO}/pulls/1")
         sandbox80.state.add_issue_comment(REPO, 1, "maintainer", "/bot and the cart?")
