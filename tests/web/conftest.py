@@ -3,12 +3,14 @@ in its own process over the same home directory, and a Chromium driven by Playwr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -89,24 +91,9 @@ def served():
         # In a thread of its own: Playwright's sync API may already run a loop in this one.
         with ThreadPoolExecutor(1) as pool:
             config = pool.submit(asyncio.run, produce(Path(tmp), sb, model)).result()
-        proc = subprocess.Popen([sys.executable, "-m", "dsh_harness.cli", "--config",
-                                 str(config), "web"], cwd=tmp, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
         port = int(config.read_text().split("port = ")[1].split("\n")[0])
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stdout.read()
-                assert time.monotonic() < deadline, "dsh web did not start"
-                time.sleep(0.1)
-        try:
-            yield Served(Path(tmp), f"http://127.0.0.1:{port}", config, sb)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+        with dsh_web(config, Path(tmp), port) as url:
+            yield Served(Path(tmp), url, config, sb)
 
 
 @pytest.fixture(scope="module")
@@ -139,3 +126,26 @@ def page(browser, served):
 
 
 __all__ = ["ARTIFACTS", "BOT_TOKEN", "WEB_TOKEN"]
+
+
+@contextlib.contextmanager
+def dsh_web(config: Path, cwd: Path, port: int) -> Iterator[str]:
+    """``dsh web`` on ``config`` in a process of its own, once its port accepts connections;
+    its URL. Stopped on the way out."""
+    proc = subprocess.Popen([sys.executable, "-m", "dsh_harness.cli", "--config", str(config),
+                             "web"], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stdout.read()
+                assert time.monotonic() < deadline, "dsh web did not start"
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

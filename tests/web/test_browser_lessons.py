@@ -5,10 +5,6 @@ browser's same-origin POST), and axe-clean."""
 from __future__ import annotations
 
 import asyncio
-import socket
-import subprocess
-import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +17,7 @@ from dsh_github_reviewer.work.records import DOMAIN
 from dsh_harness import Harness, parse_config
 from dsh_harness.testing import ScriptedModelServer
 
-from .conftest import WEB_TOKEN, free_port
+from .conftest import WEB_TOKEN, dsh_web, free_port
 from .test_browser_noise import axe_clean, toml
 
 pytestmark = pytest.mark.slow
@@ -54,23 +50,8 @@ def lessons_web(tmp_path_factory):
         (home / "dsh.toml").write_text(text)
         with ThreadPoolExecutor(1) as pool:
             pool.submit(asyncio.run, produce(home, text)).result()
-        proc = subprocess.Popen([sys.executable, "-m", "dsh_harness.cli", "--config",
-                                 str(home / "dsh.toml"), "web"], cwd=home,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 30
-        try:
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                    break
-                except OSError:
-                    assert proc.poll() is None, proc.stdout.read()
-                    assert time.monotonic() < deadline, "dsh web did not start"
-                    time.sleep(0.1)
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+        with dsh_web(home / "dsh.toml", home, port) as url:
+            yield url
 
 
 def test_lessons_page_lists_and_removes_in_a_browser(browser, lessons_web):

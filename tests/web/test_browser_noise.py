@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
-import subprocess
-import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,7 +16,7 @@ from dsh_harness import Harness, parse_config
 from dsh_harness.testing import ScriptedModelServer
 
 from ..harness.agent_kit import config_text
-from .conftest import ARTIFACTS, WEB_TOKEN, free_port
+from .conftest import ARTIFACTS, WEB_TOKEN, dsh_web, free_port
 from .noise_history import ATTENTION, build_history
 
 pytestmark = pytest.mark.slow
@@ -52,23 +48,8 @@ def history_web(tmp_path_factory):
         (home / "dsh.toml").write_text(text)
         with ThreadPoolExecutor(1) as pool:
             pool.submit(asyncio.run, produce(home, text)).result()
-        proc = subprocess.Popen([sys.executable, "-m", "dsh_harness.cli", "--config",
-                                 str(home / "dsh.toml"), "web"], cwd=home,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 30
-        try:
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                    break
-                except OSError:
-                    assert proc.poll() is None, proc.stdout.read()
-                    assert time.monotonic() < deadline, "dsh web did not start"
-                    time.sleep(0.1)
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+        with dsh_web(home / "dsh.toml", home, port) as url:
+            yield url
 
 
 @pytest.fixture
