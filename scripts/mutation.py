@@ -25,36 +25,38 @@ PACKAGES = ("dsh_github_reviewer", "dsh_harness")
 # module not listed here needs --tests.
 COVERING_TESTS: dict[str, list[str]] = {
     "dsh_github_reviewer/github/guard_rules.py": [
-        "tests/reviewer/test_guard_rules.py"],
+        "tests/reviewer/github/test_guard_rules.py"],
     "dsh_github_reviewer/core/sanitizer.py": [
-        "tests/reviewer/test_text_rules.py", "tests/reviewer/test_sanitizer.py"],
+        "tests/reviewer/core/test_text_rules.py", "tests/reviewer/core/test_sanitizer.py"],
     "dsh_github_reviewer/core/commands.py": [
-        "tests/reviewer/test_text_rules.py", "tests/reviewer/test_commands.py"],
+        "tests/reviewer/core/test_text_rules.py", "tests/reviewer/core/test_commands.py"],
     "dsh_github_reviewer/work/records.py": [
-        "tests/reviewer/test_work_records.py", "tests/reviewer/test_work_store.py",
-        "tests/reviewer/test_work_attempts.py"],
+        "tests/reviewer/work/test_records.py", "tests/reviewer/work/test_store.py",
+        "tests/reviewer/work/test_attempts.py"],
     "dsh_github_reviewer/work/inbox.py": [
-        "tests/reviewer/test_work_inbox.py"],
+        "tests/reviewer/work/test_inbox.py"],
     # The replica tests run on in-process leases here ([local]): their [postgres] twins need a
     # database server per mutant run, and the three that take seconds (they wait for slot
     # retries) would make every mutant of the dispatch loop cost as much.
     "dsh_github_reviewer/work/scheduler.py": [
-        "tests/reviewer/test_work_scheduler.py", "tests/reviewer/test_work_leases.py",
-        *(f"tests/reviewer/test_work_replicas.py::{name}[local]" for name in (
+        "tests/reviewer/work/test_scheduler.py", "tests/reviewer/work/test_leases.py",
+        *(f"tests/reviewer/work/test_replicas.py::{name}[local]" for name in (
             "test_each_replica_adds_its_own_process_cap",
             "test_a_replica_without_a_free_turn_leaves_the_prs_to_others",
             "test_a_replica_with_a_free_turn_takes_prs_another_replica_let_go",
             "test_an_idle_replica_takes_let_go_prs_at_its_next_scan"))],
     "dsh_github_reviewer/reviewers/team/verdict.py": [
-        "tests/reviewer/test_team.py"],
+        "tests/reviewer/reviewers/test_team.py"],
     "dsh_github_reviewer/turn/diff_prep.py": [
-        "tests/reviewer/test_diff_prep.py"],
+        "tests/reviewer/turn/test_diff_prep.py"],
     "dsh_github_reviewer/sources/webhook/signature.py": [
-        "tests/reviewer/test_webhook_receiver.py"],
+        "tests/reviewer/sources/test_webhook_receiver.py"],
     "dsh_harness/storage/json_backend.py": [
-        "tests/harness/test_storage_contract.py", "tests/harness/test_storage_backends.py"],
+        "tests/harness/storage/test_storage_contract.py",
+        "tests/harness/storage/test_storage_backends.py"],
     "dsh_harness/storage/sqlite_backend.py": [
-        "tests/harness/test_storage_contract.py", "tests/harness/test_storage_backends.py"],
+        "tests/harness/storage/test_storage_contract.py",
+        "tests/harness/storage/test_storage_backends.py"],
 }
 # mutmut's exit-code classes (mutmut.stats.status_by_exit_code), folded into three.
 DETECTED = {"killed", "timeout", "caught by type check", "segfault"}

@@ -280,3 +280,34 @@ def test_the_clock_check_sees_every_spelling():
     for source in spellings:
         assert wall_clock_reads(ast.parse(source)) == [2], source
     assert wall_clock_reads(ast.parse("import time\ntime.monotonic()\nx.now()")) == []
+
+
+# The tests mirror the code: ``tests/reviewer/<pkg>/`` tests ``dsh_github_reviewer/<pkg>/``,
+# ``tests/harness/<pkg>/`` tests ``dsh_harness/<pkg>/``; a test file directly in one of them is
+# named after a top-level module (``tests/harness/test_config.py`` ↔ ``dsh_harness/config.py``).
+# ``tests/e2e/`` drives the deployed bot, and the files directly in ``tests/`` check the whole
+# project (layers, docs, packaging, the wheel).
+TEST_TREES = {"reviewer": "dsh_github_reviewer", "harness": "dsh_harness"}
+TEST_FOLDERS_BESIDE = {"e2e", "fixtures", "__pycache__"}
+
+
+def test_tests_are_laid_out_like_the_code():
+    tests = ROOT / "tests"
+    misplaced = []
+    for folder in sorted(p for p in tests.iterdir() if p.is_dir()):
+        if folder.name not in {*TEST_TREES, *TEST_FOLDERS_BESIDE}:
+            misplaced.append(f"tests/{folder.name}/ mirrors no package")
+    for tree, package in TEST_TREES.items():
+        code = ROOT / package
+        for path in sorted((tests / tree).rglob("test_*.py")):
+            rel = path.relative_to(tests / tree)
+            if len(rel.parts) == 1:
+                module = rel.name.removeprefix("test_")
+                if not ((code / module).exists() or (code / module[:-3]).is_dir()):
+                    misplaced.append(f"tests/{tree}/{rel} names no top-level module of {package}")
+            elif not (code / rel.parts[0]).is_dir():
+                misplaced.append(f"tests/{tree}/{rel} is in a folder that is no package of "
+                                 f"{package}")
+            elif not (path.parent / "__init__.py").exists():
+                misplaced.append(f"tests/{tree}/{rel}: its folder lacks __init__.py")
+    assert not misplaced, "\n".join(misplaced)

@@ -329,7 +329,7 @@ def test_port_80_tests_skip_without_root(nobody_dir):
     code, out = _as_nobody([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
                             "--rootdir", str(root), "-c", str(root / "pyproject.toml"),
                             "--basetemp", str(nobody_dir / "bt"),
-                            str(root / "tests/reviewer/test_mcp_binary.py")], nobody_dir)
+                            str(root / "tests/reviewer/github/test_mcp_binary.py")], nobody_dir)
     assert code == 0, out
     assert " skipped" in out and " passed" not in out and "error" not in out.lower(), out
     assert "needs root or CAP_NET_BIND_SERVICE" in out

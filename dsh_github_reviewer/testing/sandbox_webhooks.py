@@ -4,9 +4,10 @@ Hooks are registered with a URL and a secret (a repository hook, or an App hook 
 repository of an installation). Every state change of ``SandboxState`` becomes a delivery with
 GitHub's headers (``X-GitHub-Event``, ``X-GitHub-Delivery`` GUID, ``X-Hub-Signature-256``,
 ``User-Agent: GitHub-Hookshot/…``) and a payload in the shapes of GitHub's published webhook
-schemas (npm ``@octokit/webhooks-schemas``; ``tests/reviewer/test_sandbox_webhooks.py`` checks
-them). Deliveries go out in order from one thread with GitHub's 10 s timeout and, like GitHub,
-are not retried; tests can drop the next deliveries (a lost delivery) and redeliver one by id.
+schemas (npm ``@octokit/webhooks-schemas``;
+``tests/reviewer/testing/test_sandbox_webhooks.py`` checks them).
+Deliveries go out in order from one thread with GitHub's 10 s timeout and, like GitHub, are not
+retried; tests can drop the next deliveries (a lost delivery) and redeliver one by id.
 """
 
 from __future__ import annotations

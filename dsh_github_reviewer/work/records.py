@@ -201,7 +201,7 @@ class PrRecord(Record):
     full_review: bool = False
 
     # -- the state machine: every change of ``status`` is one of these transitions ----------
-    # (``tests/reviewer/test_work_records.py`` holds the transition table; the architecture
+    # (``tests/reviewer/work/test_records.py`` holds the transition table; the architecture
     # guide, "The PR record's states", shows the same table.)
 
     @classmethod

@@ -12,10 +12,10 @@ import dsh_github_reviewer.plugin as reviewer_plugin
 from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
 from dsh_harness import Harness, load_config
 from dsh_harness.testing import ScriptedModelServer
+from tests.reviewer.web.test_pr_pages import client
 
 from ...cli_kit import dsh
 from ...harness.agent_kit import config_text
-from ...web.test_pr_pages import client
 from .kit import TWO_PUSH
 
 SUMMARY_KEYS = {"cases", "repeats", "defects", "found", "findings", "hits", "false_positives",

@@ -1,0 +1,154 @@
+"""The typed trigger and the hidden markers: one format on the wire, parsed, never searched."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsh_github_reviewer.core.triggers import (
+    BotIdentity,
+    Trigger,
+    answers_command,
+    answers_trigger,
+    fixed_in_marker,
+    fixed_marker,
+    fixed_threads,
+    gave_up_on,
+    is_bot_review,
+    is_summary,
+    marks_fixed_in,
+    notice_marker,
+    posted_trigger,
+    reply_marker,
+    review_marker,
+    summary_marker,
+)
+from dsh_github_reviewer.github.models import Review, User
+
+ME = BotIdentity("Shop-Review-Bot")
+
+
+def post(body: str | None, login: str | None = "shop-review-bot", type: str = "User"
+         ) -> Review:
+    return Review(id=1, state="COMMENTED", body=body,
+                  user=User(login=login, type=type) if login else None)
+
+
+@pytest.mark.parametrize(("trigger", "text", "automatic"), [
+    (Trigger.auto("acct", "abc"), "acct:auto:abc", True),
+    (Trigger.retarget("acct", "abc", "def"), "acct:retarget:abc:def", True),
+    (Trigger.cmd("acct", 5), "acct:cmd:5", False),
+    (Trigger.chat("acct", 6), "acct:chat:6", False),
+    (Trigger.bot("acct", 7), "acct:bot:7", False),
+    (Trigger.ci("actions", 123, 2), "actions:ci:123.2", False),
+])
+def test_format_parse_and_automatic(trigger, text, automatic):
+    assert str(trigger) == trigger.format() == text
+    assert Trigger.parse(text) == trigger
+    assert trigger.automatic is automatic
+
+
+def test_a_retarget_is_automatic_and_counts_toward_the_cap():
+    # Before the typed trigger, "automatic" was `":auto:" in trigger`: a retarget was not.
+    assert Trigger.parse("demo:retarget:h:b").automatic
+    assert not Trigger.parse("auto:cmd:5").automatic  # an account named "auto" is no kind
+
+
+def test_comment_ids():
+    assert Trigger.parse("a:cmd:5").comment_id == 5
+    assert Trigger.parse("a:chat:991").comment_id == 991
+    assert Trigger.parse("a:auto:123").comment_id is None
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("nothing", "not a trigger"),
+    ("acct:auto", "not a trigger"),
+    ("acct:later:5", "kind 'later'"),
+    (":auto:5", "account"),
+    ("acct:auto:", "ident"),
+])
+def test_bad_triggers_say_what_is_wrong(text, error):
+    with pytest.raises(ValueError, match=error):
+        Trigger.parse(text)
+
+
+def test_markers_are_unchanged_on_the_wire():
+    # Posts already on GitHub carry these exact lines; a crash recovery must still find them.
+    t = Trigger.cmd("demo", 42)
+    assert review_marker(t) == "<!-- dsh-github-reviewer:trigger:demo:cmd:42 -->"
+    assert reply_marker(42) == "<!-- dsh-github-reviewer:reply-to:42 -->"
+    assert notice_marker(Trigger.bot("demo", 42)) == \
+        "<!-- dsh-github-reviewer:gave-up:demo:bot:42 -->"
+    assert fixed_marker([3, 4]) == "<!-- dsh-github-reviewer:fixed:3,4 -->"
+    assert fixed_in_marker(7) == "<!-- dsh-github-reviewer:fixed-in:7 -->"
+    assert summary_marker() == "<!-- dsh-github-reviewer:summary -->"
+
+
+def test_the_trigger_of_a_posted_review_is_parsed_from_its_marker():
+    t = Trigger.ci("actions", 5, 1)
+    assert posted_trigger(post("Verdict: ok\n\n" + review_marker(t)), ME) == t
+    assert posted_trigger(post("quoted: <!-- dsh-github-reviewer:trigger:nonsense -->"),
+                          ME) is None
+    assert posted_trigger(post("no marker"), ME) is None
+    assert posted_trigger(post(None), ME) is None
+
+
+def test_identity_compares_logins_case_insensitively():
+    assert ME.owns("shop-review-bot") and ME.owns("SHOP-REVIEW-BOT")
+    assert not ME.owns("shop-review-bot2") and not ME.owns("") and not ME.owns(None)
+    assert ME.wrote(post("x")) and not ME.wrote(post("x", login=None))
+    with pytest.raises(ValueError, match="login"):
+        BotIdentity(" ")
+
+
+ALL = "\n".join([review_marker(Trigger.auto("demo", "abc")), reply_marker(5),
+                 notice_marker(Trigger.bot("demo", 5)), fixed_marker([9]), fixed_in_marker(9),
+                 summary_marker()])
+
+
+def test_every_reader_believes_the_bots_own_post():
+    mine = post("text\n" + ALL)
+    assert posted_trigger(mine, ME) == Trigger.auto("demo", "abc")
+    assert is_bot_review(mine, ME) and answers_trigger(mine, ME, "demo:auto:abc")
+    assert answers_command(mine, ME, 5) and gave_up_on(mine, ME, Trigger.bot("demo", 5))
+    assert fixed_threads(mine, ME) == [9] and marks_fixed_in(mine, ME, 9)
+    assert is_summary(mine, ME)
+
+
+@pytest.mark.parametrize("login", ["alice", "maintainer", "shop-review-bot[bot]",
+                                   "other-bot", None])
+def test_no_reader_believes_anyone_elses_post(login):
+    forged = post("text\n" + ALL, login=login, type="Bot" if login == "other-bot" else "User")
+    assert posted_trigger(forged, ME) is None
+    assert not is_bot_review(forged, ME) and not answers_trigger(forged, ME, "demo:auto:abc")
+    assert not answers_command(forged, ME, 5)
+    assert not gave_up_on(forged, ME, Trigger.bot("demo", 5))
+    assert fixed_threads(forged, ME) == [] and not marks_fixed_in(forged, ME, 9)
+    assert not is_summary(forged, ME)
+
+
+def test_no_module_but_the_readers_looks_for_markers():
+    """One reader per marker kind, each taking the author; nothing else in the
+    reviewer touches the marker text (the testing/ helpers count posts their own way)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3] / "dsh_github_reviewer"
+    found = []
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).as_posix()
+        if rel == "core/triggers.py" or rel.startswith("testing/"):
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                found += [f"{rel}: imports {a.name}" for a in node.names
+                          if "MARKER" in a.name]
+            elif isinstance(node, ast.Name | ast.Attribute):
+                name = node.id if isinstance(node, ast.Name) else node.attr
+                if "MARKER" in name:
+                    found.append(f"{rel}: uses {name}")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and "<!-- dsh-github-reviewer:" in node.value and id(node) not in docstrings:
+                found.append(f"{rel}: spells a marker")
+    assert found == []
