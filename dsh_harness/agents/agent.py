@@ -33,12 +33,12 @@ from ..sessions.events import (
     Usage,
     UserMessage,
 )
-from ..sessions.history import failed_attempts
 from ..sessions.log import Session, SessionWriteError
 from ..sessions.transcript import encode
 from ..storage.fence import FencedOut
 from . import compaction
 from .pipeline import execute
+from .user_turns import UserTurn, UserTurnIndex
 from .world import AgentWorld, BudgetExhausted, Tool, ToolContext
 
 log = logging.getLogger(__name__)
@@ -82,15 +82,6 @@ class AgentDeps:
     global_tools: list[Tool]
 
 
-@dataclass(frozen=True)
-class UserTurn:
-    """One turn's user message as the model still sees it, with the turn's meta."""
-
-    turn: int
-    meta: dict[str, Any]
-    content: str
-
-
 @dataclass
 class _Queued:
     text: str
@@ -125,26 +116,29 @@ class Agent:
     def session_id(self) -> str:
         return self.session.id
 
+    def _user_turn_index(self) -> UserTurnIndex:
+        return self.session.view("agents.user_turns", UserTurnIndex.of)
+
     def user_messages(self) -> list[str]:
         """The user messages the model still sees verbatim, oldest first: those of turns a
         compaction summarized and of failed attempts (never replayed) are left out, so a plugin
         can leave out of the next message what the model has already been told."""
-        through = max((e.through_turn for e in self.session.events
-                       if isinstance(e, Compaction)), default=0)
-        failed = failed_attempts(self.session.events)
-        return [e.content for e in self.session.events
-                if isinstance(e, UserMessage) and e.turn > through and e.turn not in failed]
+        return [t.content for t in self._user_turn_index().turns()]
 
     def user_turns(self, upcoming_tokens: int = 0) -> list[UserTurn]:
         """Like ``user_messages``, with each turn's number and meta (what the plugin recorded
-        about the turn when it queued it: structured facts, never shown to the model).
+        about the turn when it queued it: structured facts, never shown to the model; read
+        only, and shared by every caller).
 
         ``upcoming_tokens`` estimates the next user message: when the prompt with it would
         exceed the compaction budget, the turns the compaction at the start of that turn will
         summarize are left out too, so a plugin never says "unchanged, see above" about text
-        the summary is about to replace."""
-        events = self.session.events
-        through = max((e.through_turn for e in events if isinstance(e, Compaction)), default=0)
+        the summary is about to replace.
+
+        Answered from an index kept up to date as events arrive (``user_turns.py``): O(turns
+        listed), not a walk of the whole log, except just before a compaction."""
+        index = self._user_turn_index()
+        through = 0
         if upcoming_tokens:
             limit = compaction.budget(self.deps.compaction,
                                       self.deps.llm.spec(self.provider_name, self.model))
@@ -152,13 +146,11 @@ class Agent:
             if size > limit:
                 # The same cut the compaction will make (``compaction.cut_through_turn``).
                 folded = compaction.cut_through_turn(
-                    events, self.session.last_turn + 1, self.deps.compaction.keep_recent_turns,
-                    size, int(limit * self.deps.compaction.target))
-                through = max(through, folded or 0)
-        failed = failed_attempts(events)
-        metas = {e.turn: e.meta for e in events if isinstance(e, TurnStart)}
-        return [UserTurn(e.turn, dict(metas.get(e.turn, {})), e.content) for e in events
-                if isinstance(e, UserMessage) and e.turn > through and e.turn not in failed]
+                    self.session.events, self.session.last_turn + 1,
+                    self.deps.compaction.keep_recent_turns, size,
+                    int(limit * self.deps.compaction.target))
+                through = folded or 0
+        return index.turns(through)
 
     @property
     def busy(self) -> bool:

@@ -7,7 +7,8 @@ date as events arrive, so a turn costs O(new events), not a walk of the whole hi
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..errors import StorageError
 from ..storage.fence import OPEN_FENCE, Fence, FencedOut, stop_point
@@ -29,6 +30,13 @@ if TYPE_CHECKING:
     from ..redact import Redactor
 
 log = logging.getLogger(__name__)
+
+
+class _View(Protocol):
+    def apply(self, event: Any) -> None: ...
+
+
+V = TypeVar("V", bound=_View)
 
 
 class SessionWriteError(StorageError):
@@ -54,6 +62,7 @@ class Session:
         self.broken: str | None = None
         self._title: tuple[str | None, bool] = (None, False)
         self._transcripts: dict[str, Transcript] = {}
+        self._views: dict[str, _View] = {}
         self.extend(events)
 
     def extend(self, events: list[Any]) -> None:
@@ -67,6 +76,19 @@ class Session:
             self._title = (event.title, event.pinned)
         for t in self._transcripts.values():
             t.apply(event)
+        for v in self._views.values():
+            v.apply(event)
+
+    def view(self, name: str, build: Callable[[list[Any]], V]) -> V:
+        """A derived index of this session's events under ``name``: built once by ``build``
+        from the events so far, then kept up to date by its ``apply(event)`` for every event
+        taken after (recorded, or appended by another writer and taken by ``extend``), so a
+        reader per turn costs O(new events). A reloaded session is a new ``Session``: its
+        views start again from its events."""
+        v = self._views.get(name)
+        if v is None:
+            v = self._views[name] = build(self.events)
+        return v  # type: ignore[return-value]
 
     def transcript(self, reasoning: ReasoningReplay = "all") -> Transcript:
         """The model-facing messages, kept up to date from here on (built once per mode)."""
