@@ -17,6 +17,11 @@ can be computed by hand.
 * ``vague`` (scored directly, not through the loop: the scripted model posts single lines):
   two "Something in here is wrong." comments spanning each changed hunk.
 
+As a review team (``EvalConfig.team``) the same behaviours hold for the team as a whole: each
+persona reports the behaviour's findings in the report format its system prompt asks for, and the
+coordinator comments on each distinct finding once and names the fixed threads as the single
+reviewer does, so a team and a single reviewer of one behaviour get the same score.
+
 ``scripted_findings`` gives what each behaviour reports as eval findings, so the scoring tests
 can score the whole corpus without the loop.
 
@@ -32,7 +37,8 @@ from collections.abc import Callable
 
 from dsh_harness.testing import ModelRequest, Reply, ScriptedModelServer
 
-from ..testing.reviewer_model import _TARGET, Finding, reviewer_policy
+from ..testing.reviewer_model import _TARGET, Finding, reviewer_policy, severity_of
+from ..testing.team_model import COORDINATOR_SYSTEM, PERSONA_SYSTEM, coordinator_reply
 from .cases import Case
 from .score import TOLERANCE, CaseRun, candidate_pairs, pair_key
 from .score import Finding as EvalFinding
@@ -140,6 +146,18 @@ def _find(cases: dict[str, Case], behaviour: Callable[[str], str], diff: str,
     return _report(case, _push(req), behaviour(case.id))
 
 
+def _persona(cases: dict[str, Case], behaviour: Callable[[str], str],
+             req: ModelRequest) -> Reply:
+    """A persona's report: the behaviour's findings of this push, in the persona format."""
+    m = _TARGET.search(req.last_user_text())
+    case = cases.get(m.group(2).lower()) if m else None
+    if case is None or not req.last_user_text().startswith("Flow: review"):
+        return Reply(content="No findings.")
+    found = _report(case, _push(req), behaviour(case.id))
+    lines = [f"- `{f.path}:{f.line}` RIGHT [{severity_of(f.message)}]: {f.message}" for f in found]
+    return Reply(content="\n".join(lines) if lines else "No findings.")
+
+
 def eval_model(cases: list[Case], behaviour: str | Callable[[str], str]) -> ScriptedModelServer:
     """A scripted model server reviewing ``cases`` with one behaviour (or one per case id)."""
     pick = (lambda _id: behaviour) if isinstance(behaviour, str) else behaviour
@@ -151,6 +169,10 @@ def eval_model(cases: list[Case], behaviour: str | Callable[[str], str]) -> Scri
         m = _TARGET.search(req.last_user_text())
         if m and m.group(2).lower() in by_repo and pick(by_repo[m.group(2).lower()].id) == "fail":
             raise LookupError("scripted failure")  # the server answers HTTP 500
+        if PERSONA_SYSTEM.match(req.system):
+            return _persona(by_repo, pick, req)
+        if req.system.startswith(COORDINATOR_SYSTEM):
+            return coordinator_reply(req, fixed=fixed)
         return reviewer_policy(req, find=find, fixed=fixed)
 
     return ScriptedModelServer(policy=policy)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from dsh_harness.testing import ModelRequest, Reply
@@ -38,8 +39,8 @@ PERSONA_RULES: dict[str, list[str]] = {
 FETCHALL = re.compile(r"\.fetchall\(\)")
 FETCHALL_MESSAGE = ("`fetchall()` loads the whole result set into memory; iterate the cursor "
                     "or paginate.")
-_PERSONA = re.compile(r"^You are the (\S+) reviewer in dsh-github-reviewer's review team")
-_COORDINATOR = "You are the coordinator of dsh-github-reviewer's review team"
+PERSONA_SYSTEM = re.compile(r"^You are the (\S+) reviewer in dsh-github-reviewer's review team")
+COORDINATOR_SYSTEM = "You are the coordinator of dsh-github-reviewer's review team"
 _FINDING = re.compile(r"^- `([^`]+):(\d+)` (RIGHT|LEFT)(?: \[(\w+)\])?: (.+)$", re.M)
 _REPORT = re.compile(r'<persona_report persona="([^"]+)" status="completed">\n(.*?)\n'
                      r"</persona_report>", re.S)
@@ -58,7 +59,7 @@ class TeamModel:
         self._lock = threading.Lock()
 
     def __call__(self, req: ModelRequest) -> Reply:
-        m = _PERSONA.match(req.system)
+        m = PERSONA_SYSTEM.match(req.system)
         if m:
             name = m.group(1)
             with self._lock:
@@ -66,7 +67,7 @@ class TeamModel:
             if name in self.fail:
                 raise ScriptedFailure(f"scripted failure of persona {name}")
             return persona_reply(name, req)
-        if req.system.startswith(_COORDINATOR):
+        if req.system.startswith(COORDINATOR_SYSTEM):
             with self._lock:
                 self.calls["coordinator"] = self.calls.get("coordinator", 0) + 1
             if "coordinator" in self.fail:
@@ -124,7 +125,10 @@ def _fetchall(diff: str) -> list[str]:
     return out
 
 
-def coordinator_reply(req: ModelRequest) -> Reply:
+def coordinator_reply(req: ModelRequest,
+                      fixed: Callable[[str, ModelRequest], list[int]] | None = None) -> Reply:
+    """``fixed`` (optional) replaces the rule for which open threads the push fixed (the eval's
+    scripted team answers from a case's ground truth, like ``reviewer_policy``)."""
     user = req.last_user_text()
     if user.startswith("Flow: chat"):
         return _chat(req, user)
@@ -132,7 +136,10 @@ def coordinator_reply(req: ModelRequest) -> Reply:
     findings = []
     for persona, text in _REPORT.findall(user):
         for path, line, side, severity, message in _FINDING.findall(text):
-            findings.append((persona, path, int(line), side, severity or "major", message))
+            # Two personas reporting one defect at one line: one comment, as a careful
+            # coordinator merges them.
+            if not any((p, n, m) == (path, int(line), message) for _, p, n, _, _, m in findings):
+                findings.append((persona, path, int(line), side, severity or "major", message))
     calls = _calls(req.since_last_user())
     if not calls and _prepared_diff(user) is None:
         # No prepared diff in its message (an older coordinator prompt): it confirms the
@@ -159,8 +166,9 @@ def coordinator_reply(req: ModelRequest) -> Reply:
             summary = "The team found no new issues.\n\nVerdict: can merge"
         submit = {**pr, "method": "submit_pending", "event": "COMMENT", "body": summary}
         # The prepared diff it was given shows which of its open threads this push fixed.
-        fixed = fixed_threads(user, _prepared_diff(user) or "")
-        if fixed:
-            submit["fixedThreads"] = fixed
+        fixed_ids = (fixed(user, req) if fixed is not None
+                     else fixed_threads(user, _prepared_diff(user) or ""))
+        if fixed_ids:
+            submit["fixedThreads"] = fixed_ids
         return Reply(tool_calls=[("pull_request_review_write", submit)])
     return Reply(content="Review submitted.")

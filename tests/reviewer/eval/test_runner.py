@@ -113,6 +113,39 @@ async def test_shipped_cases_with_a_perfect_reviewer_and_the_cost_cap(tmp_path):
     assert "| critical | 100% [21–100%] (1/1);" in table and "| by language |" in table
 
 
+
+@pytest.mark.slow
+async def test_a_team_recognises_fixes_as_the_single_reviewer_does(tmp_path):
+    """The same behaviours run alone and as a review team (the coordinator is given its open
+    threads): the team finds, repeats and recognises fixes exactly as the single reviewer."""
+    behaviours = {"perfect": "perfect", "claims": "claims_all", "silent": "silent"}
+    cases = [case(id=f"calc-{k}") for k in behaviours]
+    pick = lambda cid: behaviours[cid.split("-")[1]]  # noqa: E731
+    scores = {}
+    for cfg in (EvalConfig(MODEL), EvalConfig(MODEL, team=("quality", "security"))):
+        with eval_model(cases, pick) as model:
+            h = _harness(tmp_path / cfg.label.replace(" ", "_"), model)
+            try:
+                res = await run_config(h, cfg, cases, Options(concurrency=3))
+            finally:
+                await h.close()
+        runs = {r.case_id: r for r in res.runs}
+        assert all(r.error is None and r.reviewed == [1, 2] for r in runs.values()), runs
+        if cfg.team:  # the coordinator posted what the personas reported
+            assert all(f.body.split("** ", 1)[-1].startswith(("[quality] ", "[security] "))
+                       for f in runs["calc-perfect"].findings), runs["calc-perfect"].findings
+        scores[cfg.label] = {c.id: summarize([score_case(c, runs[c.id])], [runs[c.id]])
+                             for c in cases}
+    single, team = scores.values()
+    assert team["calc-perfect"]["re_review"] == single["calc-perfect"]["re_review"] == {
+        "cases": 1, "new_defects": 1, "new_found": 1, "fixes": 1, "fixes_recognised": 1,
+        "repeats": 0, "resolved_unfixed": 0}
+    assert (team["calc-claims"]["re_review"]["resolved_unfixed"],
+            team["calc-claims"]["re_review"]["fixes_recognised"]) == (1, 1)
+    for cid in single:
+        for key in ("recall", "precision", "f1", "findings", "re_review"):
+            assert team[cid][key] == single[cid][key], (cid, key)
+
 def res_started():
     from datetime import UTC, datetime
 
