@@ -332,8 +332,11 @@ class PrRecord(Record):
         return until
 
     def review_due_at(self, poll_interval_s: float, now: datetime) -> datetime | None:
+        """When the owed review may run; None when none is owed now: none was asked, a draft
+        waits for its next head, the repository is paused, or the PR was closed (its status
+        stays, so a reopened PR owes the review it owed; its commands and notices still run)."""
         if self.status != "reviewing" or (self.draft and self.draft_waits == self.head_sha) \
-                or self.waits_for_resume:
+                or self.waits_for_resume or self.closed_seen_at is not None:
             return None
         return self.backoff_until(poll_interval_s) or now
 

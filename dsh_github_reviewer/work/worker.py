@@ -43,9 +43,6 @@ class PrWorker:
             return None
         now = self.ctx.clock()
         paused = account_pause.work_held_until(self.ctx.pause, now)
-        if rec.closed_seen_at is not None and rec.status == "reviewing":
-            # A closed PR owes no review, but its commands and notices still run.
-            rec = rec.model_copy(update={"status": "reviewed"})
         due = rec.due_at(self.ctx.cfg.poll_interval_s, now)
         # A paused account (rejected credentials) runs nothing before the pause ends.
         return due if due is None or paused is None else max(due, paused)
@@ -90,7 +87,7 @@ class PrWorker:
             return False
         interval = self.ctx.cfg.poll_interval_s
         due = rec.review_due_at(interval, now)
-        if due is not None and due <= now and rec.closed_seen_at is None:
+        if due is not None and due <= now:
             # (A draft's owed review too, once per head: the procedure reads whether the
             # base reviews drafts, and records the head it waits on when not.)
             async with self.review_slot():

@@ -95,6 +95,18 @@ def test_review_due_at():
     assert pr(status="missing_instructions").review_due_at(3, now) is None
 
 
+def test_a_closed_pr_owes_no_review_until_reopened_but_its_commands_run():
+    now = T0 + sec(1)
+    rec = pr(queued=[command(1, next_attempt_at=T0 + sec(7))])
+    rec.closed(T0)
+    assert rec.status == "reviewing" and rec.review_due_at(3, now) is None
+    assert rec.due_at(3, now) == T0 + sec(7)         # the command still runs
+    rec.queued.clear()
+    assert rec.due_at(3, now) is None                # nothing owed: the inbox wakes no one
+    rec.reopened()
+    assert rec.review_due_at(3, now) == now          # the review it owed is owed again
+
+
 def test_due_at_is_the_earliest_owed_item():
     now = T0 + sec(1)
     assert pr(status="reviewed").due_at(3, now) is None
