@@ -30,7 +30,9 @@ from ..github.models import PullRequest
 from ..pr_output.replies import reply_body
 from ..reviewers.team import verdict
 from ..reviewers.team.personas import BUILT_IN, DEFAULT_TEAM, resolve
+from ..turn.extras import TurnExtras
 from ..turn.prompts import TrustedInstructions
+from ..turn.repo_config import RepoSettings
 from ..work.context import ReviewDeps
 from ..work.procedure import (
     INSTRUCTIONS_PATH,
@@ -48,6 +50,7 @@ from ..work.procedure import (
     last_reviewed_head,
     missing_message,
 )
+from ..work.turn_extras import verify_enabled
 from .event import CiEnv, CiError, CiTask, load_payload, task_for
 from .summary import StepSummary, restored, since, spent
 
@@ -165,10 +168,17 @@ async def bound_sessions(harness: Harness) -> None:
 
 class _CiHooks(Hooks):
     """CI's steps inside the procedure: a team whose personas are not defined is a
-    configuration error (every run would post a failed-closed review naming them)."""
+    configuration error (every run would post a failed-closed review naming them); the second
+    look as the daemon decides it. CI keeps no store: the findings it drops are listed in the
+    review body, and there are no lessons."""
 
     def __init__(self, acct: ConnectedAccount):
         self.acct = acct
+
+    async def extras(self, pr: PullRequest, settings: RepoSettings | None) -> TurnExtras | None:
+        if not verify_enabled(self.acct.config.review, settings):
+            return None
+        return TurnExtras(verify=True)
 
     async def starting(self, pr: PullRequest, instructions: TrustedInstructions,
                        trigger: Trigger) -> None:

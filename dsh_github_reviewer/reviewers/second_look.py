@@ -196,7 +196,9 @@ async def post_held(look: SecondLook, turn: GuardTurn, acct: ConnectedAccount,
     if save is not None:
         await save(outcome)   # before the post: a crash after it still lists the dropped
     apply(turn, outcome)
-    note = body_note(outcome, summary=acct.config.review.summary)
+    # Dropped findings go to the summary comment only where they were saved for it (the
+    # daemon's store); otherwise (CI, or no summary comment) the body lists them.
+    note = body_note(outcome, summary=acct.config.review.summary and save is not None)
     if note:
         turn.body_notes.append(note)
     log.info("%s: second look kept %d, dropped %d, lowered %d finding(s)", s.pr_label,

@@ -126,3 +126,33 @@ async def test_ci_and_the_daemon_give_the_model_the_same_and_ci_keeps_the_summar
     (updated,) = summaries(st)
     assert updated.id == summary.id and updated.body != first_body
     assert head[:12] in updated.body and "fixed" in updated.body
+
+
+def test_ci_gives_the_drafted_findings_the_second_look_the_base_asks_for(tmp_path, sandbox80,
+                                                                       team_model):
+    """``verify = true`` in the base's repository config: as in the daemon, a verifier session
+    checks the coordinator's draft before the post. CI keeps no store, so the finding it drops
+    is listed in the review body (collapsed), not promised to the summary comment; the
+    verifier's session is saved with the team's for the next run's cache."""
+    sb, st = sandbox80, sandbox80.state
+    build_shop(sb)
+    base_commit(sb, {".github/dsh-review.toml": "verify = true\n"})
+    sim = ActionsSimulator(tmp_path / "ci", ROOT, REPO, token=BOT_TOKEN, api_url=sb.api_url,
+                           server_url=sb.web_url)
+    run = sim.run("pull_request", pull_request_event(sb, REPO, 1, "opened"),
+                  inputs={"model-api-key": "k", "model-base-url": team_model.base_url,
+                          "fail-on": "never"},
+                  env={"DSH_MODEL_RETRY_BASE_S": "0.01"})
+    assert run.exit_code == 0, run.output
+    (review,) = [r for r in st.reviews_of(REPO, 1) if r.user == BOT]
+    bodies = [c.body for c in st.comments_of_review(review.id)]
+    assert bodies and not any("Off-by-one" in b for b in bodies), bodies
+    assert any("SQL built" in b for b in bodies), "kept findings are posted"
+    listed = review.body.split("<details><summary>Second look: ", 1)[1]
+    assert "shop/cart.py" in listed and "Off-by-one" in listed
+    assert "listed with the reason in the summary comment" not in review.body
+    assert any(s.request["messages"][-1]["content"].startswith("Flow: verify")
+               for s in team_model.served if s.fault is None)
+    saved = sim.cache.entries[run.saved_key].directory
+    assert any("persona_verifier" in p.name or "verifier" in p.name
+               for p in saved.glob("*.jsonl")), sorted(p.name for p in saved.glob("*"))
