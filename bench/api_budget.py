@@ -13,10 +13,11 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+from dsh_github_reviewer.core.session_key import PrRef
 from dsh_github_reviewer.testing import SandboxGitHub
 from dsh_github_reviewer.testing.deployment import Deployment
 from dsh_github_reviewer.testing.scenario import REPO, build_shop, model_server
-from dsh_github_reviewer.work.records import PrRecord, pr_key
+from dsh_github_reviewer.work.records import PrRecord
 
 
 async def feed_pattern(prs: int) -> tuple[int, int, int, int]:
@@ -28,7 +29,7 @@ async def feed_pattern(prs: int) -> tuple[int, int, int, int]:
         store = await dep.store()
         for n in range(1, prs + 1):
             pr = sb.state.pull(REPO, n)
-            await store.update_pr(pr_key("demo", REPO, n), lambda _, pr=pr: PrRecord(
+            await store.update_pr(PrRef("demo", REPO, n), lambda _, pr=pr: PrRecord(
                 head_sha=pr.head_sha, status="reviewed", updated_at=now,
                 reviewed_head_sha=pr.head_sha))
         await dep.tick()             # first tick: fills the ETag cache

@@ -34,12 +34,13 @@ import httpx2
 
 from dsh_github_reviewer.app import ReviewerApp
 from dsh_github_reviewer.app.webhooks import start_receivers, stop_receivers
+from dsh_github_reviewer.core.session_key import PrRef
 from dsh_github_reviewer.sources.webhook.signature import sign
 from dsh_github_reviewer.testing import SandboxGitHub
 from dsh_github_reviewer.testing.deployment import Deployment
 from dsh_github_reviewer.testing.reviewer_model import reviewer_policy
 from dsh_github_reviewer.testing.scenario import FEATURE, REPO, build_shop
-from dsh_github_reviewer.work.records import PrRecord, pr_key
+from dsh_github_reviewer.work.records import PrRecord
 from dsh_harness.testing import ScriptedModelServer
 
 SECRET = "bench-secret"
@@ -179,7 +180,7 @@ async def throughput(prs: int = 1000) -> tuple[float, int, list[int]]:
         now = datetime.now(UTC)
         for n in range(1, prs + 1):  # every PR reviewed at its first head; then a push each
             head = first[n]
-            await store.update_pr(pr_key("demo", REPO, n), lambda _, h=head: PrRecord(
+            await store.update_pr(PrRef("demo", REPO, n), lambda _, h=head: PrRecord(
                 head_sha=h, status="reviewed", updated_at=now, reviewed_head_sha=h))
         servers = await start_receivers(app, app.work.record_work())
         work = [bodies[i % len(bodies)] for i in range(DELIVERIES)]

@@ -51,8 +51,9 @@ def _rss_mb(pid: int) -> float:
 
 
 async def _seed(dep, sb, n: int) -> None:
+    from dsh_github_reviewer.core.session_key import PrRef
     from dsh_github_reviewer.testing.scenario import REPO
-    from dsh_github_reviewer.work.records import PRS, PrRecord, pr_key
+    from dsh_github_reviewer.work.records import PRS, PrRecord
 
     await dep.start()
     store = await dep.store()
@@ -60,7 +61,7 @@ async def _seed(dep, sb, n: int) -> None:
     async with store.domain.transaction() as tx:
         for i in range(1, n + 1):
             pr = sb.state.pull(REPO, i)
-            tx.put(PRS, pr_key("demo", REPO, i), PrRecord(
+            tx.put(PRS, PrRef("demo", REPO, i).format(), PrRecord(
                 head_sha=pr.head_sha, status="reviewed", updated_at=now,
                 reviewed_head_sha=pr.head_sha, base_ref=pr.base_ref, base_sha=pr.base_sha))
     await dep.stop()

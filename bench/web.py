@@ -204,8 +204,8 @@ async def live_rows(seconds: float, viewers: int = 50) -> list[tuple[str, str, s
 
 async def make_prs(h: Harness, count: int, orphans: int) -> None:
     """PR sessions shaped like the reviewer writes them, and a work record per PR."""
-    from dsh_github_reviewer.core.session_key import PrKey
-    from dsh_github_reviewer.work.records import DOMAIN, PRS, PrRecord, pr_key
+    from dsh_github_reviewer.core.session_key import PrKey, PrRef
+    from dsh_github_reviewer.work.records import DOMAIN, PRS, PrRecord
 
     now = datetime.now(UTC)
     for i in range(count):
@@ -223,7 +223,7 @@ async def make_prs(h: Harness, count: int, orphans: int) -> None:
         await s.record(TurnEnd, turn=1, reason="completed", usage=USAGE)
         await h.sessions.release(s.id)
     domain = await h.storage.domain(DOMAIN)
-    ops = [(PRS, pr_key("bench", f"acme/repo{i % 40}", i + 1),
+    ops = [(PRS, PrRef("bench", f"acme/repo{i % 40}", i + 1).format(),
             PrRecord(head_sha=f"{i:040x}", status="reviewed", updated_at=now,
                      title=f"Change number {i}"))
            for i in range(count + orphans)]

@@ -27,11 +27,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dsh_github_reviewer.config import AccountConfig
+from dsh_github_reviewer.core.session_key import PrRef
 from dsh_github_reviewer.core.triggers import BotIdentity
 from dsh_github_reviewer.github.feeds import FeedMarks
 from dsh_github_reviewer.github.models import PullSummary
 from dsh_github_reviewer.work.inbox import Inbox, Observations
-from dsh_github_reviewer.work.records import PrRecord, pr_key
+from dsh_github_reviewer.work.records import PrRecord
 from dsh_github_reviewer.work.store import WorkStore, domain_spec
 from dsh_harness.storage import Domain
 from dsh_harness.storage.sqlite_backend import SqliteBackend
@@ -112,7 +113,7 @@ async def update_p50(prs: int, old=None, samples: int = 15) -> float:
         backend = SqliteBackend(Path(tmp))
         if old is None:
             domain = await Domain.open(domain_spec(), backend)
-            await domain.write_many([("prs", pr_key("demo", "acme/shop", i),
+            await domain.write_many([("prs", PrRef("demo", "acme/shop", i).format(),
                                       PrRecord(head_sha=f"{i:040x}", status="reviewed",
                                                updated_at=NOW, processed_comment_ids=[1, 2]))
                                      for i in range(1, prs + 1)])
@@ -122,7 +123,7 @@ async def update_p50(prs: int, old=None, samples: int = 15) -> float:
                 def bump(e):
                     e.reviews_done += 1
                     return e
-                await store.update_pr(pr_key("demo", "acme/shop", 1 + i % prs), bump)
+                await store.update_pr(PrRef("demo", "acme/shop", 1 + i % prs), bump)
         else:
             domain = await Domain.open(DomainSpec(name=old.DOMAIN, version=1,
                                                   tables={old.TABLE: old.AccountCursor}),

@@ -311,3 +311,86 @@ def test_tests_are_laid_out_like_the_code():
             elif not (path.parent / "__init__.py").exists():
                 misplaced.append(f"tests/{tree}/{rel}: its folder lacks __init__.py")
     assert not misplaced, "\n".join(misplaced)
+
+
+# -- the PR record key: one typed value (``PrRef``), parsed once -----------------------------
+
+SESSION_KEY = "dsh_github_reviewer/core/session_key.py"
+# Where a stored PR record key enters from storage: the only callers of ``PrRef.parse``.
+STORAGE_EDGES = {"dsh_github_reviewer/work/store.py", "dsh_github_reviewer/web/pages.py"}
+# Strings split on ":" that are not PR record keys, and what they are. A new entry must name
+# what it splits; a record key is never split by hand (``PrRef`` has its parts).
+COLON_SPLITS = {
+    "dsh_github_reviewer/core/triggers.py": "a trigger's wire form <account>:<kind>:<id>",
+    "dsh_github_reviewer/web/findings.py": "a reaction fact key reactions:<id>:<+1>:<-1>:<…>",
+    "dsh_github_reviewer/eval/command.py": "a case check's '<case>: <problem>' line",
+    "dsh_github_reviewer/testing/sandbox_graphql.py": "a GraphQL '<sha>:<path>' expression",
+    "dsh_github_reviewer/testing/reviewer_model.py": "a scripted '<path>:<line>' spot",
+}
+_SPLITS = {"split", "rsplit", "partition", "rpartition"}
+# f"{account}:{owner}/{repo}#{n}" and f"{account}:{repo}#{n}": a record key built by hand.
+_KEY_SHAPE = re.compile(r"\{\}:\{\}(/\{\})?#\{\}")
+
+
+def record_key_handling(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) of every hand-made PR record key in ``tree``: ``repo_of``/``pr_key``,
+    a split on "#" or ":", an f-string shaped like a record key, a ``PrRef.parse`` call."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        name = (node.name if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+                else node.id if isinstance(node, ast.Name)
+                else node.attr if isinstance(node, ast.Attribute) else None)
+        if name in ("repo_of", "pr_key", "split_pr_key"):
+            found.append((node.lineno, name))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            arg = node.args[0] if node.args else None
+            sep = arg.value if isinstance(arg, ast.Constant) else None
+            if node.func.attr in _SPLITS and sep in ("#", ":"):
+                found.append((node.lineno, f'.{node.func.attr}("{sep}")'))
+            owner = node.func.value
+            if node.func.attr == "parse" and isinstance(owner, ast.Name) \
+                    and owner.id == "PrRef":
+                found.append((node.lineno, "PrRef.parse"))
+        if isinstance(node, ast.JoinedStr):
+            shape = "".join(v.value if isinstance(v, ast.Constant) else "{}"
+                            for v in node.values)
+            if _KEY_SHAPE.search(shape):
+                found.append((node.lineno, f'f"{shape}"'))
+    return found
+
+
+def test_the_pr_record_key_is_parsed_once_and_never_split_by_hand():
+    """A PR's record key is the storage form of ``PrRef`` (core/session_key.py): built with
+    ``format``, read back with ``parse`` where it comes out of storage, never re-split."""
+    bad = []
+    for path in MODULES.values():
+        rel = path.relative_to(ROOT).as_posix()
+        if not rel.startswith("dsh_github_reviewer/") or rel == SESSION_KEY:
+            continue
+        for line, what in record_key_handling(ast.parse(path.read_text())):
+            if what == "PrRef.parse" and rel in STORAGE_EDGES:
+                continue
+            if what.endswith('(":")') and rel in COLON_SPLITS:
+                continue
+            bad.append(f"{rel}:{line}: {what}")
+    assert not bad, ("PR record keys handled by hand (use PrRef: .owner/.name/.number, "
+                     "WorkStore takes it; parse only at a storage edge):\n" + "\n".join(bad))
+
+
+def test_the_record_key_check_sees_every_spelling():
+    src = '''
+def repo_of(key): ...
+a, _, b = key.partition("#")
+c = key.rsplit("#", 1)
+d = key.split(":")
+e = f"{account}:{owner}/{repo}#{n}"
+f = f"{account}:{repo}#{n}"
+g = PrRef.parse(key)
+h = context.repo_of(key)
+'''
+    found = [what for _, what in record_key_handling(ast.parse(src))]
+    assert found.count("repo_of") == 2
+    assert {'.partition("#")', '.rsplit("#")', '.split(":")', "PrRef.parse"} <= set(found)
+    assert sum(w.startswith('f"') for w in found) == 2
+    fine = 'x = f"{owner}/{repo}#{n}"\ny = text.split(",")\nz = PrRef(a, r, 1).format()\n'
+    assert record_key_handling(ast.parse(fine)) == []

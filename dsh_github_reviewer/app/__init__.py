@@ -224,7 +224,7 @@ class ReviewerApp:
         except DshError:
             return None
         store = WorkStore(domain, key.account)
-        rec = await store.pr(key.ref.format())
+        rec = await store.pr(key.ref)
         return await store.instructions(rec.instructions_key) if rec else None
 
     async def stored_inputs(self, key: PrKey) -> WorldInputs:

@@ -9,7 +9,6 @@ from typing import Any
 from dsh_harness import Harness
 
 from ..core.clock import utcnow
-from ..core.session_key import PrRef
 from ..sources.poll import POLL_PAUSES
 from ..sources.webhook.status import webhook_status
 from ..work.records import DOMAIN
@@ -36,11 +35,12 @@ async def status_data(harness: Harness) -> list[dict[str, Any]]:
         store = WorkStore(domain, acct.key)
         account = await store.load_account()
         prs = []
-        for key, e in sorted((await store.prs()).items()):
+        for ref, e in sorted((await store.prs()).items(), key=lambda kv: kv[0].format()):
             backoff = e.backoff_until(acct.config.poll_interval_s)
-            ref = PrRef.parse(key)
             prs.append({
-                "pr": f"{ref.repo}#{ref.number}", "title": e.title, "status": e.status,
+                # "pr" is for reading; "repo" and "number" are the PR for a program.
+                "pr": f"{ref.repo}#{ref.number}", "repo": ref.repo, "number": ref.number,
+                "title": e.title, "status": e.status,
                 # The status in words (never a raw ``gave_up``; a draft waits, closed/merged).
                 "status_text": status_words(e), "state": from_record(e)[0],
                 "head_sha": e.head_sha, "reviewed_head_sha": e.reviewed_head_sha,
@@ -54,7 +54,7 @@ async def status_data(harness: Harness) -> list[dict[str, Any]]:
                 # /bot pause: who paused automatic reviews (None: not paused).
                 "paused_by": e.paused_by, "paused_at": _iso(e.paused_at),
                 # Replicas: who runs this PR's work now (its lease), else None.
-                "lease": held.get(f"pr:{key}"),
+                "lease": held.get(f"pr:{ref.format()}"),
                 # action "teach": a thread reply read for a lesson, not a /bot command.
                 "queued": [{"comment_id": c.comment_id, "action": c.action,
                             "attempts": c.attempts,

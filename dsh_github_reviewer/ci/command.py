@@ -23,6 +23,7 @@ from dsh_harness import DshError, Harness, error_lines
 
 from ..app import ReviewerApp
 from ..config import TeamSettings
+from ..core.session_key import PrRef
 from ..core.triggers import Trigger, answers_command
 from ..github.account import ConfiguredAccount, ConnectedAccount
 from ..github.errors import GitHubError
@@ -217,8 +218,9 @@ async def _run(harness: Harness, app: ReviewerApp, acct: ConnectedAccount, env: 
         say(f"cannot read PR #{task.number}: {exc}")
         summary.add("Result", "failed: the PR could not be read")
         return 1
-    job = ReviewJob(owner, name, task.number, trigger, previous_head=previous,
-                    requested_by=task.requested_by, same_review=earlier)
+    ref = PrRef(acct.key, env.repository, task.number)
+    job = ReviewJob(ref, trigger, previous_head=previous, requested_by=task.requested_by,
+                    same_review=earlier)
     outcome = await procedure.run(job, _CiHooks(acct))
     return await _outcome(acct, outcome, fail_on, summary, env)
 

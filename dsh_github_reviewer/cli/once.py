@@ -11,8 +11,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..core.session_key import PrRef
-
 if TYPE_CHECKING:
     from ..app import ReviewerApp
     from ..sources.poll import PassResult
@@ -29,8 +27,7 @@ async def failures(app: ReviewerApp, results: dict[str, PassResult],
         store = app.stores.get(key)
         if store is None:
             continue
-        for pr_key, rec in sorted((await store.prs()).items()):
-            ref = PrRef.parse(pr_key)
+        for ref, rec in sorted((await store.prs()).items(), key=lambda kv: kv[0].format()):
             where = f"account {key}: {ref.repo}#{ref.number}"
             if _since(rec.last_failed_at, started):
                 out.append(f"{where}: review failed: {rec.last_error or 'no review was posted'}")

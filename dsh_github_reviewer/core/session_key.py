@@ -59,7 +59,7 @@ class PrKey:
         return replace(self, persona=persona)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class PrRef:
     """The PR a work record is about: ``<account>:<owner>/<repo>#<n>`` on the wire.
 
@@ -100,13 +100,29 @@ class PrRef:
 
     __str__ = format
 
+    @classmethod
+    def parse_v1(cls, account: str, key: str) -> PrRef:
+        """A version-1 key (``<owner>/<repo>#<n>``, inside the account's own record) as the
+        reference of that account's PR; only the v1 migration reads these."""
+        repo, hash_, number = str(key).rpartition("#")
+        if not hash_ or not number.isascii() or not number.isdigit():
+            raise ValueError(f"not a version-1 PR key (want <owner>/<repo>#<n>): {key!r}")
+        return cls(account, repo, int(number))
+
     @property
     def owner(self) -> str:
+        """The repository's owner (lower case)."""
         return self.repo.partition("/")[0]
 
     @property
     def name(self) -> str:
+        """The repository's name without its owner (lower case)."""
         return self.repo.partition("/")[2]
+
+    def session(self, persona: str | None = None) -> PrKey:
+        """The id parts of this PR's conversation (``persona``: a team member's or the
+        verifier's session)."""
+        return PrKey(self.account, self.owner, self.name, self.number, persona)
 
 
 def parse_session_id(session_id: str) -> PrKey | None:

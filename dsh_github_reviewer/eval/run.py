@@ -31,10 +31,9 @@ from ..app import ReviewerApp
 from ..app.webhooks import start_receivers, stop_receivers
 from ..config import ReviewerConfig
 from ..core.clock import utcnow
-from ..core.session_key import PrKey
+from ..core.session_key import PrKey, PrRef
 from ..testing import LoopbackPortDenied, SandboxGitHub
 from ..testing.deployment import Deployment
-from ..work.records import pr_key
 from .cases import Case
 from .score import CaseRun, Finding
 
@@ -259,7 +258,7 @@ async def _settled(dep: Deployment, poller: _Poller, case: Case, sha: str) -> No
     """Until the review of head ``sha`` is posted or has failed, and the PR's work is idle.
     The push reaches the bot as a webhook delivery; if its record has not appeared after
     ``REPOLL_S``, a poll looks (a lost delivery)."""
-    key = pr_key(ACCOUNT, _repo(case), 1)
+    key = PrRef(ACCOUNT, _repo(case), 1)
     store = await dep.store(ACCOUNT)
     assert dep.work is not None
     lane = dep.work.scheduler.lanes.get(ACCOUNT)

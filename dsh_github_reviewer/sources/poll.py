@@ -29,7 +29,7 @@ from ..work.context import short_error
 from ..work.inbox import Inbox, Observations
 from ..work.records import PRS, AccountRecord, RepoState
 from ..work.scheduler import Scheduler
-from ..work.store import WorkStore
+from ..work.store import WorkStore, stored_key
 from .repositories import WatchedRepositories
 
 log = logging.getLogger(__name__)
@@ -255,7 +255,7 @@ class AccountPoller:
             await self._prune_if_due(repo, now)
             return 0   # an idle repository: three free 304s, no read or write of a record
         comments = [*snap.issue_comments, *snap.review_comments]
-        keys: list[str] = []
+        keys: list[PrRef] = []
         if snap.complete:
             # Every open PR, recorded a page at a time with that page's comments; the marks
             # move only after the last page (a crash in between reads it all again).
@@ -289,10 +289,10 @@ class AccountPoller:
             return
         self._pruned_at[repo] = now
         async with self.store.domain.transaction() as tx:
-            for key, rec in (await self.store.prs()).items():
-                if PrRef.parse(key).repo == repo and rec.prunable(now):
-                    tx.delete(PRS, key)
-                    log.info("account %s: pruned closed PR %s", self.acct.key, key)
+            for ref, rec in (await self.store.prs()).items():
+                if ref.repo == repo and rec.prunable(now):
+                    tx.delete(PRS, stored_key(ref))
+                    log.info("account %s: pruned closed PR %s", self.acct.key, ref)
 
     async def _mark_closed(self, full: str, open_numbers: set[int], now: datetime) -> None:
         """After a full listing: PRs missing from it are closed — noted once; pruned 7 days
@@ -300,17 +300,16 @@ class AccountPoller:
         repo = full.lower()
         changed = False
         async with self.store.domain.transaction() as tx:
-            for key, rec in (await self.store.prs()).items():
-                ref = PrRef.parse(key)
+            for ref, rec in (await self.store.prs()).items():
                 if ref.repo != repo or ref.number in open_numbers:
                     continue
                 if rec.closed_seen_at is None:
                     rec.closed(now)   # the record's own transition (PrRecord.closed)
-                    tx.put(PRS, key, rec)
+                    tx.put(PRS, stored_key(ref), rec)
                     changed = True
                 elif rec.prunable(now):
-                    tx.delete(PRS, key)
-                    log.info("account %s: pruned closed PR %s", self.acct.key, key)
+                    tx.delete(PRS, stored_key(ref))
+                    log.info("account %s: pruned closed PR %s", self.acct.key, ref)
         if changed:
             self.scheduler.wake(self.acct.key, None)
 

@@ -12,10 +12,11 @@ from dsh_harness import Harness, LoadedConfig, parse_config
 from ..app import ReviewerApp
 from ..app.service import WorkService
 from ..core.clock import utcnow
+from ..core.session_key import PrRef
 from ..core.triggers import SUMMARY_MARKER
 from ..reviewers.base import Reviewer
 from ..sources.poll import AccountPoller
-from ..work.records import DOMAIN, pr_key
+from ..work.records import DOMAIN
 from ..work.store import WorkStore
 from .sandbox import SandboxGitHub
 from .scenario import BOT_LOGIN, REPO, deployment_toml
@@ -93,7 +94,7 @@ class Deployment:
         return WorkStore(await self.harness.storage.domain(DOMAIN), account)
 
     async def entry(self, number: int = 1, account: str = "demo", repo: str = REPO):
-        return await (await self.store(account)).pr(pr_key(account, repo, number))
+        return await (await self.store(account)).pr(PrRef(account, repo, number))
 
     async def account_record(self, account: str = "demo"):
         """The account record (feed marks, tick times, rate limit, repository state)."""

@@ -26,7 +26,7 @@ from ..app.pr_state import LAST_TURN, from_facts, from_record
 from ..app.status import status_data
 from ..core.clock import utcnow
 from ..core.session_key import PrRef, parse_session_id
-from ..work.records import DOMAIN, PRS, PrRecord, pr_key
+from ..work.records import DOMAIN, PRS, PrRecord
 from ..work.store import WorkStore
 from . import attention, noise
 from .facts import web_url
@@ -472,7 +472,7 @@ async def states_of(harness: Any, rows: list[PrRow],
             rec = (cached.get((acct.key, r.key[1].lower(), r.key[2].lower(), r.key[3]))
                    or (None, ""))[0]
         else:
-            rec = await store.pr(pr_key(acct.key, r.repo, r.key[3]))
+            rec = await store.pr(PrRef(acct.key, r.repo, r.key[3]))
         if rec is not None:
             out[r.key] = from_record(rec)
         elif rec is None and polled and r.repo.lower() in {
@@ -494,7 +494,7 @@ async def record_state(harness: Any, session_id: str) -> tuple[str, str] | None:
     if key is None or key.account not in app.configured:
         return None
     store = WorkStore(await harness.storage.domain(DOMAIN), key.account)
-    rec = await store.pr(key.ref.format())
+    rec = await store.pr(key.ref)
     return from_record(rec) if rec is not None else None
 
 
@@ -665,8 +665,8 @@ def register(router: Any) -> None:
                     for r in index.rows if r.session_id}
         for a in data:
             for p in a["prs"]:
-                repo, _, number = p["pr"].rpartition("#")
-                p["session"] = sessions.get((a["account"], repo.lower(), int(number)))
+                repo, number = p["repo"], p["number"]
+                p["session"] = sessions.get((a["account"], repo, number))
                 p["list_url"] = "/prs?" + urlencode({"repo": repo, "q": f"#{number}"})
         return await router.render(request, "reviewer_status.html", accounts=data,
                                    default_model=router.harness.config.default_model)

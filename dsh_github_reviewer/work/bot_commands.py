@@ -19,7 +19,7 @@ from ..core.session_key import PrRef
 from ..github.models import ReviewComment
 from ..pr_output.replies import post_reply
 from ..turn.feedback import bot_reviews
-from .context import WorkContext, repo_of
+from .context import WorkContext
 from .lessons import (
     LESSONS_GIVEN,
     REMOVED_BY_LIMIT,
@@ -77,20 +77,20 @@ def lessons_of(ctx: WorkContext) -> LessonStore:
     return LessonStore(ctx.store.domain, ctx.acct.key)
 
 
-async def answer(ctx: WorkContext, key: str, cmd: Command) -> None:
+async def answer(ctx: WorkContext, ref: PrRef, cmd: Command) -> None:
     """Run a built-in command and post its reply (nothing is posted for a thread reply that
     teaches nothing)."""
-    owner, name, number = repo_of(key)
-    text = await _text(ctx, key, cmd)
+    text = await _text(ctx, ref, cmd)
     if text is None:
         return
-    posted = await post_reply(ctx.client, owner, name, number, cmd, text, ctx.acct.identity)
-    log.info("%s: /bot %s %d answered%s", key, cmd.action, cmd.comment_id,
+    posted = await post_reply(ctx.client, ref.owner, ref.name, ref.number, cmd, text,
+                              ctx.acct.identity)
+    log.info("%s: /bot %s %d answered%s", ref, cmd.action, cmd.comment_id,
              "" if posted else " (reply was already posted)")
 
 
-async def _text(ctx: WorkContext, key: str, cmd: Command) -> str | None:
-    repo = PrRef.parse(key).repo
+async def _text(ctx: WorkContext, ref: PrRef, cmd: Command) -> str | None:
+    repo = ref.repo
     if cmd.action == "help":
         return HELP_TEXT
     if cmd.action == "pause":
@@ -105,9 +105,9 @@ async def _text(ctx: WorkContext, key: str, cmd: Command) -> str | None:
     if cmd.action == "forget":
         return await _forget(ctx, repo, cmd)
     if cmd.action == "learn":
-        return await _learn(ctx, key, cmd)
+        return await _learn(ctx, ref, cmd)
     if cmd.action == "teach":
-        return await _teach(ctx, key, cmd)
+        return await _teach(ctx, ref, cmd)
     raise ValueError(f"not a built-in command: {cmd.action!r}")
 
 
@@ -174,13 +174,13 @@ async def _forget(ctx: WorkContext, repo: str, cmd: Command) -> str:
     return f"Forgot lesson {lesson_id}: {_no_ping(lesson.text)}"
 
 
-async def _finding(ctx: WorkContext, key: str, root_id: int | None
+async def _finding(ctx: WorkContext, ref: PrRef, root_id: int | None
                    ) -> tuple[ReviewComment | None, LessonFinding | None]:
     """The bot's finding at the root of a review thread, or (None, None) when the thread is
     not one of the bot's findings."""
     if root_id is None:
         return None, None
-    owner, name, number = repo_of(key)
+    owner, name, number = ref.owner, ref.name, ref.number
     client = ctx.client
     comments = await client.list_review_comments(owner, name, number)
     root = next((c for c in comments if c.id == root_id), None)
@@ -202,14 +202,13 @@ def _taught(lesson: Lesson, repo: str) -> str:
             "this one.")
 
 
-async def _learn(ctx: WorkContext, key: str, cmd: Command) -> str:
-    ref = PrRef.parse(key)
+async def _learn(ctx: WorkContext, ref: PrRef, cmd: Command) -> str:
     repo = ref.repo
     if not cmd.message.strip():
         return "`/bot learn` needs the lesson, e.g. `/bot learn we log with structlog, not print`."
     finding = None
     if cmd.source == "review":
-        _, finding = await _finding(ctx, key, cmd.thread_root)
+        _, finding = await _finding(ctx, ref, cmd.thread_root)
     lesson = await lessons_of(ctx).teach(
         repo, text=cmd.message, source="command", taught_by=cmd.author,
         association=cmd.association, at=cmd.created_at, comment_id=cmd.comment_id,
@@ -220,15 +219,13 @@ async def _learn(ctx: WorkContext, key: str, cmd: Command) -> str:
     return _taught(lesson, repo)
 
 
-async def _teach(ctx: WorkContext, key: str, cmd: Command) -> str | None:
+async def _teach(ctx: WorkContext, ref: PrRef, cmd: Command) -> str | None:
     """A reply on a thread: a lesson when the thread is the bot's finding and the reply
     dismisses it — its author gave the finding a 👎, or the reply says it is intended."""
-    owner, name, number = repo_of(key)
-    repo = f"{owner}/{name}"
-    root, finding = await _finding(ctx, key, cmd.thread_root)
+    root, finding = await _finding(ctx, ref, cmd.thread_root)
     if root is None:
         return None
-    voted = await _voted_down(ctx, owner, name, root.id, cmd.author)
+    voted = await _voted_down(ctx, ref, root.id, cmd.author)
     source: LessonSource
     if voted:
         source = "vote"
@@ -239,18 +236,17 @@ async def _teach(ctx: WorkContext, key: str, cmd: Command) -> str | None:
     else:
         return None
     lesson = await lessons_of(ctx).teach(
-        repo, text=cmd.message, source=source, taught_by=cmd.author,
+        ref.repo, text=cmd.message, source=source, taught_by=cmd.author,
         association=cmd.association, at=cmd.created_at, comment_id=cmd.comment_id,
-        number=number, finding=finding)
+        number=ref.number, finding=finding)
     if lesson is None:
         return None
-    log.info("%s: lesson %d taught by %s (%s on thread %d)", repo, lesson.id, cmd.author,
+    log.info("%s: lesson %d taught by %s (%s on thread %d)", ref.repo, lesson.id, cmd.author,
              source, root.id)
-    return _taught(lesson, repo)
+    return _taught(lesson, ref.repo)
 
 
-async def _voted_down(ctx: WorkContext, owner: str, name: str, comment_id: int,
-                      login: str) -> bool:
-    votes = await ctx.client.list_reactions(owner, name, comment_id, review_comment=True)
+async def _voted_down(ctx: WorkContext, ref: PrRef, comment_id: int, login: str) -> bool:
+    votes = await ctx.client.list_reactions(ref.owner, ref.name, comment_id, review_comment=True)
     return any(v.content == "-1" and v.user is not None
                and v.user.login.lower() == login.lower() for v in votes)

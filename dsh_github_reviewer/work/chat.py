@@ -14,13 +14,14 @@ from datetime import timedelta
 
 from ..core.failures import local_failure
 from ..core.sanitizer import redact_secrets
+from ..core.session_key import PrRef
 from ..core.triggers import Trigger
 from ..github.errors import BadCredentials, GitHubError, RateLimited
 from ..pr_output.replies import already_replied, post_reply
 from ..turn.prompts import TrustedInstructions
 from . import bot_commands
 from . import pause as account_pause
-from .context import WorkContext, repo_of, short_error
+from .context import WorkContext, short_error
 from .records import Command, Notice, PrRecord, backoff
 from .summary import update_summary
 
@@ -35,44 +36,44 @@ class CommandProcedure:
     def __init__(self, ctx: WorkContext):
         self.ctx = ctx
 
-    async def run(self, key: str, rec: PrRecord, cmd: Command) -> None:
+    async def run(self, ref: PrRef, rec: PrRecord, cmd: Command) -> None:
         try:
-            await self._run(key, rec, cmd)
+            await self._run(ref, rec, cmd)
         except BadCredentials as exc:
             await account_pause.pause(self.ctx.pause, "github", short_error(exc), self.ctx.clock())
         except RateLimited as exc:
             until = self.ctx.clock() + timedelta(seconds=exc.wait_s)
             error = short_error(exc)
-            await self._update(key, cmd, lambda c: _pause(c, until, error))
-            log.warning("%s: /bot %d waits until %s: %s", key, cmd.comment_id,
+            await self._update(ref, cmd, lambda c: _pause(c, until, error))
+            log.warning("%s: /bot %d waits until %s: %s", ref, cmd.comment_id,
                         until.isoformat(), exc)
         except Exception as exc:
             if local_failure(exc):
                 raise   # the store failed: retried later, no attempt counted (see review.py)
             if not isinstance(exc, GitHubError | ChatFailed):
-                log.exception("%s: /bot %d failed with an exception", key, cmd.comment_id)
-            await self._failed(key, cmd, short_error(exc))
+                log.exception("%s: /bot %d failed with an exception", ref, cmd.comment_id)
+            await self._failed(ref, cmd, short_error(exc))
 
-    async def _run(self, key: str, rec: PrRecord, cmd: Command) -> None:
+    async def _run(self, ref: PrRef, rec: PrRecord, cmd: Command) -> None:
         ctx = self.ctx
-        owner, name, number = repo_of(key)
+        owner, name, number = ref.owner, ref.name, ref.number
         if cmd.action != "chat":
             # The bot's own commands: no model turn, no PR read (``bot_commands``).
             try:
-                await bot_commands.answer(ctx, key, cmd)
+                await bot_commands.answer(ctx, ref, cmd)
             except bot_commands.NotYet as why:
-                await self._recheck(key, cmd, str(why))
+                await self._recheck(ref, cmd, str(why))
                 return
-            await self._done(key, cmd)
+            await self._done(ref, cmd)
             return
         if await already_replied(ctx.client, owner, name, number, cmd, ctx.acct.identity):
-            log.info("%s: /bot %d was already answered", key, cmd.comment_id)
-            await self._done(key, cmd)
+            log.info("%s: /bot %d was already answered", ref, cmd.comment_id)
+            await self._done(ref, cmd)
             return
         pr = await ctx.client.get_pull(owner, name, number)
         if pr.draft:
-            await ctx.store.mark_draft(key)
-            log.info("%s: is a draft; /bot %d waits until it is ready", key, cmd.comment_id)
+            await ctx.store.mark_draft(ref)
+            log.info("%s: is a draft; /bot %d waits until it is ready", ref, cmd.comment_id)
             return
         stored = await ctx.store.instructions(rec.instructions_key)
         instructions = TrustedInstructions(stored.source, stored.text) if stored else None
@@ -90,14 +91,14 @@ class CommandProcedure:
         if result.text:
             posted = await post_reply(ctx.client, owner, name, number, cmd, result.text,
                                       ctx.acct.identity)
-            log.info("%s: /bot %d answered%s", key, cmd.comment_id,
+            log.info("%s: /bot %d answered%s", ref, cmd.comment_id,
                      "" if posted else " (reply was already posted)")
         else:
-            log.info("%s: /bot %d: empty answer; nothing posted", key, cmd.comment_id)
-        await self._done(key, cmd)
-        await update_summary(ctx, key, reviewing=None, last_reviewed=rec.reviewed_head_sha)
+            log.info("%s: /bot %d: empty answer; nothing posted", ref, cmd.comment_id)
+        await self._done(ref, cmd)
+        await update_summary(ctx, ref, reviewing=None, last_reviewed=rec.reviewed_head_sha)
 
-    async def _update(self, key: str, cmd: Command, fn) -> None:
+    async def _update(self, ref: PrRef, cmd: Command, fn) -> None:
         def apply(e: PrRecord | None) -> PrRecord | None:
             if e is not None:
                 for i, c in enumerate(e.queued):
@@ -107,9 +108,9 @@ class CommandProcedure:
                             del e.queued[i]
                         break
             return e
-        await self.ctx.store.update_pr(key, apply)
+        await self.ctx.store.update_pr(ref, apply)
 
-    async def _recheck(self, key: str, cmd: Command, why: str) -> None:
+    async def _recheck(self, ref: PrRef, cmd: Command, why: str) -> None:
         """A thread reply read again later (not a failed attempt): its author's 👎 may follow."""
         wait = max(bot_commands.TEACH_RECHECK_S, 3 * self.ctx.cfg.poll_interval_s)
         until = self.ctx.clock() + timedelta(seconds=wait)
@@ -118,17 +119,17 @@ class CommandProcedure:
             c.rechecks += 1
             c.next_attempt_at = until
             return c
-        await self._update(key, cmd, later)
-        log.info("%s: %s; read again at %s", key, why, until.isoformat())
+        await self._update(ref, cmd, later)
+        log.info("%s: %s; read again at %s", ref, why, until.isoformat())
 
-    async def _done(self, key: str, cmd: Command) -> None:
-        await self._update(key, cmd, lambda c: None)
+    async def _done(self, ref: PrRef, cmd: Command) -> None:
+        await self._update(ref, cmd, lambda c: None)
 
-    async def _failed(self, key: str, cmd: Command, error: str) -> None:
+    async def _failed(self, ref: PrRef, cmd: Command, error: str) -> None:
         now = self.ctx.clock()
         limit = self.ctx.cfg.review.max_attempts
         interval = self.ctx.cfg.poll_interval_s
-        log.warning("%s: /bot %d failed: %s", key, cmd.comment_id, error)
+        log.warning("%s: /bot %d failed: %s", ref, cmd.comment_id, error)
 
         def apply(e: PrRecord | None) -> PrRecord | None:
             if e is None:
@@ -144,16 +145,16 @@ class CommandProcedure:
                     # is logged, not announced on the PR.
                     e.queued.remove(c)
                     log.error("%s: gave up reading reply %d for a lesson after %d attempts",
-                              key, c.comment_id, c.attempts)
+                              ref, c.comment_id, c.attempts)
                 elif c.attempts >= limit:
                     e.queued.remove(c)
                     e.add_notice(Notice(trigger=Trigger.bot(self.ctx.acct.key, c.comment_id),
                                         what=f"the /bot command {c.comment_id}", error=error,
                                         created_at=now))
-                    log.error("%s: gave up on /bot %d after %d attempts", key, c.comment_id,
+                    log.error("%s: gave up on /bot %d after %d attempts", ref, c.comment_id,
                               c.attempts)
             return e
-        await self.ctx.store.update_pr(key, apply)
+        await self.ctx.store.update_pr(ref, apply)
 
 
 def _pause(c: Command, until, error: str) -> Command:

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from dsh_harness import Fence
 
 from ..core.clock import utcnow
-from ..core.session_key import PrRef
 from .pause import AccountPause
 from .store import WorkStore
 
@@ -76,12 +75,6 @@ class WorkContext:
 
     def deps(self) -> ReviewDeps:
         return ReviewDeps(self.acct, self.runner, self.clock, self.store)
-
-
-def repo_of(key: str) -> tuple[str, str, int]:
-    """(owner, repo, number) of a PR record key."""
-    ref = PrRef.parse(key)
-    return ref.owner, ref.name, ref.number
 
 
 def short_error(exc: BaseException) -> str:

@@ -15,11 +15,12 @@ import logging
 from datetime import timedelta
 
 from ..core.failures import local_failure
+from ..core.session_key import PrRef
 from ..core.triggers import fixed_threads
 from ..github.errors import BadCredentials, GitHubError, RateLimited
 from ..github.models import Review
 from ..pr_output.threads import resolve_fixed
-from .context import WorkContext, repo_of, short_error
+from .context import WorkContext, short_error
 from .records import PrRecord
 
 log = logging.getLogger(__name__)
@@ -31,65 +32,62 @@ def due(rec: PrRecord | None, now) -> list[int]:
             if (f.next_attempt_at or now) <= now]
 
 
-async def resolve(ctx: WorkContext, key: str, review: Review, owed: bool = False) -> bool:
+async def resolve(ctx: WorkContext, ref: PrRef, review: Review, owed: bool = False) -> bool:
     """Resolve ``review``'s fixed threads; on a GitHub failure record them as owed.
 
     ``owed``: the record already owes this review's resolution (cleared when done). Rate
     limits and rejected credentials are raised: they pause the caller's work as a whole."""
-    owner, name, number = repo_of(key)
     try:
         me = ctx.acct.identity
-        await resolve_fixed(ctx.client, owner, name, number, review, fixed_threads(review, me),
-                            me)
+        await resolve_fixed(ctx.client, ref.owner, ref.name, ref.number, review,
+                            fixed_threads(review, me), me)
     except (RateLimited, BadCredentials):
         raise
     except Exception as exc:
         if local_failure(exc):
             raise
         if not isinstance(exc, GitHubError):
-            log.exception("%s: cannot resolve the fixed threads of review %d", key, review.id)
-        await _failed(ctx, key, review.id, short_error(exc))
+            log.exception("%s: cannot resolve the fixed threads of review %d", ref, review.id)
+        await _failed(ctx, ref, review.id, short_error(exc))
         return False
     if owed:
-        await ctx.store.update_pr(key, lambda e: _done(e, review.id))
+        await ctx.store.update_pr(ref, lambda e: _done(e, review.id))
     return True
 
 
-async def resolve_owed(ctx: WorkContext, key: str) -> int:
+async def resolve_owed(ctx: WorkContext, ref: PrRef) -> int:
     """Retry the PR's due resolutions (the worker); the number tried."""
-    owner, name, number = repo_of(key)
-    ids = due(await ctx.store.pr(key), ctx.clock())
+    ids = due(await ctx.store.pr(ref), ctx.clock())
     if not ids:
         return 0
-    listed = await _reviews(ctx, key, owner, name, number, ids)
+    listed = await _reviews(ctx, ref, ids)
     if listed is None:
         return len(ids)
     reviews = {r.id: r for r in listed}
     for review_id in ids:
         review = reviews.get(review_id)
         if review is None:
-            log.warning("%s: review %d is gone; its fixed threads are not resolved", key,
+            log.warning("%s: review %d is gone; its fixed threads are not resolved", ref,
                         review_id)
-            await ctx.store.update_pr(key, lambda e, rid=review_id: _done(e, rid))
+            await ctx.store.update_pr(ref, lambda e, rid=review_id: _done(e, rid))
             continue
-        if await resolve(ctx, key, review, owed=True):
-            log.info("%s: fixed threads of review %d resolved on a later try", key, review_id)
+        if await resolve(ctx, ref, review, owed=True):
+            log.info("%s: fixed threads of review %d resolved on a later try", ref, review_id)
     return len(ids)
 
 
-async def _reviews(ctx: WorkContext, key: str, owner: str, name: str, number: int,
-                   ids: list[int]) -> list[Review] | None:
+async def _reviews(ctx: WorkContext, ref: PrRef, ids: list[int]) -> list[Review] | None:
     try:
-        return await ctx.client.list_reviews(owner, name, number)
+        return await ctx.client.list_reviews(ref.owner, ref.name, ref.number)
     except (RateLimited, BadCredentials):
         raise
     except GitHubError as exc:
         for review_id in ids:
-            await _failed(ctx, key, review_id, short_error(exc))
+            await _failed(ctx, ref, review_id, short_error(exc))
         return None
 
 
-async def _failed(ctx: WorkContext, key: str, review_id: int, error: str) -> None:
+async def _failed(ctx: WorkContext, ref: PrRef, review_id: int, error: str) -> None:
     now, interval = ctx.clock(), ctx.cfg.poll_interval_s
     gave_up = False
 
@@ -98,13 +96,13 @@ async def _failed(ctx: WorkContext, key: str, review_id: int, error: str) -> Non
         if e is not None:
             gave_up = e.owe_fix(review_id, error, now, interval) is None
         return e
-    await ctx.store.update_pr(key, apply)
+    await ctx.store.update_pr(ref, apply)
     if gave_up:
-        log.warning("%s: gave up resolving the fixed threads of review %d: %s", key,
+        log.warning("%s: gave up resolving the fixed threads of review %d: %s", ref,
                     review_id, error)
     else:
         log.warning("%s: fixed threads of review %d not resolved yet (retried later): %s",
-                    key, review_id, error)
+                    ref, review_id, error)
 
 
 def _done(e: PrRecord | None, review_id: int) -> PrRecord | None:
@@ -113,7 +111,7 @@ def _done(e: PrRecord | None, review_id: int) -> PrRecord | None:
     return e
 
 
-async def delay(ctx: WorkContext, key: str, wait_s: float, error: str) -> None:
+async def delay(ctx: WorkContext, ref: PrRef, wait_s: float, error: str) -> None:
     """Rate limited: the due resolutions wait ``wait_s``, no try counted."""
     until = ctx.clock() + timedelta(seconds=wait_s)
 
@@ -121,10 +119,10 @@ async def delay(ctx: WorkContext, key: str, wait_s: float, error: str) -> None:
         for f in e.fixes if e else []:
             f.next_attempt_at, f.last_error = max(f.next_attempt_at or until, until), error
         return e
-    await ctx.store.update_pr(key, apply)
+    await ctx.store.update_pr(ref, apply)
 
 
-async def owe(ctx: WorkContext, key: str, review_id: int, error: str) -> None:
+async def owe(ctx: WorkContext, ref: PrRef, review_id: int, error: str) -> None:
     """The review procedure could not resolve ``review_id``'s fixed threads: owed, retried by
     the worker with backoff."""
-    await _failed(ctx, key, review_id, error)
+    await _failed(ctx, ref, review_id, error)

@@ -29,11 +29,12 @@ from ..config import AccountConfig
 from ..core.clock import utcnow
 from ..core.commands import association_allowed, author_ignored, parse_command
 from ..core.sanitizer import sanitize_line
+from ..core.session_key import PrRef
 from ..core.triggers import BotIdentity, Trigger
 from ..github.feeds import FeedMarks
 from ..github.models import IssueComment, PullSummary, ReviewComment
-from .records import ACCOUNTS, PRS, AccountRecord, Command, PrRecord, RepoState, pr_key
-from .store import WorkStore
+from .records import ACCOUNTS, PRS, AccountRecord, Command, PrRecord, RepoState
+from .store import WorkStore, stored_key
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +61,13 @@ class Inbox:
     config: AccountConfig
     # Who the bot is (learned at connect): its own comments never command.
     me: BotIdentity
-    _logged: set[tuple[str, str, str]] = field(default_factory=set)
+    _logged: set[tuple[PrRef, str, str]] = field(default_factory=set)
 
     @property
     def account(self) -> str:
         return self.store.account
 
-    def _log_once(self, key: str, sha: str, msg: str, *args: object) -> None:
+    def _log_once(self, key: PrRef, sha: str, msg: str, *args: object) -> None:
         """Log ``msg`` once per PR and head: a poll sees the same draft every tick."""
         if (key, sha, msg) not in self._logged:
             self._logged.add((key, sha, msg))
@@ -77,26 +78,26 @@ class Inbox:
         alone: a person's command holding a bot marker is a command like any other."""
         return c.user.is_bot or self.me.wrote(c)
 
-    async def record(self, obs: Observations) -> list[str]:
-        """Record observations in one atomic write; the keys of PRs that now owe work."""
+    async def record(self, obs: Observations) -> list[PrRef]:
+        """Record observations in one atomic write; the PRs that now owe work."""
         now = obs.at or utcnow()
         repo = obs.repo.lower()
         open_prs = {p.number: p for p in obs.pulls}
-        touched: list[str] = []
+        touched: list[PrRef] = []
         async with self.store.domain.transaction() as tx:
-            records: dict[str, PrRecord | None] = {}
-            before: dict[str, str | None] = {}
+            records: dict[PrRef, PrRecord | None] = {}
+            before: dict[PrRef, str | None] = {}
 
             async def load(number: int) -> PrRecord | None:
-                key = pr_key(self.account, repo, number)
+                key = PrRef(self.account, repo, number)
                 if key not in records:
-                    rec = await tx.get(PRS, key)
+                    rec = await tx.get(PRS, stored_key(key))
                     records[key] = rec
                     before[key] = rec.model_dump_json() if rec else None
                 return records[key]
 
             for pr in obs.pulls:
-                key = pr_key(self.account, repo, pr.number)
+                key = PrRef(self.account, repo, pr.number)
                 records[key] = self._observe_pull(key, await load(pr.number), pr, now)
             for number in obs.closed:
                 rec = await load(number)
@@ -104,7 +105,7 @@ class Inbox:
                     rec.closed(now, merged=number in obs.merged)
             for c in sorted(obs.comments, key=lambda c: (c.created_at, c.id)):
                 number = c.number
-                key = pr_key(self.account, repo, number)
+                key = PrRef(self.account, repo, number)
                 rec = await load(number)
                 pull = open_prs.get(number)
                 if (obs.complete and pull is None) or (
@@ -119,7 +120,7 @@ class Inbox:
                 records[key] = self._observe_comment(key, rec, c, now)
             for key, rec in records.items():
                 if rec is not None and rec.model_dump_json() != before.get(key):
-                    tx.put(PRS, key, rec)
+                    tx.put(PRS, stored_key(key), rec)
                     if rec.due_at(self.config.poll_interval_s, now) is not None:
                         touched.append(key)
             if obs.marks is not None:
@@ -130,7 +131,7 @@ class Inbox:
                 tx.put(ACCOUNTS, self.account, account)
         return touched
 
-    def _reviewable(self, key: str, pr: PullSummary) -> bool:
+    def _reviewable(self, key: PrRef, pr: PullSummary) -> bool:
         # A draft's head is owed a review like any other: the review procedure reads
         # whether the base reviews drafts (auto_review.drafts), once per head.
         if author_ignored(pr.user.login, self.config.ignore_authors):
@@ -139,7 +140,7 @@ class Inbox:
             return False
         return True
 
-    def _observe_pull(self, key: str, rec: PrRecord | None, pr: PullSummary,
+    def _observe_pull(self, key: PrRef, rec: PrRecord | None, pr: PullSummary,
                       now: datetime) -> PrRecord | None:
         if rec is not None:
             rec.reopened()
@@ -177,7 +178,7 @@ class Inbox:
                               base_sha=pr.base.sha, base_ref=pr.base.ref,
                               trigger=Trigger.auto(self.account, pr.head.sha), now=now)
 
-    def _retargeted(self, key: str, rec: PrRecord, pr: PullSummary,
+    def _retargeted(self, key: PrRef, rec: PrRecord, pr: PullSummary,
                     now: datetime) -> PrRecord:
         """The same head on another base branch is another diff: a reviewed PR owes a review.
 
@@ -242,7 +243,7 @@ class Inbox:
         rec.owe_reaction(c.id, _source(c), "confused")
         return rec
 
-    def _observe_comment(self, key: str, rec: PrRecord | None, c: IssueComment | ReviewComment,
+    def _observe_comment(self, key: PrRef, rec: PrRecord | None, c: IssueComment | ReviewComment,
                          now: datetime) -> PrRecord | None:
         if self.is_own(c):
             return rec

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ..core.session_key import PrRef
 from ..github.client import GitHubClient
 from .records import AccountRecord
 from .store import WorkStore
@@ -53,7 +54,7 @@ class AccountPause:
     # The PR whose work is the one probe of a credential pause that ended and was not lifted
     # yet: the other PRs wait for its outcome, so a pause costs one request to the provider
     # and doubles once per probe, not once per PR.
-    probe: str | None = None
+    probe: PrRef | None = None
     # Wakes the account's PR work when a pause is lifted (set by the app; None in tests).
     on_resume: Callable[[], None] | None = None
 
@@ -120,7 +121,7 @@ def work_held_until(acct: AccountPause, now: datetime) -> datetime | None:
     return until
 
 
-def take_probe(acct: AccountPause, key: str, now: datetime) -> bool:
+def take_probe(acct: AccountPause, key: PrRef, now: datetime) -> bool:
     """Whether ``key``'s work may run a step now: not while paused, and only one PR at a time
     while a credential pause that ended is being probed. Release with ``release_probe``."""
     if paused_until(acct, now) is not None:
@@ -133,7 +134,7 @@ def take_probe(acct: AccountPause, key: str, now: datetime) -> bool:
     return True
 
 
-def release_probe(acct: AccountPause, key: str) -> None:
+def release_probe(acct: AccountPause, key: PrRef) -> None:
     """``key``'s step ended (paused again, lifted, or it called nothing): another PR may probe."""
     if acct.probe == key:
         acct.probe = None

@@ -61,7 +61,6 @@ from ..turn.repo_config import (
 )
 from ..turn.repo_config import parse as parse_repo_config
 from .context import ReviewDeps, short_error
-from .records import pr_key
 from .summary import update_summary
 
 log = logging.getLogger(__name__)
@@ -97,9 +96,7 @@ class ReviewJob:
     """One review to do: the PR (in its base repository), the trigger it answers, and what
     the front end knows of earlier reviews."""
 
-    owner: str
-    repo: str
-    number: int
+    ref: PrRef
     trigger: Trigger
     # The head of the session's last completed review (None: a first review).
     previous_head: str | None = None
@@ -112,15 +109,6 @@ class ReviewJob:
     fallback: Trigger | None = None
     # Earlier triggers of this very review (CI: the run's earlier attempts).
     same_review: tuple[Trigger, ...] = ()
-
-    @property
-    def ref(self) -> PrRef:
-        return PrRef(self.trigger.account, f"{self.owner}/{self.repo}", self.number)
-
-    @property
-    def key(self) -> str:
-        """The PR record's storage key (``ref`` on the wire)."""
-        return self.ref.format()
 
 
 @dataclass(frozen=True)
@@ -369,7 +357,8 @@ class ReviewPr:
         hooks = hooks or Hooks()
         pr: PullRequest | None = None
         try:
-            pr = await self.deps.client.get_pull(job.owner, job.repo, job.number)
+            ref = job.ref
+            pr = await self.deps.client.get_pull(ref.owner, ref.name, ref.number)
             return await self._run(job, pr, hooks)
         except RateLimited as exc:
             return Failed(short_error(exc), job.trigger, pr, wait_s=exc.wait_s)
@@ -385,7 +374,7 @@ class ReviewPr:
         return Failed(short_error(exc), job.trigger, pr, wait_s=self.deps.cfg.poll_interval_s)
 
     async def _run(self, job: ReviewJob, pr: PullRequest, hooks: Hooks) -> Outcome:
-        trigger = job.trigger
+        trigger, ref = job.trigger, job.ref
         if pr.state != "open":
             return Closed(merged=pr.merged_at is not None)
         if pr.draft:
@@ -405,11 +394,11 @@ class ReviewPr:
             trigger = Trigger.auto(trigger.account, head)   # the head the review will see
         me = self.deps.acct.identity
         # One listing of the PR's reviews answers both questions below.
-        reviews = await self.deps.client.list_reviews(job.owner, job.repo, job.number)
+        reviews = await self.deps.client.list_reviews(ref.owner, ref.name, ref.number)
         posted = next((r for r in reviews
                        if r.state != "PENDING" and answers_trigger(r, me, trigger)), None)
         if posted is not None and posted.commit_id != head:
-            log.info("%s: trigger %s was answered on %s", job.key, trigger,
+            log.info("%s: trigger %s was answered on %s", job.ref, trigger,
                      (posted.commit_id or "?")[:12])
             await hooks.answered_elsewhere(trigger, posted.commit_id)
             if job.fallback is None:
@@ -421,7 +410,7 @@ class ReviewPr:
         if posted is None:
             posted = self.posted_for(reviews, me, trigger, head)
         if posted is not None:
-            log.info("%s: review for %s was already posted (%s)", job.key, trigger, posted.id)
+            log.info("%s: review for %s was already posted (%s)", job.ref, trigger, posted.id)
             return await self._after_post(AlreadyPosted(pr, posted, trigger, False,
                                                         verdict.verdict_of(posted.body)))
         try:
@@ -431,7 +420,7 @@ class ReviewPr:
         except GitHubError as exc:
             return await self._transient(job, pr, exc)
         if instructions is None:
-            repo = (pr.base.repo.full_name if pr.base.repo else job.key).lower()
+            repo = (pr.base.repo.full_name if pr.base.repo else job.ref.repo).lower()
             if repo not in self._warned:
                 self._warned.add(repo)
                 log.warning("%s: not reviewed: %s", repo, missing_message(
@@ -447,7 +436,7 @@ class ReviewPr:
         if refusal:
             return Refused(pr, refusal, settings)
         await hooks.starting(pr, instructions, trigger)
-        log.info("%s: reviewing head %s (trigger %s)", job.key, head, trigger)
+        log.info("%s: reviewing head %s (trigger %s)", job.ref, head, trigger)
         result = await self.deps.runner.review(
             self.deps.acct, pr, trigger, instructions, job.previous_head, job.requested_by,
             same_review=job.same_review)
@@ -459,10 +448,10 @@ class ReviewPr:
                 kind, reason = account
                 why = f"{reason}: {redact_secrets(result.error or '')}"[:300]
                 return Failed(why, trigger, pr, account=kind)
-            log.warning("%s: review failed: %s", job.key, result.error)
+            log.warning("%s: review failed: %s", job.ref, result.error)
             return Failed((result.error or "review failed")[:500], trigger, pr, head=head)
-        log.info("%s: review posted (review id %s)", job.key, result.review_id)
-        review = await find_posted(self.deps.client, job.owner, job.repo, job.number, trigger,
+        log.info("%s: review posted (review id %s)", job.ref, result.review_id)
+        review = await find_posted(self.deps.client, ref.owner, ref.name, ref.number, trigger,
                                   self.deps.acct.identity)
         if review is None:
             # Posted, but not listed yet: the after-post work waits for the next run.
@@ -496,8 +485,8 @@ class ReviewPr:
                 log.exception("%s#%d: cannot resolve the fixed threads of review %d",
                               base.full_name, outcome.pr.number, outcome.review.id)
             fix_error = short_error(exc)
-        key = pr_key(self.deps.acct.key, base.full_name, outcome.pr.number)
-        await update_summary(self.deps, key, reviewing=None,
+        ref = PrRef(self.deps.acct.key, base.full_name, outcome.pr.number)
+        await update_summary(self.deps, ref, reviewing=None,
                              last_reviewed=outcome.review.commit_id)
         return replace(outcome, fix_error=fix_error)
 

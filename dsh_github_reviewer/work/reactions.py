@@ -14,8 +14,9 @@ import logging
 from datetime import timedelta
 
 from ..core.failures import local_failure
+from ..core.session_key import PrRef
 from ..github.errors import GitHubError, NotFound, RateLimited
-from .context import WorkContext, repo_of, short_error
+from .context import WorkContext, short_error
 from .records import REACTION_ATTEMPTS, PrRecord, Reaction, backoff
 
 log = logging.getLogger(__name__)
@@ -25,17 +26,16 @@ def due(rec: PrRecord | None, now) -> list[Reaction]:
     return [r for r in (rec.reactions if rec else []) if (r.next_attempt_at or now) <= now]
 
 
-async def add_owed(ctx: WorkContext, key: str) -> int:
+async def add_owed(ctx: WorkContext, ref: PrRef) -> int:
     """Add the PR's due reactions; the number handled (added, gone, or given up)."""
-    owner, name, _ = repo_of(key)
     now = ctx.clock()
-    owed = due(await ctx.store.pr(key), now)
+    owed = due(await ctx.store.pr(ref), now)
     done: set[tuple[int, str]] = set()
     failed: dict[tuple[int, str], tuple[str, float | None]] = {}
     for r in owed:
         ident = (r.comment_id, r.content)
         try:
-            await ctx.client.add_reaction(owner, name, r.comment_id, r.content,
+            await ctx.client.add_reaction(ref.owner, ref.name, r.comment_id, r.content,
                                           review_comment=r.source == "review")
             done.add(ident)
         except NotFound:
@@ -46,7 +46,7 @@ async def add_owed(ctx: WorkContext, key: str) -> int:
             if local_failure(exc):
                 raise
             if not isinstance(exc, GitHubError):
-                log.exception("%s: cannot add a reaction", key)
+                log.exception("%s: cannot add a reaction", ref)
             failed[ident] = (short_error(exc), None)
     if not owed:
         return 0
@@ -64,7 +64,7 @@ async def add_owed(ctx: WorkContext, key: str) -> int:
                 error, wait = failed[ident]
                 r.attempts += 1 if wait is None else 0
                 if r.attempts >= REACTION_ATTEMPTS:
-                    log.warning("%s: gave up adding %s to comment %d: %s", key, r.content,
+                    log.warning("%s: gave up adding %s to comment %d: %s", ref, r.content,
                                 r.comment_id, error)
                     continue
                 r.next_attempt_at = now + (timedelta(seconds=wait) if wait
@@ -72,5 +72,5 @@ async def add_owed(ctx: WorkContext, key: str) -> int:
             kept.append(r)
         e.reactions = kept
         return e
-    await ctx.store.update_pr(key, apply)
+    await ctx.store.update_pr(ref, apply)
     return len(owed)

@@ -419,12 +419,6 @@ class AccountRecord(Record):
     pauses: int = Field(default=0, ge=0)
 
 
-def pr_key(account: str, repo: str, number: int) -> str:
-    """The storage key of a PR's record (``PrRef(...).format()``): read it back with
-    ``PrRef.parse``, never by splitting the string."""
-    return PrRef(account, repo, int(number)).format()
-
-
 def migrate_v1(data: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Version 1 kept one ``accounts`` record per account holding every PR (O(N) per update).
 
@@ -455,7 +449,6 @@ def migrate_v1(data: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 instructions[ikey] = {"source": stored["source"], "text": stored["text"]}
                 entry["instructions_key"] = ikey
             entry.pop("last_seen_open_at", None)
-            repo, _, number = key.rpartition("#")
-            prs[pr_key(account, repo, int(number))] = entry
+            prs[PrRef.parse_v1(account, key).format()] = entry
         accounts[account] = {k: v for k, v in v1_record.items() if k != "prs"}
     return {ACCOUNTS: accounts, PRS: prs, INSTRUCTIONS: instructions}

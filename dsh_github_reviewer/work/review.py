@@ -31,6 +31,7 @@ from datetime import timedelta
 
 from ..core.failures import local_failure
 from ..core.sanitizer import sanitize_line
+from ..core.session_key import PrRef
 from ..core.triggers import Trigger
 from ..github.models import PullRequest
 from ..pr_output.summary import Waiting
@@ -39,7 +40,7 @@ from ..turn.prompts import TrustedInstructions
 from ..turn.repo_config import RepoSettings
 from . import fixes
 from . import pause as account_pause
-from .context import WorkContext, repo_of, short_error
+from .context import WorkContext, short_error
 from .procedure import (
     AlreadyPosted,
     Closed,
@@ -64,8 +65,8 @@ log = logging.getLogger(__name__)
 class _RecordHooks(Hooks):
     """The daemon's steps inside the procedure: what it records before the model runs."""
 
-    def __init__(self, proc: ReviewProcedure, key: str, rec: PrRecord):
-        self.proc, self.key, self.rec = proc, key, rec
+    def __init__(self, proc: ReviewProcedure, ref: PrRef, rec: PrRecord):
+        self.proc, self.ref, self.rec = proc, ref, rec
 
     async def answered_elsewhere(self, trigger: Trigger, commit: str | None) -> None:
         proc = self.proc
@@ -74,16 +75,16 @@ class _RecordHooks(Hooks):
             if e is not None and e.trigger == trigger:
                 e.answered_elsewhere(proc._auto(e.head_sha), commit)
             return e
-        await proc.ctx.store.update_pr(self.key, apply)
+        await proc.ctx.store.update_pr(self.ref, apply)
 
     async def extras(self, pr: PullRequest, settings: RepoSettings | None) -> TurnExtras:
         # The repository's lessons, /review full, the second look (``work/turn_extras.py``).
-        return await turn_extras(self.proc.ctx, self.key, self.rec, settings)
+        return await turn_extras(self.proc.ctx, self.ref, self.rec, settings)
 
     async def settings(self, pr: PullRequest, settings: RepoSettings | None) -> None:
         error = settings.error if settings is not None else None
         if error != self.rec.config_error:
-            await self.proc.ctx.store.update_pr(self.key, lambda e: e and e.model_copy(
+            await self.proc.ctx.store.update_pr(self.ref, lambda e: e and e.model_copy(
                 update={"config_error": error}))
 
     async def starting(self, pr: PullRequest, instructions: TrustedInstructions,
@@ -99,8 +100,8 @@ class _RecordHooks(Hooks):
             e.started(started, stored.key)
             e.title, e.base_sha, e.base_ref = sanitize_line(pr.title), pr.base.sha, pr.base.ref
             return e
-        self.rec = await ctx.store.start_review(self.key, stored, reviewing)
-        await update_summary(ctx, self.key, reviewing=pr.head.sha,
+        self.rec = await ctx.store.start_review(self.ref, stored, reviewing)
+        await update_summary(ctx, self.ref, reviewing=pr.head.sha,
                              last_reviewed=self.rec.reviewed_head_sha)
 
 
@@ -112,11 +113,10 @@ class ReviewProcedure:
     def _auto(self, head: str) -> Trigger:
         return Trigger.auto(self.ctx.acct.key, head)
 
-    async def run(self, key: str, rec: PrRecord) -> None:
-        owner, name, number = repo_of(key)
+    async def run(self, ref: PrRef, rec: PrRecord) -> None:
         ran = rec.trigger or self._auto(rec.head_sha)
         told = await self.ctx.store.instructions(rec.instructions_key)
-        job = ReviewJob(owner, name, number, ran, previous_head=rec.reviewed_head_sha,
+        job = ReviewJob(ref, ran, previous_head=rec.reviewed_head_sha,
                         requested_by=rec.requested_by,
                         told=told and TrustedInstructions(told.source, told.text),
                         fallback=self._auto(rec.head_sha))
@@ -124,34 +124,34 @@ class ReviewProcedure:
         # review's fault, and recording a failed attempt could mark a review already on GitHub
         # as failed. The scheduler retries later; the marker finds a review that was posted.
         try:
-            outcome = await self.procedure.run(job, _RecordHooks(self, key, rec))
+            outcome = await self.procedure.run(job, _RecordHooks(self, ref, rec))
         except Exception as exc:
             if local_failure(exc):
                 raise
-            log.exception("%s: review failed with an exception", key)
+            log.exception("%s: review failed with an exception", ref)
             outcome = Failed(short_error(exc), ran)
-        await self.record(key, rec, outcome)
+        await self.record(ref, rec, outcome)
 
-    async def record(self, key: str, rec: PrRecord, outcome: Outcome) -> None:
+    async def record(self, ref: PrRef, rec: PrRecord, outcome: Outcome) -> None:
         """The outcome as a ``PrRecord`` transition (the table above)."""
         ctx = self.ctx
         match outcome:
             case Posted(pr=pr, review=review, trigger=trigger):
                 if outcome.fix_error is not None:
-                    await fixes.owe(ctx, key, review.id, outcome.fix_error)
+                    await fixes.owe(ctx, ref, review.id, outcome.fix_error)
                 if not isinstance(outcome, AlreadyPosted):
                     await account_pause.resume(ctx.pause, "model", "rate_limit")
-                await self._succeeded(key, rec.trigger, trigger, pr)
-                log.info("%s: review %s recorded", key, review.id)
+                await self._succeeded(ref, rec.trigger, trigger, pr)
+                log.info("%s: review %s recorded", ref, review.id)
             case Closed(merged=merged):
-                await self._closed(key, merged)
+                await self._closed(ref, merged)
             case DraftWaits(pr=pr):
-                await ctx.store.mark_draft(key, pr.head.sha)
-                log.info("%s: is a draft; the owed review waits until it is ready", key)
+                await ctx.store.mark_draft(ref, pr.head.sha)
+                log.info("%s: is a draft; the owed review waits until it is ready", ref)
             case MissingInstructions(pr=pr):
-                await self._missing(key, pr)
+                await self._missing(ref, pr)
             case Refused(pr=pr):
-                await self._skipped(key, pr, outcome.note)
+                await self._skipped(ref, pr, outcome.note)
             case Failed(account=str(kind)):
                 # A rate limit: the wait GitHub stated, within bounds (else a short backoff).
                 wait = account_pause.github_wait(ctx.client) if kind == "rate_limit" else None
@@ -160,18 +160,18 @@ class ReviewProcedure:
                 if kind == "model" and outcome.pr is not None:
                     # The PR says its review waits, and why, not "reviewing" for the whole
                     # pause (rate limited: no GitHub call until it ends).
-                    await update_summary(ctx, key, reviewing=None,
+                    await update_summary(ctx, ref, reviewing=None,
                                          last_reviewed=rec.reviewed_head_sha,
                                          waiting=Waiting(outcome.pr.head.sha, kind, until))
             case Failed(wait_s=float(wait_s) | int(wait_s)):
-                await self._paused(key, outcome.error, float(wait_s))
+                await self._paused(ref, outcome.error, float(wait_s))
             case Failed():
-                await self._failed(key, rec.trigger or outcome.trigger, outcome.head,
+                await self._failed(ref, rec.trigger or outcome.trigger, outcome.head,
                                    outcome.error)
 
     # -- recording outcomes ---------------------------------------------------------------
 
-    async def _succeeded(self, key: str, owed: Trigger | None, trigger: Trigger,
+    async def _succeeded(self, ref: PrRef, owed: Trigger | None, trigger: Trigger,
                          pr: PullRequest) -> None:
         now = self.ctx.clock()
 
@@ -185,9 +185,9 @@ class ReviewProcedure:
             e.reviewed(pr.head.sha, now, counted=trigger.automatic,
                        answers=(owed, trigger, self._auto(pr.head.sha)))
             return e
-        await self.ctx.store.update_pr(key, apply)
+        await self.ctx.store.update_pr(ref, apply)
 
-    async def _missing(self, key: str, pr: PullRequest) -> None:
+    async def _missing(self, ref: PrRef, pr: PullRequest) -> None:
         now = self.ctx.clock()
 
         def apply(e: PrRecord | None) -> PrRecord | None:
@@ -197,30 +197,30 @@ class ReviewProcedure:
                       base_sha=pr.base.sha, base_ref=pr.base.ref)
             e.missing_instructions(now, missing_message(self.ctx.acct.instance))
             return e
-        await self.ctx.store.update_pr(key, apply)
-        log.info("%s: no review instructions; marked missing_instructions", key)
+        await self.ctx.store.update_pr(ref, apply)
+        log.info("%s: no review instructions; marked missing_instructions", ref)
 
-    async def _skipped(self, key: str, pr: PullRequest, note: str) -> None:
+    async def _skipped(self, ref: PrRef, pr: PullRequest, note: str) -> None:
         now = self.ctx.clock()
 
         def apply(e: PrRecord | None) -> PrRecord | None:
             if e is not None:
                 e.skipped(pr.head.sha, now, note)
             return e
-        await self.ctx.store.update_pr(key, apply)
-        log.info("%s: %s", key, note)
+        await self.ctx.store.update_pr(ref, apply)
+        log.info("%s: %s", ref, note)
 
-    async def _closed(self, key: str, merged: bool = False) -> None:
+    async def _closed(self, ref: PrRef, merged: bool = False) -> None:
         now = self.ctx.clock()
 
         def apply(e: PrRecord | None) -> PrRecord | None:
             if e is not None:
                 e.closed(now, merged)
             return e
-        await self.ctx.store.update_pr(key, apply)
-        log.info("%s: closed; its review is no longer owed", key)
+        await self.ctx.store.update_pr(ref, apply)
+        log.info("%s: closed; its review is no longer owed", ref)
 
-    async def _paused(self, key: str, error: str, wait_s: float) -> None:
+    async def _paused(self, ref: PrRef, error: str, wait_s: float) -> None:
         """The review waits ``wait_s`` without counting an attempt (a rate limit, a
         transient read of the instructions)."""
         until = self.ctx.clock() + timedelta(seconds=wait_s)
@@ -229,10 +229,10 @@ class ReviewProcedure:
             if e is not None and e.status == "reviewing":
                 e.paused(until, error)
             return e
-        await self.ctx.store.update_pr(key, apply)
-        log.warning("%s: %s; review waits until %s", key, error, until.isoformat())
+        await self.ctx.store.update_pr(ref, apply)
+        log.warning("%s: %s; review waits until %s", ref, error, until.isoformat())
 
-    async def _failed(self, key: str, trigger: Trigger, head: str | None, error: str) -> None:
+    async def _failed(self, ref: PrRef, trigger: Trigger, head: str | None, error: str) -> None:
         now = self.ctx.clock()
         limit = self.ctx.cfg.review.max_attempts
 
@@ -243,7 +243,7 @@ class ReviewProcedure:
             if e.trigger not in (trigger, None) and e.trigger != self._auto(sha):
                 return e   # the owed work changed during the attempt: it starts afresh
             if e.failed(sha, now, error, limit, trigger):
-                log.error("%s: gave up reviewing head %s after %d attempts: %s", key, sha,
+                log.error("%s: gave up reviewing head %s after %d attempts: %s", ref, sha,
                           e.fail_count, error)
             return e
-        await self.ctx.store.update_pr(key, apply)
+        await self.ctx.store.update_pr(ref, apply)

@@ -46,6 +46,7 @@ from dsh_harness import OPEN_FENCE, Fence, Lease, LeaseFence, LeaseLost, Leases
 
 from ..core.clock import utcnow
 from ..core.failures import log_failure
+from ..core.session_key import PrRef
 from .store import WorkStore
 from .worker import PrWorker
 
@@ -79,28 +80,28 @@ class AccountLane:
     poll_interval_s: float
     reviews: asyncio.Semaphore
     chats: asyncio.Semaphore
-    due: dict[str, datetime] = field(default_factory=dict)
-    running: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    due: dict[PrRef, datetime] = field(default_factory=dict)
+    running: dict[PrRef, asyncio.Task[None]] = field(default_factory=dict)
     # Reactions added beside a running PR task (``PrWorker.acknowledge``).
-    acks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
-    dirty: set[str] = field(default_factory=set)
+    acks: dict[PrRef, asyncio.Task[None]] = field(default_factory=dict)
+    dirty: set[PrRef] = field(default_factory=set)
     rescan: bool = True
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     # In-memory retry times of PRs whose run failed outside the records (storage errors).
-    held: dict[str, datetime] = field(default_factory=dict)
+    held: dict[PrRef, datetime] = field(default_factory=dict)
     # Dispatcher passes and drain rounds: each should follow a change, never a busy loop.
     passes: int = 0
     # Replicas: PRs owed a review that this process had no free turn for; their work lease
     # was let go (another replica with room may take them) and one comes back each time a
     # turn of this process ends.
-    waiting: dict[str, None] = field(default_factory=dict)
+    waiting: dict[PrRef, None] = field(default_factory=dict)
     # Replicas: PRs held back because another replica held their lease; a turn of this process
     # that ends with nothing waiting here tries them again (another replica may have let them go).
-    elsewhere: set[str] = field(default_factory=set)
+    elsewhere: set[PrRef] = field(default_factory=set)
     # Replicas: the lease fence of each PR whose work runs here (its reactions share it).
-    fences: dict[str, Fence] = field(default_factory=dict)
+    fences: dict[PrRef, Fence] = field(default_factory=dict)
 
 
 class NoRoom(Exception):
@@ -162,7 +163,7 @@ class Scheduler:
                 lane.task = asyncio.create_task(self._dispatch(lane),
                                                 name=f"scheduler:{lane.key}")
 
-    def wake(self, account: str, keys: Iterable[str] | None = None) -> None:
+    def wake(self, account: str, keys: Iterable[PrRef] | None = None) -> None:
         """New work may be recorded for ``keys`` (None: rescan the account's records)."""
         lane = self.lanes.get(account)
         if lane is None:
@@ -215,7 +216,7 @@ class Scheduler:
 
     # -- dispatch -------------------------------------------------------------------------
 
-    def _due_now(self, lane: AccountLane) -> list[str]:
+    def _due_now(self, lane: AccountLane) -> list[PrRef]:
         now = self.clock()
         return [k for k, at in lane.due.items()
                 if at <= now and k not in lane.running and k not in lane.waiting
@@ -279,7 +280,7 @@ class Scheduler:
             wait = min(((at - now).total_seconds() for at in waiting), default=None)
             await self._sleep(lane, None if wait is None else max(wait, 0.01))
 
-    async def _acknowledge(self, lane: AccountLane, key: str, fence: Fence) -> None:
+    async def _acknowledge(self, lane: AccountLane, key: PrRef, fence: Fence) -> None:
         try:
             await lane.worker.acknowledge(key, fence)
         finally:
@@ -293,7 +294,7 @@ class Scheduler:
         except TimeoutError:
             pass
 
-    async def _run(self, lane: AccountLane, key: str) -> None:
+    async def _run(self, lane: AccountLane, key: PrRef) -> None:
         try:
             if self.leases is None:
                 await lane.worker.run(key)
@@ -392,13 +393,13 @@ class Scheduler:
             except Exception as exc:
                 log.warning("cannot renew the slot lease %s: %s", lease.name, exc)
 
-    async def _run_leased(self, lane: AccountLane, key: str) -> bool:
+    async def _run_leased(self, lane: AccountLane, key: PrRef) -> bool:
         """Run the PR's work under its lease; False when another replica holds it (the PR is
         held until about when that lease would expire) or the lease was lost mid-way."""
         assert self.leases is not None
         leases, ttl = self.leases, self.lease_ttl_s
         asked = time.monotonic()
-        lease = await leases.acquire(f"pr:{key}", ttl)
+        lease = await leases.acquire(f"pr:{key.format()}", ttl)
         if lease is None:
             lane.held[key] = self.clock() + timedelta(seconds=ttl)
             lane.elsewhere.add(key)

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import Field
 
+from ..core.session_key import PrRef
 from ..turn.second_look import SecondLookOutcome
 from .records import Record
 
@@ -24,7 +25,7 @@ class SecondLooks(Record):
     outcomes: list[SecondLookOutcome] = Field(default_factory=list)
 
 
-def saver(domain: Any, key: str) -> Callable[[SecondLookOutcome], Awaitable[None]]:
+def saver(domain: Any, ref: PrRef) -> Callable[[SecondLookOutcome], Awaitable[None]]:
     async def save(outcome: SecondLookOutcome) -> None:
         def apply(rec: SecondLooks | None) -> SecondLooks:
             rec = rec or SecondLooks()
@@ -32,10 +33,10 @@ def saver(domain: Any, key: str) -> Callable[[SecondLookOutcome], Awaitable[None
             rec.outcomes.append(outcome)
             del rec.outcomes[:-KEPT]
             return rec
-        await domain.table(SECOND_LOOKS).update(key, apply)
+        await domain.table(SECOND_LOOKS).update(ref.format(), apply)
     return save
 
 
-async def outcomes(domain: Any, key: str) -> list[SecondLookOutcome]:
-    rec = await domain.table(SECOND_LOOKS).get(key)
+async def outcomes(domain: Any, ref: PrRef) -> list[SecondLookOutcome]:
+    rec = await domain.table(SECOND_LOOKS).get(ref.format())
     return list(rec.outcomes) if rec is not None else []

@@ -4,10 +4,10 @@ GitHub, and the verifier session's cost, apart from the reviews'."""
 
 from __future__ import annotations
 
-from ..core.session_key import PrKey
+from ..core.session_key import PrRef
 from ..pr_output.second_look import DroppedFinding, render_second_look
 from ..turn.second_look import Checked, SecondLookOutcome
-from .context import WorkContext, repo_of
+from .context import WorkContext
 
 VERIFIER = "verifier"   # the persona of the verifier's session (reviewers.second_look)
 
@@ -17,11 +17,10 @@ def dropped_of(found: list[SecondLookOutcome], posted: set[str]) -> list[tuple[s
     return [(o.trigger, c) for o in found if o.trigger in posted for c in o.dropped]
 
 
-async def section(ctx: WorkContext, key: str, dropped: list[tuple[str, Checked]]) -> str:
+async def section(ctx: WorkContext, ref: PrRef, dropped: list[tuple[str, Checked]]) -> str:
     """The summary comment's second-look section: dropped findings and the verifier's cost
     (read from its session log, no model call)."""
-    owner, name, number = repo_of(key)
-    sid = PrKey(ctx.acct.key, owner, name, number, VERIFIER).session_id
+    sid = ref.session(VERIFIER).session_id
     cost, prompt, cached = 0.0, 0, 0
     harness = getattr(ctx.runner, "harness", None) or getattr(
         getattr(ctx.runner, "team", None), "harness", None)

@@ -62,19 +62,20 @@ class WorkStore:
 
     # -- PR records -------------------------------------------------------------------------
 
-    async def pr(self, key: str) -> PrRecord | None:
-        return await self.prs_table.get(key)
+    async def pr(self, ref: PrRef) -> PrRecord | None:
+        return await self.prs_table.get(stored_key(ref))
 
-    async def update_pr(self, key: str, fn: Callable[[PrRecord | None], PrRecord | None]
+    async def update_pr(self, ref: PrRef, fn: Callable[[PrRecord | None], PrRecord | None]
                         ) -> PrRecord | None:
-        return await self.prs_table.update(key, fn)
+        return await self.prs_table.update(stored_key(ref), fn)
 
-    async def prs(self) -> dict[str, PrRecord]:
-        """Every PR record of this account (a scan: for start-up and status, not per PR)."""
-        return {k: r for k, r in (await self.prs_table.all()).items()
-                if PrRef.parse(k).account == self.account}
+    async def prs(self) -> dict[PrRef, PrRecord]:
+        """Every PR record of this account (a scan: for start-up and status, not per PR);
+        each stored key is parsed here, once."""
+        refs = ((PrRef.parse(k), r) for k, r in (await self.prs_table.all()).items())
+        return {ref: r for ref, r in refs if ref.account == self.account}
 
-    async def mark_draft(self, key: str, head_sha: str | None = None) -> None:
+    async def mark_draft(self, ref: PrRef, head_sha: str | None = None) -> None:
         """The PR was found a draft when its work was about to run: the work waits (no
         attempt is counted) until a poll or a delivery sees it ready for review. ``head_sha``:
         the base config was read for this head and does not review drafts."""
@@ -83,24 +84,32 @@ class WorkStore:
                 e.draft = True
                 e.draft_waits = head_sha or e.draft_waits
             return e
-        await self.update_pr(key, apply)
+        await self.update_pr(ref, apply)
 
-    async def delete_pr(self, key: str) -> bool:
-        return await self.prs_table.delete(key)
+    async def delete_pr(self, ref: PrRef) -> bool:
+        return await self.prs_table.delete(stored_key(ref))
 
     # -- instructions -----------------------------------------------------------------------
 
     async def instructions(self, key: str | None) -> InstructionsRecord | None:
         return None if key is None else await self.instructions_table.get(key)
 
-    async def start_review(self, key: str, instructions: InstructionsRecord | None,
+    async def start_review(self, ref: PrRef, instructions: InstructionsRecord | None,
                            fn: Callable[[PrRecord | None], PrRecord]) -> PrRecord:
         """Store the instructions (once per content) and the PR's ``reviewing`` state in one
         atomic write, before the model runs."""
         async with self.domain.transaction() as tx:
             if instructions is not None and await tx.get(INSTRUCTIONS, instructions.key) is None:
                 tx.put(INSTRUCTIONS, instructions.key, instructions)
-            return await tx.update(PRS, key, fn)
+            return await tx.update(PRS, stored_key(ref), fn)
+
+
+def stored_key(ref: PrRef) -> str:
+    """The storage key of a PR's record: the only place the typed reference becomes its
+    string. A string here would be a key built or split by hand: refused."""
+    if not isinstance(ref, PrRef):
+        raise TypeError(f"a PR record is addressed by a PrRef, not {type(ref).__name__}")
+    return ref.format()
 
 
 def utc_iso(value: datetime | None) -> str | None:

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import replace
 from typing import Any
 
-from ..core.session_key import PrKey
+from ..core.session_key import PrRef
 from ..core.severity import SEVERITIES
 from ..core.triggers import is_bot_review, posted_trigger
 from ..github import votes
@@ -35,34 +35,34 @@ from ..pr_output.summary import (
 )
 from ..reviewers.team.personas import COORDINATOR
 from . import second_look, second_look_summary
-from .context import ReviewDeps, WorkContext, repo_of
+from .context import ReviewDeps, WorkContext
 
 log = logging.getLogger(__name__)
 FILES_PAGE_CAP = 30
 COMMENT_TOOL = "add_comment_to_pending_review"
-# The last summary read in full, per (account, PR record key): at most this many PRs.
+# The last summary read in full, per (account, PR): at most this many PRs.
 LAST_READ_CAP = 512
-_last_read: OrderedDict[tuple[str, str, str], Summary] = OrderedDict()
+_last_read: OrderedDict[tuple[str, str, PrRef], Summary] = OrderedDict()
 
 
-def _remember(at: tuple[str, str, str], summary: Summary) -> None:
+def _remember(at: tuple[str, str, PrRef], summary: Summary) -> None:
     _last_read[at] = summary
     _last_read.move_to_end(at)
     while len(_last_read) > LAST_READ_CAP:
         _last_read.popitem(last=False)
 
 
-async def update_summary(ctx: ReviewDeps | WorkContext, key: str, *, reviewing: str | None,
+async def update_summary(ctx: ReviewDeps | WorkContext, ref: PrRef, *, reviewing: str | None,
                          last_reviewed: str | None, waiting: Waiting | None = None) -> None:
     """``waiting``: the review cannot run while the account is paused (said instead of
     "reviewing", which would otherwise stay up for the whole pause)."""
     if not ctx.cfg.review.summary:
         return
-    owner, name, number = repo_of(key)
+    owner, name, number = ref.owner, ref.name, ref.number
     client, me = ctx.client, ctx.acct.identity
     try:
         files = await client.list_pull_files(owner, name, number, max_pages=FILES_PAGE_CAP)
-        at = (ctx.cfg.api_url, ctx.acct.key, key)
+        at = (ctx.cfg.api_url, ctx.acct.key, ref)
         known = _last_read.get(at) if (reviewing or waiting) else None
         # Only what was read after the review the record last recorded (another process's
         # later review, or another GitHub with the same names, is read in full).
@@ -82,23 +82,23 @@ async def update_summary(ctx: ReviewDeps | WorkContext, key: str, *, reviewing: 
         summary = Summary(files=files, findings=findings_of(comments, ids, states, me, down),
                           reviewing=None if waiting else reviewing, waiting=waiting,
                           last_reviewed=last_reviewed, reviews=len(reviews))
-        drafted = await _from_session(ctx, key, summary)
+        drafted = await _from_session(ctx, ref, summary)
         posted = {str(t): r.html_url for r in reviews
                   if (t := posted_trigger(r, me)) is not None}
         # The second look's dropped findings are listed in their own section, not as open.
         # (Recorded by the daemon's work only: CI keeps no records, so it has none.)
-        found = await second_look.outcomes(ctx.store.domain, key) \
+        found = await second_look.outcomes(ctx.store.domain, ref) \
             if ctx.store is not None else []
         dropped = second_look_summary.dropped_of(found, set(posted))
         gone = {(t, c.path, c.line, c.text) for t, c in dropped}
         drafted = [d for d in drafted if (d.trigger, d.path, d.line,
                                           d.body.strip().split("\n", 1)[0]) not in gone]
-        summary.second_look = await second_look_summary.section(ctx, key, dropped)
+        summary.second_look = await second_look_summary.section(ctx, ref, dropped)
         summary.findings += listed_findings(drafted, posted, comments, ids)
-        _remember((ctx.cfg.api_url, ctx.acct.key, key), summary)
+        _remember((ctx.cfg.api_url, ctx.acct.key, ref), summary)
         await upsert(client, owner, name, number, render(summary), me)
     except GitHubError as exc:
-        log.warning("%s: summary comment not updated: %s", key, exc)
+        log.warning("%s: summary comment not updated: %s", ref, exc)
 
 
 async def _voted_down(ctx: ReviewDeps | WorkContext, owner: str, name: str, number: int,
@@ -115,7 +115,7 @@ async def _voted_down(ctx: ReviewDeps | WorkContext, owner: str, name: str, numb
                                      ctx.cfg.review.command_author_associations))
 
 
-async def _from_session(ctx: ReviewDeps | WorkContext, key: str, summary: Summary
+async def _from_session(ctx: ReviewDeps | WorkContext, ref: PrRef, summary: Summary
                         ) -> list[Drafted]:
     """From the PR session's log (no model call): its tokens and cost, into ``summary``, and
     the findings each review trigger's last attempt drafted (the accepted
@@ -125,8 +125,7 @@ async def _from_session(ctx: ReviewDeps | WorkContext, key: str, summary: Summar
     Each log is scanned once: what a scan found is kept with the last event it saw, and the
     next update scans only the events after it when the session's events are the same list
     grown (a released session kept in memory); any other log is scanned whole."""
-    owner, name, number = repo_of(key)
-    pr = PrKey(ctx.acct.key, owner, name, number)
+    pr = ref.session()
     harness = getattr(ctx.runner, "harness", None)   # the reviewers hold the harness
     if harness is None:
         return []

@@ -12,13 +12,12 @@ from .records import PrRecord
 from .second_look import saver
 
 
-async def turn_extras(ctx: WorkContext, key: str, rec: PrRecord, settings: object | None
+async def turn_extras(ctx: WorkContext, ref: PrRef, rec: PrRecord, settings: object | None
                       ) -> TurnExtras:
-    repo = PrRef.parse(key).repo
-    lessons = await LessonStore(ctx.store.domain, ctx.acct.key).active(repo)
+    lessons = await LessonStore(ctx.store.domain, ctx.acct.key).active(ref.repo)
     verify = verify_enabled(ctx.cfg.review, settings)
     return TurnExtras(lessons=notes(lessons), full=rec.full_review, verify=verify,
-                      save_second_look=saver(ctx.store.domain, key) if verify else None)
+                      save_second_look=saver(ctx.store.domain, ref) if verify else None)
 
 
 def verify_enabled(review: object, settings: object | None) -> bool:

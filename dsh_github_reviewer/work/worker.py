@@ -12,12 +12,13 @@ from datetime import timedelta
 from dsh_harness import OPEN_FENCE, Fence, FencedOut
 
 from ..core.failures import local_failure
+from ..core.session_key import PrRef
 from ..core.triggers import Trigger
 from ..github.errors import BadCredentials, GitHubError, RateLimited
 from . import fixes, reactions
 from . import pause as account_pause
 from .chat import CommandProcedure
-from .context import WorkContext, repo_of, short_error
+from .context import WorkContext, short_error
 from .notices import post_notice
 from .records import PrRecord, backoff
 from .review import ReviewProcedure
@@ -54,34 +55,34 @@ class PrWorker:
             return self
         return PrWorker(self.ctx.fenced(fence), self.review_slot, self.chat_slot)
 
-    async def run(self, key: str, fence: Fence = OPEN_FENCE) -> None:
+    async def run(self, ref: PrRef, fence: Fence = OPEN_FENCE) -> None:
         worker = self.fenced(fence)
         for _ in range(MAX_STEPS):
-            if not await worker.step(key):
+            if not await worker.step(ref):
                 return
-        log.warning("%s: %d work steps in one run; yielding", key, MAX_STEPS)
+        log.warning("%s: %d work steps in one run; yielding", ref, MAX_STEPS)
 
-    async def step(self, key: str) -> bool:
+    async def step(self, ref: PrRef) -> bool:
         """Run the next due item of the PR; False when nothing is due now (or the account is
         paused; after a credential pause, one PR's step at a time probes it)."""
-        if not account_pause.take_probe(self.ctx.pause, key, self.ctx.clock()):
+        if not account_pause.take_probe(self.ctx.pause, ref, self.ctx.clock()):
             return False
         try:
-            return await self._step(key)
+            return await self._step(ref)
         finally:
-            account_pause.release_probe(self.ctx.pause, key)
+            account_pause.release_probe(self.ctx.pause, ref)
 
-    async def _step(self, key: str) -> bool:
-        rec = await self.ctx.store.pr(key)
+    async def _step(self, ref: PrRef) -> bool:
+        rec = await self.ctx.store.pr(ref)
         now = self.ctx.clock()
         if reactions.due(rec, now):
             # Acknowledge first: 👀/😕 never wait behind a review (also for drafts).
-            await reactions.add_owed(self.ctx, key)
+            await reactions.add_owed(self.ctx, ref)
             return True
         if fixes.due(rec, now):
             # A posted review's fixed threads GitHub failed to resolve (also for drafts: the
             # review is already on the PR).
-            await self._resolve_fixes(key)
+            await self._resolve_fixes(ref)
             return True
         if rec is None:
             return False
@@ -91,49 +92,48 @@ class PrWorker:
             # (A draft's owed review too, once per head: the procedure reads whether the
             # base reviews drafts, and records the head it waits on when not.)
             async with self.review_slot():
-                await self.review.run(key, rec)
+                await self.review.run(ref, rec)
             return True
         if rec.draft:
             return False
         for notice in rec.notices:
             if not notice.posted and (notice.next_attempt_at or now) <= now:
-                await self._post_notice(key, notice.trigger)
+                await self._post_notice(ref, notice.trigger)
                 return True
         for cmd in rec.queued:
             if (cmd.next_attempt_at or now) <= now:
                 async with self.chat_slot():
-                    await self.command.run(key, rec, cmd)
+                    await self.command.run(ref, rec, cmd)
                 return True
         return False
 
-    async def acknowledge(self, key: str, fence: Fence = OPEN_FENCE) -> None:
+    async def acknowledge(self, ref: PrRef, fence: Fence = OPEN_FENCE) -> None:
         """Add owed reactions while the PR's ordered work is busy (a long review), under the
         same lease (``fence``) as that work."""
         try:
-            await reactions.add_owed(self.fenced(fence).ctx, key)
+            await reactions.add_owed(self.fenced(fence).ctx, ref)
         except FencedOut:
             pass  # the lease is lost: its fence said so once; the new holder adds them
         except Exception as exc:
-            log.warning("%s: reactions not added yet: %s", key, short_error(exc))
+            log.warning("%s: reactions not added yet: %s", ref, short_error(exc))
 
-    async def _resolve_fixes(self, key: str) -> None:
+    async def _resolve_fixes(self, ref: PrRef) -> None:
         try:
-            await fixes.resolve_owed(self.ctx, key)
+            await fixes.resolve_owed(self.ctx, ref)
         except BadCredentials as exc:
             await account_pause.pause(self.ctx.pause, "github", short_error(exc), self.ctx.clock())
         except RateLimited as exc:
-            await fixes.delay(self.ctx, key, exc.wait_s, short_error(exc))
+            await fixes.delay(self.ctx, ref, exc.wait_s, short_error(exc))
 
-    async def _post_notice(self, key: str, trigger: Trigger) -> None:
-        owner, name, number = repo_of(key)
-        rec = await self.ctx.store.pr(key)
+    async def _post_notice(self, ref: PrRef, trigger: Trigger) -> None:
+        rec = await self.ctx.store.pr(ref)
         notice = next((n for n in rec.notices if n.trigger == trigger), None) if rec else None
         if notice is None:
             return
         error: str | None = None
         wait: float | None = None
         try:
-            await post_notice(self.ctx.client, owner, name, number, notice,
+            await post_notice(self.ctx.client, ref.owner, ref.name, ref.number, notice,
                               self.ctx.cfg.review.max_attempts, self.ctx.acct.identity)
         except RateLimited as exc:
             error, wait = short_error(exc), exc.wait_s
@@ -144,7 +144,7 @@ class PrWorker:
             if local_failure(exc):
                 raise
             if not isinstance(exc, GitHubError):
-                log.exception("%s: cannot post the give-up notice", key)
+                log.exception("%s: cannot post the give-up notice", ref)
             error = short_error(exc)
         now = self.ctx.clock()
 
@@ -160,8 +160,8 @@ class PrWorker:
                                                    backoff(n.attempts,
                                                            self.ctx.cfg.poll_interval_s))
             return e
-        await self.ctx.store.update_pr(key, apply)
+        await self.ctx.store.update_pr(ref, apply)
         if error:
-            log.warning("%s: give-up notice not posted yet: %s", key, error)
+            log.warning("%s: give-up notice not posted yet: %s", ref, error)
 
 

@@ -85,6 +85,6 @@ async def test_a_reaction_lost_to_a_github_error_is_added_later(tmp_path, sandbo
 
 
 def rec_key() -> str:
-    from dsh_github_reviewer.work.records import pr_key
+    from dsh_github_reviewer.core.session_key import PrRef
 
-    return pr_key("demo", REPO, 1)
+    return PrRef("demo", REPO, 1)

@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from dsh_github_reviewer.core.session_key import PrRef
 from dsh_github_reviewer.core.triggers import SUMMARY_MARKER
 from dsh_github_reviewer.testing import SandboxGitHub
 from dsh_github_reviewer.testing.scenario import REPO, build_shop, model_server, push_fix
@@ -87,7 +88,7 @@ async def test_the_second_look_drops_lowers_and_lists(tmp_path, sandbox80, model
         assert "Cost of the second look (its own session): $" in text
         findings = text.split("### Findings", 1)[1].split("<details>", 1)[0]
         assert "Off-by-one" not in findings, "a dropped finding is not listed as open"
-        (saved,) = await outcomes((await dep.store()).domain, "demo:acme/shop#1")
+        (saved,) = await outcomes((await dep.store()).domain, PrRef.parse("demo:acme/shop#1"))
         assert {c.text.split(":", 1)[0]: c.action for c in saved.checked} == {
             "Off-by-one": "drop", "SQL built by string concatenation is injectable; use a "
             "parameterized query (`?` placeholders).": "lower",
@@ -159,7 +160,7 @@ async def test_the_second_look_checks_the_team_coordinators_draft(tmp_path, sand
             bodies = [c.body for c in sandbox80.state.comments_of_review(review.id)]
             assert bodies and not any("Off-by-one" in b for b in bodies)
             assert "Verdict: " in review.body, "the coordinator's verdict line is kept"
-            (saved,) = await outcomes((await dep.store()).domain, "demo:acme/shop#1")
+            (saved,) = await outcomes((await dep.store()).domain, PrRef.parse("demo:acme/shop#1"))
             assert [c.path for c in saved.dropped] == ["shop/cart.py"]
             assert "Off-by-one" in summary(sandbox80).split("<details><summary>Second look", 1)[1]
             ids = {s.id for s in await dep.harness.sessions.summaries()}
@@ -233,7 +234,7 @@ async def test_a_failed_second_look_posts_every_finding_and_says_so(tmp_path, sa
             assert len(sandbox80.state.comments_of_review(review.id)) == 3, "nothing lost"
             assert "The second look could not check the 3 drafted finding(s)" in review.body
             assert (await dep.entry()).status == "reviewed"
-            (saved,) = await outcomes((await dep.store()).domain, "demo:acme/shop#1")
+            (saved,) = await outcomes((await dep.store()).domain, PrRef.parse("demo:acme/shop#1"))
             assert saved.error and not saved.dropped
         finally:
             await dep.stop()

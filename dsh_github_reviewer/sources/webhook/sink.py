@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING
 
 from ...core.clock import utcnow
 from ...core.commands import parse_command
+from ...core.session_key import PrRef
 from ...github.models import PullSummary, ReviewComment
 from ...work.inbox import Observations
-from ...work.records import PrRecord, pr_key
+from ...work.records import PrRecord
 from . import events
 
 if TYPE_CHECKING:
@@ -51,11 +52,11 @@ class RecordWork:
             raise
         if keys:
             self.scheduler.wake(account, keys)
-        return f"account {account}: recorded" + (f", work due on {', '.join(keys)}"
+        return f"account {account}: recorded" + (f", work due on {', '.join(map(str, keys))}"
                                                  if keys else ", nothing new")
 
     async def observe(self, lane: AccountPoller, event: events.Envelope
-                      ) -> Observations | list[str] | str:
+                      ) -> Observations | list[PrRef] | str:
         """What to record through the inbox, the keys already recorded, or why nothing."""
         assert event.repository is not None
         repo = event.repository.full_name
@@ -104,5 +105,5 @@ class RecordWork:
             if rec is not None:
                 rec.closed(now, merged)
             return rec
-        await lane.store.update_pr(pr_key(lane.acct.key, repo.lower(), number), mark)
+        await lane.store.update_pr(PrRef(lane.acct.key, repo, number), mark)
         return f"{repo}#{number} closed"

@@ -12,6 +12,7 @@ import pytest
 
 from dsh_github_reviewer.app import ReviewerApp
 from dsh_github_reviewer.app.webhooks import start_receivers, stop_receivers
+from dsh_github_reviewer.core.session_key import PrRef
 from dsh_github_reviewer.testing import SandboxGitHub
 from dsh_github_reviewer.testing.deployment import Deployment
 from dsh_github_reviewer.testing.scenario import FEATURE, REPO, build_shop, model_server
@@ -48,7 +49,7 @@ async def reviewed(dep: Deployment, number: int = 1, base_sha: str | None = None
     """Seed the PR as reviewed at its current head and base (as after a first review)."""
     pull = dep.sb.state.pull(REPO, number)
     store = await dep.store()
-    key = f"demo:{REPO}#{number}"
+    key = PrRef("demo", REPO, number)
     await store.update_pr(key, lambda _: PrRecord(
         head_sha=pull.head_sha, status="reviewed", updated_at=datetime.now(UTC),
         reviewed_head_sha=pull.head_sha, base_ref=pull.base_ref,

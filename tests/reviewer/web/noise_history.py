@@ -7,8 +7,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from dsh_github_reviewer.core.session_key import PrKey
-from dsh_github_reviewer.work.records import DOMAIN, Notice, PrRecord, pr_key
+from dsh_github_reviewer.core.session_key import PrKey, PrRef
+from dsh_github_reviewer.work.records import DOMAIN, Notice, PrRecord
 from dsh_github_reviewer.work.store import WorkStore
 from dsh_harness.sessions.events import (
     AssistantMessage,
@@ -103,17 +103,17 @@ async def build_history(h) -> None:
 
     def rec(**kw):
         return lambda _: PrRecord(head_sha="c" * 40, updated_at=now, **kw)
-    await store.update_pr(pr_key("demo", "acme/shop", 1), rec(status="reviewed"))
-    await store.update_pr(pr_key("demo", "acme/shop", 2), rec(status="reviewed"))
-    await store.update_pr(pr_key("demo", "acme/api", 3), rec(
+    await store.update_pr(PrRef("demo", "acme/shop", 1), rec(status="reviewed"))
+    await store.update_pr(PrRef("demo", "acme/shop", 2), rec(status="reviewed"))
+    await store.update_pr(PrRef("demo", "acme/api", 3), rec(
         status="gave_up", fail_count=5, last_error="HTTP 502",
         notices=[Notice(trigger="demo:auto:" + "c" * 40, what="the review",
                         error="GitHub answered 502", created_at=now, posted=True)]))
-    await store.update_pr(pr_key("demo", "acme/api", 4), rec(
+    await store.update_pr(PrRef("demo", "acme/api", 4), rec(
         status="reviewing", title="Paused one", paused_by="maintainer", paused_at=now))
-    await store.update_pr(pr_key("demo", "acme/shop", 5), rec(
+    await store.update_pr(PrRef("demo", "acme/shop", 5), rec(
         status="reviewed", closed_seen_at=now, merged=True))
-    await store.update_pr(pr_key("demo", "acme/shop", 6), rec(
+    await store.update_pr(PrRef("demo", "acme/shop", 6), rec(
         status="reviewing", title="Owed", fail_count=1, last_error="model key rejected",
         last_failed_at=now))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from dsh_github_reviewer.core.session_key import PrRef
 from dsh_github_reviewer.work.lessons import LessonFinding, LessonStore
 from dsh_github_reviewer.work.records import DOMAIN
 from tests.reviewer.web.test_pr_pages import client, server  # noqa: F401  (fixture)
@@ -74,7 +75,7 @@ async def test_status_page_says_paused_once_and_counts_only_commands(tmp_path, s
         def cmd(cid: int, action: str) -> Command:
             return Command(comment_id=cid, kind="bot", source="review", author="m",
                            created_at=T0, action=action)
-        await store.update_pr("demo:acme/shop#1", lambda _: PrRecord(
+        await store.update_pr(PrRef.parse("demo:acme/shop#1"), lambda _: PrRecord(
             head_sha="a" * 40, status="reviewing", updated_at=T0, paused_by="maintainer",
             queued=[cmd(1, "teach"), cmd(2, "chat")]))
         async with client(h) as c:

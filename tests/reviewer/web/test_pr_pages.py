@@ -12,7 +12,7 @@ import httpx2
 import pytest
 
 import dsh_github_reviewer.plugin as reviewer_plugin
-from dsh_github_reviewer.core.session_key import PrKey
+from dsh_github_reviewer.core.session_key import PrKey, PrRef
 from dsh_github_reviewer.web.view import excerpt, parse_diff
 from dsh_harness import Harness, parse_config
 from dsh_harness.sessions.events import (
@@ -206,7 +206,7 @@ async def test_a_pr_closed_since_its_last_turn_shows_closed(tmp_path, server):
     """A PR's facts say 'open' as of its last turn; a closed or merged PR gets no new turn, so
     /prs asks the account's work records whether it was seen closed since."""
 
-    from dsh_github_reviewer.work.records import DOMAIN, pr_key
+    from dsh_github_reviewer.work.records import DOMAIN
     from dsh_github_reviewer.work.store import WorkStore
 
     text = config_text(server.base_url) + (
@@ -219,12 +219,12 @@ async def test_a_pr_closed_since_its_last_turn_shows_closed(tmp_path, server):
     try:
         for n in (7, 8, 9):
             await pr_session(h, PrKey("demo", "acme", "shop", n).session_id)
-        await check_states(h, WorkStore(await h.storage.domain(DOMAIN), "demo"), pr_key)
+        await check_states(h, WorkStore(await h.storage.domain(DOMAIN), "demo"))
     finally:
         await h.close()
 
 
-async def check_states(h, store, pr_key) -> None:
+async def check_states(h, store) -> None:
     from datetime import UTC, datetime
 
     from dsh_github_reviewer.work.records import PrRecord
@@ -240,8 +240,8 @@ async def check_states(h, store, pr_key) -> None:
                                   closed_seen_at=closed)
     async with client(h) as c:
         assert await states(c) == {7: "open", 8: "open", 9: "open"}, "no record: last turn"
-        await store.update_pr(pr_key("demo", "acme/shop", 7), record(None))
-        await store.update_pr(pr_key("demo", "acme/shop", 8), record(now))
+        await store.update_pr(PrRef("demo", "acme/shop", 7), record(None))
+        await store.update_pr(PrRef("demo", "acme/shop", 8), record(now))
         assert await states(c) == {7: "open", 8: "closed", 9: "open"}, "9: never polled"
         await store.update_account(lambda a: setattr(a, "last_tick_at", now))
         assert await states(c) == {7: "open", 8: "closed", 9: "closed"}, "9: record pruned"
@@ -254,13 +254,13 @@ async def check_states(h, store, pr_key) -> None:
 
         def seen(**kw):
             return lambda r: r.model_copy(update=kw)
-        await store.update_pr(pr_key("demo", "acme/shop", 8), seen(merged=True))
-        await store.update_pr(pr_key("demo", "acme/shop", 7), seen(draft=True))
+        await store.update_pr(PrRef("demo", "acme/shop", 8), seen(merged=True))
+        await store.update_pr(PrRef("demo", "acme/shop", 7), seen(draft=True))
         assert 'class="badge state-merged"' in await pr_page(c, 8)
         assert 'class="badge state-draft"' in await pr_page(c, 7)
         assert await states(c) == {7: "draft", 8: "merged", 9: "closed"}
-        await store.update_pr(pr_key("demo", "acme/shop", 7), seen(draft=False))
-        await store.update_pr(pr_key("demo", "acme/shop", 8), seen(merged=False))
+        await store.update_pr(PrRef("demo", "acme/shop", 7), seen(draft=False))
+        await store.update_pr(PrRef("demo", "acme/shop", 8), seen(merged=False))
         import dsh_github_reviewer.web.pages as web_pages
 
         size, web_pages.FRESH_ROWS = web_pages.FRESH_ROWS, 1  # many rows: the cached records
@@ -292,7 +292,7 @@ async def test_a_pr_without_a_session_is_listed_counted_and_linked(tmp_path, ser
     PR to a page that exists; merged shows as merged."""
     from datetime import UTC, datetime
 
-    from dsh_github_reviewer.work.records import DOMAIN, Notice, PrRecord, pr_key
+    from dsh_github_reviewer.work.records import DOMAIN, Notice, PrRecord
     from dsh_github_reviewer.work.store import WorkStore
 
     h = account_harness(tmp_path, server)
@@ -304,13 +304,13 @@ async def test_a_pr_without_a_session_is_listed_counted_and_linked(tmp_path, ser
 
         def rec(**kw):
             return lambda _: PrRecord(head_sha="a" * 40, updated_at=now, **kw)
-        await store.update_pr(pr_key("demo", "acme/shop", 9), rec(
+        await store.update_pr(PrRef("demo", "acme/shop", 9), rec(
             status="gave_up", title="Broken PR", fail_count=5, last_error="HTTP 502",
             notices=[Notice(trigger="demo:auto:" + "a" * 40, what="the review",
                             error="GitHub answered 502", created_at=now, posted=True)]))
-        await store.update_pr(pr_key("demo", "acme/shop", 10), rec(
+        await store.update_pr(PrRef("demo", "acme/shop", 10), rec(
             status="reviewed", title="Merged fast", closed_seen_at=now, merged=True))
-        await store.update_pr(pr_key("demo", "acme/shop", 7), rec(
+        await store.update_pr(PrRef("demo", "acme/shop", 7), rec(
             status="reviewed", title="Fix the query", closed_seen_at=now, merged=True))
         async with client(h) as c:
             data = (await c.get("/api/github-reviewer/prs")).json()
@@ -358,7 +358,7 @@ async def test_the_records_copy_validates_only_what_changed(tmp_path, server):
     from datetime import UTC, datetime
 
     from dsh_github_reviewer.web.pages import RecordCache
-    from dsh_github_reviewer.work.records import DOMAIN, PrRecord, pr_key
+    from dsh_github_reviewer.work.records import DOMAIN, PrRecord
     from dsh_github_reviewer.work.store import WorkStore
 
     h = account_harness(tmp_path, server)
@@ -367,7 +367,7 @@ async def test_the_records_copy_validates_only_what_changed(tmp_path, server):
         store = WorkStore(domain, "demo")
         now = datetime.now(UTC)
         for n in (1, 2, 3):
-            await store.update_pr(pr_key("demo", "acme/shop", n), lambda _, n=n: PrRecord(
+            await store.update_pr(PrRef("demo", "acme/shop", n), lambda _, n=n: PrRecord(
                 head_sha="a" * 40, status="reviewed", updated_at=now, title=f"PR {n}"))
         parsed: list[str] = []
         real = domain.parse
@@ -378,7 +378,7 @@ async def test_the_records_copy_validates_only_what_changed(tmp_path, server):
         assert len(parsed) == 3 and len(first) == 3
         await cache._read(h)
         assert cache.records is first and len(parsed) == 3, "nothing changed: nothing parsed"
-        await store.update_pr(pr_key("demo", "acme/shop", 2),
+        await store.update_pr(PrRef("demo", "acme/shop", 2),
                               lambda r: r.model_copy(update={"title": "Renamed"}))
         await cache._read(h)
         assert len(parsed) == 4 and cache.records is not first

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dsh_github_reviewer.plugin as reviewer_plugin
 from dsh_github_reviewer.app import ReviewerApp
+from dsh_github_reviewer.core.session_key import PrRef
 from dsh_harness import Harness, parse_config
 from tests.harness.agent_kit import config_text
 from tests.reviewer.web.test_pr_pages import client, server  # noqa: F401  (fixture)
@@ -63,7 +64,7 @@ async def test_status_page_shows_replicas_and_who_runs_a_pr(tmp_path, server, pg
         store = WorkStore(await h.storage.domain(DOMAIN), "demo")
         from dsh_github_reviewer.core.clock import utcnow
 
-        await store.update_pr("demo:acme/shop#3", lambda _: PrRecord(
+        await store.update_pr(PrRef.parse("demo:acme/shop#3"), lambda _: PrRecord(
             head_sha="a" * 40, status="reviewing", title="t", updated_at=utcnow()))
         await h.leases.heartbeat()
         await h.leases.acquire("pr:demo:acme/shop#3", 60)

@@ -14,6 +14,7 @@ import httpx2
 import pytest
 
 from dsh_github_reviewer.config import AccountConfig, McpSettings
+from dsh_github_reviewer.core.session_key import PrRef
 from dsh_github_reviewer.core.triggers import BotIdentity
 from dsh_github_reviewer.github.account import ConfiguredAccount, ConnectedAccount
 from dsh_github_reviewer.github.auth import PatAuth
@@ -22,7 +23,7 @@ from dsh_github_reviewer.github.mcp_host import McpRuntime
 from dsh_github_reviewer.work.chat import CommandProcedure
 from dsh_github_reviewer.work.context import WorkContext
 from dsh_github_reviewer.work.pause import AccountPause
-from dsh_github_reviewer.work.records import Command, Notice, PrRecord, pr_key
+from dsh_github_reviewer.work.records import Command, Notice, PrRecord
 from dsh_github_reviewer.work.review import ReviewProcedure
 from dsh_github_reviewer.work.store import WorkStore, domain_spec
 from dsh_harness import Domain
@@ -30,7 +31,7 @@ from dsh_harness.storage.json_backend import JsonBackend
 
 PAT = "ghp_" + "w" * 36
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-KEY = pr_key("acct", "octo/app", 1)
+KEY = PrRef("acct", "octo/app", 1)
 INTERVAL = 3
 
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dsh_github_reviewer.config import AccountConfig
+from dsh_github_reviewer.core.session_key import PrRef
 from dsh_github_reviewer.core.triggers import BotIdentity, Trigger
 from dsh_github_reviewer.github.feeds import FeedMarks
 from dsh_github_reviewer.github.models import IssueComment, PullSummary, ReviewComment
@@ -24,7 +25,6 @@ from dsh_github_reviewer.work.records import (
     PrRecord,
     Reaction,
     RepoState,
-    pr_key,
 )
 from dsh_github_reviewer.work.store import WorkStore, domain_spec
 from dsh_harness import Domain
@@ -36,8 +36,8 @@ HEAD, HEAD2, BASE, BASE2 = "a" * 40, "c" * 40, "b" * 40, "d" * 40
 DRAFT_LINE = " is a draft; reviewed only if its base says auto_review.drafts = true"
 
 
-def key(number: int = 1, repo: str = REPO) -> str:
-    return pr_key("demo", repo, number)
+def key(number: int = 1, repo: str = REPO) -> PrRef:
+    return PrRef("demo", repo, number)
 
 
 def auto(head: str = HEAD) -> Trigger:
@@ -510,7 +510,7 @@ async def test_the_draft_and_cap_lines_are_logged_once_per_pr_and_head(store, ca
     await record(ib, pulls=[pull(1, draft=True), pull(2, draft=True)])
     await record(ib, pulls=[pull(1, HEAD2, draft=True)])
     await record(ib, pulls=[pull(1, HEAD2, draft=True)])
-    assert caplog.messages == [key(1) + DRAFT_LINE, key(2) + DRAFT_LINE, key(1) + DRAFT_LINE]
+    assert caplog.messages == [f"{key(n)}{DRAFT_LINE}" for n in (1, 2, 1)]
 
 
 async def test_the_cap_line_names_the_pr_and_the_head(store, caplog):

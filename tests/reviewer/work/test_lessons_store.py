@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from dsh_github_reviewer.core.session_key import PrRef
 from dsh_github_reviewer.turn.second_look import Checked, SecondLookOutcome
 from dsh_github_reviewer.work import second_look
 from dsh_github_reviewer.work.lessons import LESSON_CHARS, LessonStore, notes
@@ -66,7 +67,7 @@ async def test_lessons_are_numbered_idempotent_and_forgotten_with_a_tombstone(do
 
 async def test_second_look_outcomes_replace_per_trigger(domain):
     d, _ = domain
-    key = "demo:acme/shop#1"
+    key = PrRef.parse("demo:acme/shop#1")
     save = second_look.saver(d, key)
     checked = [Checked(path="a.py", line=3, severity="major", text="t", action="drop",
                        reason="a.py:3: no")]

@@ -27,7 +27,6 @@ from dsh_github_reviewer.work.records import (
     backoff,
     instructions_key,
     migrate_v1,
-    pr_key,
 )
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -159,12 +158,35 @@ def test_notices_are_unique_and_only_posted_ones_are_pruned():
 
 def test_pr_keys():
     # The wire layout is the one records were always stored under: old records keep loading.
-    assert pr_key("acct", "Octo/App", 7) == "acct:octo/app#7"
+    assert PrRef("acct", "Octo/App", 7).format() == "acct:octo/app#7"
     ref = PrRef.parse("acct:octo/app#7")
     assert ref == PrRef("acct", "octo/app", 7)
     assert (ref.account, ref.repo, ref.owner, ref.name, ref.number) == (
         "acct", "octo/app", "octo", "app", 7)
-    assert PrRef.parse(pr_key("a.b-c", "O/R", 12)) == PrRef("a.b-c", "o/r", 12)
+    assert PrRef.parse(PrRef("a.b-c", "O/R", 12).format()) == PrRef("a.b-c", "o/r", 12)
+
+
+def test_pr_ref_owner_and_name_come_from_the_repository():
+    ref = PrRef("acct", "Octo-Org/App.js", 3)
+    assert (ref.owner, ref.name, ref.repo) == ("octo-org", "app.js", "octo-org/app.js")
+    assert f"{ref.owner}/{ref.name}" == ref.repo
+    # Hashable and equal by value: a dict key of the scheduler and the store's listing.
+    assert {ref: 1}[PrRef.parse("acct:octo-org/app.js#3")] == 1
+
+
+def test_pr_ref_names_its_sessions():
+    ref = PrRef("demo", "Acme/Shop", 9)
+    assert ref.session().session_id == "github:demo:acme:shop:pr:9"
+    assert ref.session("verifier").session_id == "github:demo:acme:shop:pr:9:persona:verifier"
+    assert ref.session().ref == ref
+    assert ref.session("coordinator").title == "Review acme/shop PR 9 · coordinator"
+
+
+def test_pr_ref_reads_version_1_keys():
+    assert PrRef.parse_v1("acct", "Octo/App#7") == PrRef("acct", "octo/app", 7)
+    for bad in ["octo/app", "octo/app#x", "octo/app#0", "app#7", "o/a/b#7"]:
+        with pytest.raises(ValueError):
+            PrRef.parse_v1("acct", bad)
 
 
 @pytest.mark.parametrize("key", [

@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from dsh_github_reviewer.work.records import DOMAIN, PrRecord, backoff, instructions_key, pr_key
+from dsh_github_reviewer.core.session_key import PrRef
+from dsh_github_reviewer.work.records import DOMAIN, PrRecord, backoff, instructions_key
 from dsh_github_reviewer.work.store import WorkStore, domain_spec
 from dsh_harness import DomainSpec
 from dsh_harness.storage import Domain
@@ -54,8 +55,10 @@ async def test_v1_store_migrates_on_open(backend):
     domain = await Domain.open(domain_spec(), backend)
     store = WorkStore(domain, "demo")
     prs = await store.prs()
-    assert sorted(prs) == [pr_key("demo", "acme/shop", 1), pr_key("demo", "acme/shop", 2)]
-    first = prs[pr_key("demo", "acme/shop", 1)]
+    assert set(prs) == {PrRef("demo", "acme/shop", 1), PrRef("demo", "acme/shop", 2)}
+    # On disk the records keep the layout they were always stored under.
+    assert sorted(await domain.all("prs")) == ["demo:acme/shop#1", "demo:acme/shop#2"]
+    first = prs[PrRef("demo", "acme/shop", 1)]
     assert [c.comment_id for c in first.queued] == [11, 12], "in-flight first, not lost"
     assert first.processed(7) and first.reviews_done == 1
     # Instructions are stored once, shared by both PRs.
