@@ -97,9 +97,11 @@ def pause_main(args: argparse.Namespace) -> int:
           f"{report.fenced}, SIGKILLs {report.kills}, pushes {report.pushes}, /bot "
           f"{len(report.bots)}, reviews posted {report.reviews}, replies {report.replies}, "
           f"sessions checked {report.sessions}, {time.monotonic() - started:.0f} s")
-    for kind in report.late_takeovers:
+    for kind, details in zip(report.late_takeovers, report.late_details, strict=True):
         print(f"LATE TAKEOVER: at {kind}, the work was finished only after the paused replica "
               "resumed (liveness, not a duplicate)")
+        for line in details or ["nothing waited for a lock in the database"]:
+            print("  ", line)
     for problem in report.problems:
         print("PROBLEM:", problem)
     if report.problems or report.late_takeovers:

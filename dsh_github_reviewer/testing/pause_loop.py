@@ -56,9 +56,10 @@ class PauseReport(LoopReport):
     not_reached: int = 0     # started with a stop point another replica's work made moot
     fenced: int = 0          # resumed replicas that logged their lease lost
     # Liveness, apart from the safety invariants: pauses during which the other replica did
-    # not finish the work (it did once the paused one resumed). A known gap: seen about once
-    # in 24 pauses on a loaded machine, cause not yet found.
+    # not finish the work (it did once the paused one resumed).
     late_takeovers: list[str] = field(default_factory=list)
+    # For each late takeover: what the database showed then (``blocked``).
+    late_details: list[list[str]] = field(default_factory=list)
     sessions: int = 0
     stops: dict[str, int] = field(default_factory=dict)
 
@@ -139,9 +140,29 @@ class Replicas:
             self.standby.send_signal(signal.SIGSTOP)
 
 
+def blocked(dsn: str) -> list[str]:
+    """What waits in the database and on whom: a line per backend that waits for a lock, with
+    each backend blocking it (its state, what it waits on itself, how long its transaction and
+    its state have lasted, its last statement). Printed for a late takeover."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT w.pid, w.wait_event_type, w.wait_event, left(w.query, 120), "
+            "b.pid, b.state, b.wait_event_type, b.wait_event, "
+            "round(extract(epoch FROM now() - b.xact_start)::numeric, 1), "
+            "round(extract(epoch FROM now() - b.state_change)::numeric, 1), left(b.query, 120) "
+            "FROM pg_stat_activity w CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS bp "
+            "JOIN pg_stat_activity b ON b.pid = bp WHERE w.datname = current_database() "
+            "ORDER BY w.pid").fetchall()
+    return [f"backend {w} waiting ({wt}/{we}) in {wq!r} is blocked by backend {b}: {bs} "
+            f"({bt}/{be}), transaction {bx} s old, in this state for {bc} s, last {bq!r}"
+            for w, wt, we, wq, b, bs, bt, be, bx, bc, bq in rows]
+
+
 def pause_once(reps: Replicas, sb: SandboxGitHub, report: PauseReport, kind: str,
                number: int, rng: random.Random, *, kill: bool = False,
-               reach_s: float = 60.0) -> bool:
+               reach_s: float = 60.0, dsn: str | None = None) -> bool:
     """Start a replica (the standby is stopped, so it takes the work) that stops itself at
     ``kind`` (for PR ``number``); once it has, resume the standby, which takes the lease over
     and finishes the work (``kill``: SIGKILLed on the way, a new standby started); then resume
@@ -170,6 +191,7 @@ def pause_once(reps: Replicas, sb: SandboxGitHub, report: PauseReport, kind: str
     if not wait_for("the work taken over", lambda: settled(sb, report) and (
             time.monotonic() - paused_at > 2 * LEASE_TTL_S), 90):
         report.late_takeovers.append(kind)
+        report.late_details.append(blocked(dsn) if dsn else [])
     proc.send_signal(signal.SIGCONT)
     if wait_for("the fence", lambda: FENCED in log_of(proc), LEASE_TTL_S * 4):
         report.fenced += 1
@@ -269,7 +291,7 @@ def run_pause_loop(tmp: Path, sb: SandboxGitHub, model, dsn: str, *,
                 number = 1  # the first review of PR 1
             else:
                 number = event(sb, report, rng, step, kind)
-            pause_once(reps, sb, report, kind, number, rng, kill=step in kill_at)
+            pause_once(reps, sb, report, kind, number, rng, kill=step in kill_at, dsn=dsn)
             step += 1
         if reps.standby is not None:
             reps.standby.send_signal(signal.SIGCONT)

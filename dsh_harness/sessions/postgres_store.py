@@ -192,13 +192,7 @@ class PostgresSessionStore(SessionStore):
                                   "refused")
             generation, total_lines, total_bytes = int(row[0]), int(row[1]), int(row[2])
             seq, start = total_lines - len(lines), total_bytes - size
-            rows = []
-            for line in lines:
-                rows.append((session_id, seq, start, line))
-                seq, start = seq + 1, start + len(line)
-            async with conn.cursor() as c:
-                await c.executemany("INSERT INTO dsh_session_lines (session_id, seq, start, line)"
-                                    " VALUES (%s, %s, %s, %s)", rows)
+            await _insert_lines(conn, session_id, seq, start, lines)
         if session_id in self._known:
             self._known[session_id] = PgMark(generation, total_lines, total_bytes)
 
@@ -246,18 +240,26 @@ class PostgresSessionStore(SessionStore):
             await conn.execute("INSERT INTO dsh_sessions (id, generation, lines, bytes) "
                                "VALUES (%s, %s, %s, %s)",
                                (session_id, generation, len(lines), len(raw)))
-            rows, start = [], 0
-            for seq, line in enumerate(lines):
-                rows.append((session_id, seq, start, line))
-                start += len(line)
-            async with conn.cursor() as c:
-                await c.executemany("INSERT INTO dsh_session_lines (session_id, seq, start, line)"
-                                    " VALUES (%s, %s, %s, %s)", rows)
+            await _insert_lines(conn, session_id, 0, 0, lines)
         self._known.pop(session_id, None)
 
     async def close(self) -> None:
         self._known.clear()
         await self._pools.close()
+
+
+async def _insert_lines(conn: Any, session_id: str, seq: int, start: int,
+                        lines: list[bytes]) -> None:
+    """The lines from sequence ``seq`` and byte offset ``start`` on, in one statement: never
+    ``executemany`` inside a transaction (see ``storage/postgres.py``, "No pipeline")."""
+    seqs, starts = [], []
+    for line in lines:
+        seqs.append(seq)
+        starts.append(start)
+        seq, start = seq + 1, start + len(line)
+    await conn.execute("INSERT INTO dsh_session_lines (session_id, seq, start, line) "
+                       "SELECT %s, s, b, l FROM unnest(%s::int[], %s::bigint[], %s::bytea[]) "
+                       "AS u(s, b, l)", (session_id, seqs, starts, lines))
 
 
 async def _prepare(conn: Any, where: str) -> None:

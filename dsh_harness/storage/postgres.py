@@ -19,6 +19,15 @@ if TYPE_CHECKING:
 
 # Longest a transaction may sit idle (no statement running) before the server ends it: far
 # above any transaction of ours (milliseconds between statements), far below a lease.
+#
+# No pipeline: the server counts a transaction idle only once it has told the client it is
+# ready for the next statement (after a Sync). Inside a pipeline — psycopg's ``executemany``,
+# ``conn.pipeline()`` — the statements are sent with no Sync in between, so a client stopped
+# there (SIGSTOP, a VM pause) leaves its backend "active", waiting for input: the idle timeout
+# never fires, and the transaction's locks (a domain's advisory lock, a session row, the lease
+# row a write checked FOR SHARE) stall every other replica until the stopped one resumes.
+# Every write therefore sends each statement on its own, batches as one statement over arrays
+# (``unnest``); tests/harness/storage/test_postgres_stopped_client.py stops a writer there.
 IDLE_IN_TRANSACTION_S = 10.0
 CONNECT_TIMEOUT_S = 10
 # Connections a process keeps per pool at most; asyncio tasks beyond it wait for one.

@@ -88,18 +88,20 @@ class _Conn:
         final: dict[tuple[str, str], str | None] = {}
         for table, key, text in ops:
             final[(table, key)] = text
-        upserts = [(name, t, k, v) for (t, k), v in final.items() if v is not None]
-        deletes = [(name, t, k) for (t, k), v in final.items() if v is None]
-        async with self.conn.cursor() as cur:
-            if upserts:
-                await cur.executemany(
-                    "INSERT INTO dsh_records (domain, tbl, key, value) VALUES (%s, %s, %s, %s) "
-                    "ON CONFLICT (domain, tbl, key) DO UPDATE SET value = EXCLUDED.value",
-                    upserts)
-            if deletes:
-                await cur.executemany(
-                    "DELETE FROM dsh_records WHERE domain = %s AND tbl = %s AND key = %s",
-                    deletes)
+        upserts = [(t, k, v) for (t, k), v in final.items() if v is not None]
+        deletes = [(t, k) for (t, k), v in final.items() if v is None]
+        # One statement each, never ``executemany`` (see ``postgres.py``, "No pipeline").
+        if upserts:
+            await self.conn.execute(
+                "INSERT INTO dsh_records (domain, tbl, key, value) SELECT %s, t, k, v "
+                "FROM unnest(%s::text[], %s::text[], %s::text[]) AS u(t, k, v) "
+                "ON CONFLICT (domain, tbl, key) DO UPDATE SET value = EXCLUDED.value",
+                (name, *map(list, zip(*upserts, strict=True))))
+        if deletes:
+            await self.conn.execute(
+                "DELETE FROM dsh_records WHERE domain = %s AND (tbl, key) IN "
+                "(SELECT t, k FROM unnest(%s::text[], %s::text[]) AS u(t, k))",
+                (name, *map(list, zip(*deletes, strict=True))))
 
 
 class _TxView(StoredDomain):
