@@ -37,6 +37,7 @@ from .errors import (
     truncate,
 )
 from .models import (
+    CollaboratorPermission,
     Comparison,
     FileContent,
     InstallationRepos,
@@ -525,6 +526,15 @@ class GitHubClient:
         path = f"repos/{seg(owner, repo)}/{kind}/comments/{int(comment_id)}/reactions"
         items, _ = await self.paginate(path)
         return self.parse_list(Reaction, items, f"GET {path}")
+
+    async def collaborator_permission(self, owner: str, repo: str, login: str
+                                      ) -> CollaboratorPermission:
+        """A person's permission on the repository; ``NotFound`` when GitHub knows no such
+        user (or the repository), ``GitHubError`` with status 403 when the token may not read
+        it. Conditional like every GET, so asking again while nothing changed is a free 304."""
+        path = f"repos/{seg(owner, repo, 'collaborators', login, 'permission')}"
+        resp = await self.request("GET", path)
+        return self.parse(CollaboratorPermission, resp.data, f"GET {path}")
 
     async def list_reviews(self, owner: str, repo: str, number: int) -> list[Review]:
         path = f"repos/{seg(owner, repo)}/pulls/{int(number)}/reviews"

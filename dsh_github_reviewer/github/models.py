@@ -108,6 +108,18 @@ class Reaction(Payload):
     user: User | None = None
 
 
+class CollaboratorPermission(Payload):
+    """A person's access to a repository (``GET …/collaborators/{username}/permission``).
+
+    ``permission`` is GitHub's legacy base role: admin, write, read or none (maintain is
+    reported as write, triage as read); ``role_name`` names the role itself, custom roles too.
+    """
+
+    permission: str
+    role_name: str | None = None
+    user: User | None = None
+
+
 class ReviewComment(Comment):
     pull_request_url: str
     path: str

@@ -80,6 +80,8 @@ class RestRoutes:
         add("GET", r"/user/repos", self.user_repos)
         add("GET", r"/installation/repositories", self.installation_repos)
         add("GET", rf"/repos/{O_R}", self.get_repo)
+        add("GET", rf"/repos/{O_R}/collaborators/(?P<login>[^/]+)/permission",
+            self.collaborator_permission)
         add("GET", rf"/repos/{O_R}/pulls", self.list_pulls)
         add("GET", rf"/repos/{O_R}/pulls/comments", self.repo_review_comments)
         add("GET", rf"/repos/{O_R}/pulls/(?P<n>\d+)", self.get_pull)
@@ -181,6 +183,28 @@ class RestRoutes:
 
     def get_repo(self, ctx: Ctx, owner: str, repo: str) -> Reply:
         return Reply(200, self.p.repo(self.state.repo(f"{owner}/{repo}")))
+
+    def collaborator_permission(self, ctx: Ctx, owner: str, repo: str, login: str) -> Reply:
+        """Like GitHub: the legacy base role in ``permission`` (maintain reads as write,
+        triage as read) and the role itself in ``role_name``; 404 for an unknown user or
+        repository; 403 when the repository forbids it (``permissions_forbidden``)."""
+        full = self.state.repo(f"{owner}/{repo}")
+        if full.permissions_forbidden:
+            return Reply(403, {"message": "Must have push access to view repository "
+                                          "collaborators.",
+                               "documentation_url": "https://docs.github.com/rest"})
+        user = self.state.users.get(login.lower())
+        if user is None:
+            return not_found()
+        role = self.state.permission(full.full_name, user.login)
+        legacy = {"maintain": "write", "triage": "read"}.get(role, role)
+        flags = {"pull": role != "none", "triage": role in ("triage", "write", "maintain",
+                                                            "admin"),
+                 "push": role in ("write", "maintain", "admin"),
+                 "maintain": role in ("maintain", "admin"), "admin": role == "admin"}
+        return Reply(200, {"permission": legacy, "role_name": role,
+                           "user": {**self.p.user(user.login), "permissions": flags,
+                                    "role_name": role}})
 
     # -- pulls --------------------------------------------------------------------------------
 

@@ -16,6 +16,8 @@ from datetime import UTC, datetime, timedelta
 
 from ..github.diff import CommentableLines, commentable_lines
 
+ROLES = ("admin", "maintain", "write", "triage", "read")
+
 
 def now_utc() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
@@ -46,6 +48,11 @@ class Repo:
     branches: dict[str, str]
     private: bool = False
     associations: dict[str, str] = field(default_factory=dict)
+    # login (lower-case) -> admin | maintain | write | triage | read: collaborators' roles
+    # (the owner is admin without an entry).
+    permissions: dict[str, str] = field(default_factory=dict)
+    # The permission endpoint answers 403 (a token that may not read collaborators).
+    permissions_forbidden: bool = False
     fork_of: str | None = None
     created_at: datetime = field(default_factory=now_utc)
 
@@ -215,6 +222,22 @@ class SandboxState:
         with self.lock:
             self.add_user(login)
             self.repo(full_name).associations[login.lower()] = association.upper()
+
+    def set_permission(self, full_name: str, login: str, role: str) -> None:
+        """Make ``login`` a collaborator with ``role`` (admin, maintain, write, triage, read)."""
+        if role not in ROLES:
+            raise ValueError(f"unknown repository role {role!r}: one of {', '.join(ROLES)}")
+        with self.lock:
+            self.add_user(login)
+            self.repo(full_name).permissions[login.lower()] = role
+
+    def permission(self, full_name: str, login: str) -> str:
+        """``login``'s role on the repository, like GitHub: the owner is admin; anyone else
+        without a role can read a public repository and has none on a private one."""
+        repo = self.repo(full_name)
+        if login.lower() == repo.owner.lower():
+            return "admin"
+        return repo.permissions.get(login.lower(), "none" if repo.private else "read")
 
     # -- git --------------------------------------------------------------------------------
 

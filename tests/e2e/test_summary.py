@@ -162,3 +162,56 @@ async def test_only_a_maintainers_thumbs_down_dismisses_a_finding(shop):
     st.add_issue_comment(REPO, 1, "maintainer", "/review")
     await shop.tick()
     assert len(shop.reviews()) == 3 and lists() == before, "unchanged counts: no re-read"
+
+
+async def test_a_collaborator_who_only_reacted_dismisses_a_finding(shop):
+    """carol can push to the repository but never wrote on the PR: her 👎 dismisses (her
+    association is read from her repository permission); rita can only read, and alice wrote
+    the PR, so their 👎 leave findings open. Each unknown voter's permission is asked once:
+    later refreshes ask nothing."""
+    from dsh_github_reviewer.core.session_key import PrKey
+    from dsh_github_reviewer.github import votes
+    from dsh_github_reviewer.web import view as web_view
+    from dsh_github_reviewer.web.facts import update as update_facts
+
+    votes.forget()   # another test's sandbox may have had this address
+    st = shop.sb.state
+    st.set_permission(REPO, "carol", "write")
+    st.set_permission(REPO, "rita", "read")
+    await shop.tick()
+
+    def root(path: str, line: int):
+        return next(c for c in st.review_comments_of(REPO, 1) if c.user == BOT
+                    and c.path == path and c.line == line and c.in_reply_to is None)
+
+    def asked() -> list[str]:
+        return sorted(e.path.split("/")[-2] for e in shop.sb.log
+                      if e.method == "GET" and e.path.endswith("/permission"))
+
+    st.react(root("shop/orders.py", 10).id, "alice", "-1")   # the PR's author
+    st.react(root("shop/orders.py", 15).id, "rita", "-1")    # read-only
+    st.react(root("shop/cart.py", 2).id, "carol", "-1")      # can push; wrote nothing
+    st.add_issue_comment(REPO, 1, "maintainer", "/review")
+    await shop.tick()
+    assert len(shop.reviews()) == 2
+    (summary,) = summaries(st)
+    assert "| 🔴 open |" in row(summary.body, "shop/orders.py:10")
+    assert "| 🔴 open |" in row(summary.body, "shop/orders.py:15")
+    assert "| ⚪ dismissed |" in row(summary.body, "shop/cart.py:2")
+    assert all(c.user in (BOT, "maintainer") for c in st.issue_comments_of(REPO, 1))
+
+    log = await shop.harness.sessions.read(PrKey("demo", "acme", "shop", 1).session_id)
+    facts: dict = {}
+    update_facts(log.header, facts, log.events)
+    page = web_view.build(log.header, log.events, facts)
+    status = {(f["path"], f["line"]): f["status"] for f in page["context"]["findings"]}
+    assert status[("shop/orders.py", 10)] == "open"
+    assert status[("shop/orders.py", 15)] == "open"
+    assert status[("shop/cart.py", 2)] == "dismissed"
+    assert asked() == ["carol", "rita"], "once each; never the author or a known commenter"
+
+    st.add_issue_comment(REPO, 1, "maintainer", "/review")
+    await shop.tick()
+    assert len(shop.reviews()) == 3 and asked() == ["carol", "rita"]
+    (summary,) = summaries(st)
+    assert "| ⚪ dismissed |" in row(summary.body, "shop/cart.py:2")

@@ -42,6 +42,7 @@ def responses():
         pr = st.open_pull("octo/app", "f", title="t", body=None, author="mallory",
                           head_repo="mallory/app")
         st.set_association("octo/app", "maint", "MEMBER")
+        st.set_permission("octo/app", "maint", "maintain")
         st.add_issue_comment("octo/app", 1, "maint", "/bot hi")
         root = st.add_review_comment("octo/app", 1, "maint", "x", path="app.py", line=2)
         st.add_review_comment("octo/app", 1, "maint", "y", path="app.py", line=2,
@@ -74,6 +75,9 @@ def responses():
             "combined-commit-status": [get(f"/repos/octo/app/commits/{pr.head_sha}/status")],
             "commit-comparison": [get(f"/repos/mallory/app/compare/{first_head}...f"),
                                   get(f"/repos/octo/app/compare/{first_head}...rewritten")],
+            "repository-collaborator-permission": [
+                get(f"/repos/octo/app/collaborators/{login}/permission")
+                for login in ("octo", "maint", "mallory")],
         }
 
 
@@ -81,7 +85,7 @@ def responses():
                                     "pull-request-review-comment", "pull-request-review",
                                     "diff-entry", "content-file", "full-repository",
                                     "git-ref", "combined-commit-status",
-                                    "commit-comparison"])
+                                    "commit-comparison", "repository-collaborator-permission"])
 def test_sandbox_responses_match_githubs_description(components, responses, schema):
     items = responses[schema]
     assert items, f"no {schema} response to check"
