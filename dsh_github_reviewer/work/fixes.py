@@ -16,7 +16,8 @@ from datetime import timedelta
 
 from ..core.failures import local_failure
 from ..core.session_key import PrRef
-from ..core.triggers import fixed_threads
+from ..core.triggers import BotIdentity, fixed_threads
+from ..github.client import GitHubClient
 from ..github.errors import BadCredentials, GitHubError, RateLimited
 from ..github.models import Review
 from ..pr_output.threads import resolve_fixed
@@ -32,14 +33,13 @@ def due(rec: PrRecord | None, now) -> list[int]:
             if (f.next_attempt_at or now) <= now]
 
 
-async def resolve(ctx: WorkContext, ref: PrRef, review: Review, owed: bool = False) -> bool:
-    """Resolve ``review``'s fixed threads; on a GitHub failure record them as owed.
-
-    ``owed``: the record already owes this review's resolution (cleared when done). Rate
-    limits and rejected credentials are raised: they pause the caller's work as a whole."""
+async def try_resolve(client: GitHubClient, me: BotIdentity, ref: PrRef, review: Review
+                      ) -> str | None:
+    """Resolve ``review``'s fixed threads (record-free: the procedure after a post, the worker's
+    retries); the failure to record when GitHub failed it, else None. Rate limits, rejected
+    credentials and local failures are raised: they pause the caller's work as a whole."""
     try:
-        me = ctx.acct.identity
-        await resolve_fixed(ctx.client, ref.owner, ref.name, ref.number, review,
+        await resolve_fixed(client, ref.owner, ref.name, ref.number, review,
                             fixed_threads(review, me), me)
     except (RateLimited, BadCredentials):
         raise
@@ -48,7 +48,17 @@ async def resolve(ctx: WorkContext, ref: PrRef, review: Review, owed: bool = Fal
             raise
         if not isinstance(exc, GitHubError):
             log.exception("%s: cannot resolve the fixed threads of review %d", ref, review.id)
-        await _failed(ctx, ref, review.id, short_error(exc))
+        return short_error(exc)
+    return None
+
+
+async def resolve(ctx: WorkContext, ref: PrRef, review: Review, owed: bool = False) -> bool:
+    """Resolve ``review``'s fixed threads; on a GitHub failure record them as owed.
+
+    ``owed``: the record already owes this review's resolution (cleared when done)."""
+    error = await try_resolve(ctx.client, ctx.acct.identity, ref, review)
+    if error is not None:
+        await _failed(ctx, ref, review.id, error)
         return False
     if owed:
         await ctx.store.update_pr(ref, lambda e: _done(e, review.id))

@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 
-from ..core.failures import local_failure
 from ..core.sanitizer import redact_secrets
 from ..core.session_key import PrRef
 from ..core.triggers import (
@@ -36,14 +35,12 @@ from ..core.triggers import (
     BotIdentity,
     Trigger,
     answers_trigger,
-    fixed_threads,
     is_bot_review,
     posted_trigger,
 )
 from ..github.errors import AuthError, BadCredentials, GitHubError, NotFound, RateLimited
 from ..github.models import PullRequest, Review
 from ..github.review_submit import find_posted
-from ..pr_output.threads import resolve_fixed
 from ..reviewers.team import verdict
 from ..turn.extras import TurnExtras
 from ..turn.guidance import builtin_guidance
@@ -61,6 +58,7 @@ from ..turn.repo_config import (
 )
 from ..turn.repo_config import parse as parse_repo_config
 from .context import ReviewDeps, short_error
+from .fixes import try_resolve
 from .summary import update_summary
 
 log = logging.getLogger(__name__)
@@ -470,22 +468,9 @@ class ReviewPr:
         and rejected credentials are raised: they pause the work as a whole."""
         base = outcome.pr.base.repo
         assert base is not None
-        fix_error = None
-        try:
-            me = self.deps.acct.identity
-            await resolve_fixed(self.deps.client, base.owner.login, base.name,
-                                outcome.pr.number, outcome.review,
-                                fixed_threads(outcome.review, me), me)
-        except (RateLimited, BadCredentials):
-            raise
-        except Exception as exc:
-            if local_failure(exc):
-                raise
-            if not isinstance(exc, GitHubError):
-                log.exception("%s#%d: cannot resolve the fixed threads of review %d",
-                              base.full_name, outcome.pr.number, outcome.review.id)
-            fix_error = short_error(exc)
         ref = PrRef(self.deps.acct.key, base.full_name, outcome.pr.number)
+        fix_error = await try_resolve(self.deps.client, self.deps.acct.identity, ref,
+                                      outcome.review)
         await update_summary(self.deps, ref, reviewing=None,
                              last_reviewed=outcome.review.commit_id)
         return replace(outcome, fix_error=fix_error)
