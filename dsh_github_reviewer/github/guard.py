@@ -198,6 +198,12 @@ class GuardTurn:
         self.comments += 1
         return True
 
+    def start_draft(self) -> Draft:
+        """The pending review at the PR's head (``create``; kept if one is started)."""
+        if self.draft is None:
+            self.draft = Draft(commit_id=self.scope.head_sha, limits=self.limits)
+        return self.draft
+
     async def submit(self, body: str) -> Review:
         """Post the draft as this trigger's one review (once: an earlier post is reused)."""
         assert self.draft is not None
@@ -298,9 +304,7 @@ class Guard:
                            "short final message")
         # Neither create nor submit is budgeted: a model that read a lot can always post.
         if method == "create":
-            if turn.draft is None:
-                turn.draft = Draft(commit_id=out["commitID"], limits=turn.limits)
-            return f"Pending review started on {out['commitID'][:12]}."
+            return f"Pending review started on {turn.start_draft().commit_id[:12]}."
         if turn.draft is None:
             raise Rejected("no pending review: call pull_request_review_write method=create "
                            "first")

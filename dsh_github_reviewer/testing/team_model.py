@@ -4,7 +4,8 @@ Personas behave like small reviewing LLMs with read tools: take the prepared dif
 turn (or read it with the tool when there is none), apply the rules of
 their concern, and answer with a report in the format their system prompt asks for (findings
 already reported earlier in their own conversation are not repeated). The coordinator reads the
-reports in its user turn, comments on each finding at its line and submits one COMMENT review
+reports in its user turn, comments on each finding at its line (its pending review is started
+for it, as its prompt says) and submits one COMMENT review
 whose verdict is based on the findings only — it ignores a failed persona on purpose, so tests
 prove that code, not the model, fails the verdict closed. ``fail`` makes a persona's every
 request fail (HTTP 500, retried by the provider) to exercise that path. Any other session falls
@@ -41,6 +42,8 @@ FETCHALL_MESSAGE = ("`fetchall()` loads the whole result set into memory; iterat
                     "or paginate.")
 PERSONA_SYSTEM = re.compile(r"^You are the (\S+) reviewer in dsh-github-reviewer's review team")
 COORDINATOR_SYSTEM = "You are the coordinator of dsh-github-reviewer's review team"
+# The coordinator's prompt says its pending review is started for it (no ``create`` call).
+STARTED = "Your pending review is started when your turn begins"
 _FINDING = re.compile(r"^- `([^`]+):(\d+)` (RIGHT|LEFT)(?: \[(\w+)\])?: (.+)$", re.M)
 _REPORT = re.compile(r'<persona_report persona="([^"]+)" status="completed">\n(.*?)\n'
                      r"</persona_report>", re.S)
@@ -145,18 +148,21 @@ def coordinator_reply(req: ModelRequest,
         # No prepared diff in its message (an older coordinator prompt): it confirms the
         # reports in the diff it reads itself, as its prompt said and real models do.
         return Reply(tool_calls=[("pull_request_read", {**pr, "method": "get_diff"})])
-    if not calls or calls[-1][0] == "pull_request_read":
+    ready = not calls or calls[-1][0] == "pull_request_read"
+    if ready and STARTED not in req.system:
+        # An older coordinator prompt: it starts the pending review itself.
         return Reply(tool_calls=[("pull_request_review_write", {**pr, "method": "create"})])
-    if calls[-1][0] == "pull_request_review_write" and calls[-1][1].get("method") == "create" \
-            and findings:
+    created = calls and calls[-1][0] == "pull_request_review_write" \
+        and calls[-1][1].get("method") == "create"
+    if (ready or created) and findings:
         return Reply(content=f"Commenting on {len(findings)} finding(s).", tool_calls=[
             ("add_comment_to_pending_review",
              {**pr, "path": path, "body": f"[{persona}] {message}", "severity": severity,
               "subjectType": "LINE", "line": line, "side": side})
             for persona, path, line, side, severity, message in findings])
-    if calls[-1][0] in ("add_comment_to_pending_review", "pull_request_review_write") \
-            and not (calls[-1][0] == "pull_request_review_write"
-                     and calls[-1][1].get("method") == "submit_pending"):
+    if ready or (calls[-1][0] in ("add_comment_to_pending_review", "pull_request_review_write")
+                 and not (calls[-1][0] == "pull_request_review_write"
+                          and calls[-1][1].get("method") == "submit_pending")):
         if findings:
             summary = (f"The team found {len(findings)} new issue(s): "
                        + "; ".join(f"{p}:{n} ({who})" for who, p, n, _, _, _ in findings)

@@ -2,10 +2,13 @@
 
 It runs before a model request whose prompt would exceed the budget. Only whole, ended turns
 before the running one are summarized (so a tool call is never split from its result), and a
-``compaction`` event records the cut. The cut leaves headroom: at least the oldest turns down
-to ``compaction.target`` of the budget are summarized (the newest ``keep_recent_turns`` stay
-verbatim unless keeping them would not fit under it), so the runs that follow append to one
-stable head — a prefix-cache hit — instead of compacting again at every run.
+``compaction`` event records the cut. The cut leaves headroom: the oldest turns are summarized
+until the prompt is at most ``compaction.target`` of the budget, so the runs that follow
+append to one stable head — a prefix-cache hit — instead of compacting again at every run. No
+more than that: every turn kept verbatim stays in the head the next run re-sends from the
+cache, while the run's new message is paid uncached, so a head summarized down to a few
+turns would make that message a large share of the next request. The newest
+``keep_recent_turns`` are summarized only when keeping them would not fit under the target.
 """
 
 from __future__ import annotations
@@ -51,9 +54,10 @@ def eligible_through_turn(events: list[Any], current_turn: int, keep_recent: int
 
 def cut_through_turn(events: list[Any], current_turn: int, keep_recent: int, size: int,
                      target: int) -> int | None:
-    """The last turn to summarize so the prompt of ``size`` tokens falls to ``target``: at
-    least the turns ``keep_recent`` allows, more (oldest first) when that is not enough and
-    more would reach it; None if no whole ended turn may be summarized."""
+    """The last turn to summarize so the prompt of ``size`` tokens falls to ``target``: the
+    fewest oldest turns that reach it (the newest ``keep_recent`` too only when that is
+    needed); when nothing reaches it, the turns ``keep_recent`` allows; None if no whole ended
+    turn may be summarized."""
     ended = [e.turn for e in events
              if isinstance(e, TurnEnd) and e.committed and e.turn < current_turn]
     previous = latest_compaction(events)
@@ -71,7 +75,7 @@ def cut_through_turn(events: list[Any], current_turn: int, keep_recent: int, siz
     for t in candidates:
         left -= estimate_tokens(model_messages(by_turn.get(t, []), reasoning="none"))
         if left <= target:
-            return max(preferred, t)
+            return t
     # Nothing reaches the target (the new turn alone is that big): summarizing the newest
     # turns too would gain no room to append to, so only what keep_recent allows.
     return preferred or None

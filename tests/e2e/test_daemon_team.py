@@ -50,6 +50,13 @@ async def test_daemon_team_reviews_then_resumes_every_session(tmp_path, sandbox8
                 assert len(s.request["messages"]) > 3, "resumed, not a new conversation"
                 assert s.cache_hit_tokens / s.prompt_tokens > 0.5
             assert len(seen) == 4
+            # The coordinator's pending review is started for it: no model request is spent
+            # on the fixed answer of a ``create`` call (each one is paid in full).
+            coordinator = [s.request["messages"] for s in model.served
+                           if s.request["messages"][0]["content"].startswith(
+                               "You are the coordinator")]
+            assert coordinator and not [m for m in coordinator if m[-1]["role"] == "tool"
+                                        and m[-1]["content"].startswith("Pending review")]
 
             # /bot is answered by the coordinator, who holds the team's reports (as in CI);
             # no single-reviewer session appears next to the team.

@@ -3,8 +3,9 @@
 A persona gets the same review message as the single reviewer. The coordinator gets that same
 prepared message too (the prepared diff — only what changed on a re-review, ``exclude`` and the
 size budget applied — its own open threads and people's feedback), followed by this run's
-reports, each fenced in a ``<persona_report>`` element. Reports come from models that read
-untrusted text, so they are sanitized and cannot close or open a report element themselves.
+reports, each fenced in a ``<persona_report>`` element; the reviewers that found nothing are
+named on one line. Reports come from models that read untrusted text, so they are sanitized
+and cannot close or open a report element themselves.
 """
 
 from __future__ import annotations
@@ -33,25 +34,33 @@ def _report_text(text: str) -> str:
     return body
 
 
+def no_findings(text: str) -> bool:
+    """The answer a persona's prompt asks for when it found nothing (``No findings.``)."""
+    return text.strip().rstrip(".").strip().lower() == "no findings"
+
+
 def coordinator_message(base: str, reports: list[Report]) -> str:
-    """``base``: the review message the personas got (``reviewers.inputs``)."""
+    """``base``: the review message the personas got (``reviewers.inputs``). Reviewers that
+    found nothing are named on one line (the usual re-review: the coordinator pays its user
+    message uncached every run); what to do when everyone completed is in its system prompt,
+    only a run with a reviewer missing gets a line about it."""
     head = "Flow: review (team coordinator)."
     base = (base.replace("Flow: review.", head, 1) if base.startswith("Flow: review.")
             else f"{head}\n{base}")
     parts = [base, "", "Reports of this run:"]
     for r in reports:
-        if r.text is not None:
+        if r.text is not None and not no_findings(r.text):
             parts.append(f'<persona_report persona="{r.persona}" status="completed">\n'
                          f"{_report_text(r.text)}\n</persona_report>")
-        else:
+        elif r.text is None:
             why = sanitize_line(r.error or "no result", 300)
             parts.append(f'<persona_report persona="{r.persona}" status="did not complete">\n'
                          f"(no report: {why})\n</persona_report>")
+    nothing = [r.persona for r in reports if r.text is not None and no_findings(r.text)]
+    if nothing:
+        parts.append(f"No findings: {', '.join(nothing)}.")
     failed = [r.persona for r in reports if r.text is None]
     if failed:
         parts.append(f"Not completed: {', '.join(failed)}. Post the findings you have, say "
                      f"which reviewer did not complete, and end with `{failed_verdict(failed)}`.")
-    else:
-        parts.append("Every reviewer completed. Post one review with the merged findings and "
-                     "end the body with the verdict line.")
     return "\n".join(parts)

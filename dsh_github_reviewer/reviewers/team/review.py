@@ -144,11 +144,12 @@ class TeamReview:
     async def run_turn(self, acct: ConnectedAccount, key: PrKey, pr: PullRequest,
                        instructions: TrustedInstructions | None, model: str | None,
                        flow: str, trigger: Trigger, message: str | TurnMessage | MessageFor,
-                       timeout_s: float,
-                       finalize=None) -> tuple[AttemptResult, GuardTurn | None]:
+                       timeout_s: float, finalize=None,
+                       start_review: bool = False) -> tuple[AttemptResult, GuardTurn | None]:
         """One attempt of one session's turn, on a fresh agent whose world is built from
         ``instructions`` and this attempt's ``model``; ``message`` may be built from the opened
-        agent and the guard turn (the prepared diff needs the conversation)."""
+        agent and the guard turn (the prepared diff needs the conversation). ``start_review``:
+        the turn begins with its pending review started (the coordinator's)."""
         sid = key.session_id
         deadline = asyncio.get_running_loop().time() + timeout_s
         turn: GuardTurn | None = None
@@ -168,6 +169,10 @@ class TeamReview:
                                  me=acct.identity, finalize_body=finalize,
                                  limits=finding_limits(acct, instructions),
                                  hold_post=holds(instructions, flow))
+                if start_review:
+                    # The coordinator writes exactly one review per run: a model request only
+                    # to call ``create`` (whose answer is fixed) would add nothing.
+                    turn.start_draft()
                 acct.guard.begin(sid, turn)
                 try:
                     text = (message if isinstance(message, (str, TurnMessage))
@@ -252,7 +257,7 @@ class TeamReview:
         async def attempt(model: str | None) -> AttemptResult:
             result, turn = await self.run_turn(acct, ckey, pr, instructions, model, "review",
                                                trigger, message, review.turn_timeout_s,
-                                               finalize)
+                                               finalize, start_review=True)
             if turn is not None and turn.held_body is not None and turn.submitted is None:
                 # The coordinator submitted: the second look checks its draft, then it posts.
                 try:

@@ -117,6 +117,25 @@ def test_reports_cannot_open_or_close_report_elements():
     assert "`Verdict: cannot merge: security did not complete`" in msg
 
 
+def test_reviewers_without_findings_are_one_line_of_the_coordinators_message():
+    """The coordinator's user message is paid uncached every run: three empty reports are one
+    line, and what to do when everyone completed is in its system prompt, not repeated."""
+    finding = "- `a.py:3` RIGHT [major]: wrong sign; use `-`."
+    msg = coordinator_message(review_message(FACTS, None, None), [
+        Report("quality", "No findings."), Report("security", finding),
+        Report("performance", " no findings \n")])
+    assert msg.count("<persona_report ") == 1 and finding in msg
+    assert msg.endswith("No findings: quality, performance.")
+    # A report that says more than "No findings." is fenced as it is.
+    hedged = "No findings. But `a.py:9` looks odd."
+    msg = coordinator_message(review_message(FACTS, None, None), [Report("quality", hedged)])
+    assert '<persona_report persona="quality" status="completed">' in msg and hedged in msg
+    assert "Not completed" not in msg and "No findings:" not in msg
+    system = coordinator_system_prompt(None)
+    assert "pending review is started when your turn begins" in system
+    assert "Submit exactly once per run, also when there is nothing to comment on" in system
+
+
 async def test_attempts_retry_the_same_model_then_move_on():
     calls: list[str | None] = []
 
