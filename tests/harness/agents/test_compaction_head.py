@@ -12,7 +12,6 @@ from __future__ import annotations
 from dsh_harness.agents.compaction import SUMMARY_SYSTEM
 from dsh_harness.sessions.events import Compaction, TurnStart
 from dsh_harness.testing import ModelRequest, Reply, ScriptedModelServer
-
 from tests.harness.agent_kit import make_harness
 
 BUDGET = 6000
