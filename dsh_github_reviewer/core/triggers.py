@@ -29,7 +29,7 @@ author; in anyone else's text a marker is plain text.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args
 
@@ -118,9 +118,33 @@ class Trigger:
         return cls(account, "ci", f"{run_id}.{attempt}")
 
 
-def review_marker(trigger: Trigger | str) -> str:
+def _wire(trigger: Trigger) -> str:
+    """A trigger's wire form for a marker; only a typed ``Trigger`` is written (a string
+    would be a trigger built or passed by hand)."""
+    if not isinstance(trigger, Trigger):
+        raise TypeError(f"a marker is written from a Trigger, not {type(trigger).__name__}")
+    return trigger.format()
+
+
+def review_marker(trigger: Trigger) -> str:
     """The hidden line of a posted review: the trigger it answers."""
-    return REVIEW_MARKER.format(trigger=trigger)
+    return REVIEW_MARKER.format(trigger=_wire(trigger))
+
+
+def meta_trigger(meta: Mapping[str, Any] | None) -> Trigger | None:
+    """The trigger a turn's meta says the turn answered. The reviewers store it as its wire
+    form (``Trigger.format``) in the session log; None when the meta names none, or one that
+    does not parse (another flow's turn, or an old session's): such a turn answers nothing
+    asked now, as before."""
+    value = (meta or {}).get("trigger")
+    if isinstance(value, Trigger):
+        return value
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return Trigger.parse(value)
+    except ValueError:
+        return None
 
 
 def reply_marker(comment_id: int) -> str:
@@ -128,9 +152,9 @@ def reply_marker(comment_id: int) -> str:
     return REPLY_MARKER.format(id=int(comment_id))
 
 
-def notice_marker(trigger: Trigger | str) -> str:
+def notice_marker(trigger: Trigger) -> str:
     """The hidden line of a give-up notice: the work it gave up."""
-    return NOTICE_MARKER.format(trigger=trigger)
+    return NOTICE_MARKER.format(trigger=_wire(trigger))
 
 
 def fixed_marker(ids: Iterable[int]) -> str:
@@ -221,7 +245,7 @@ def is_bot_review(item: Authored, me: BotIdentity) -> bool:
     return REVIEW_MARKER_PREFIX in _own_body(item, me)
 
 
-def answers_trigger(item: Authored, me: BotIdentity, trigger: Trigger | str) -> bool:
+def answers_trigger(item: Authored, me: BotIdentity, trigger: Trigger) -> bool:
     """The bot's review posted for ``trigger``."""
     return review_marker(trigger) in _own_body(item, me)
 
@@ -231,7 +255,7 @@ def answers_command(item: Authored, me: BotIdentity, comment_id: int) -> bool:
     return reply_marker(comment_id) in _own_body(item, me)
 
 
-def gave_up_on(item: Authored, me: BotIdentity, trigger: Trigger | str) -> bool:
+def gave_up_on(item: Authored, me: BotIdentity, trigger: Trigger) -> bool:
     """The bot's give-up notice for the work ``trigger``."""
     return notice_marker(trigger) in _own_body(item, me)
 

@@ -208,6 +208,8 @@ class GuardTurn:
         """Post the draft as this trigger's one review (once: an earlier post is reused)."""
         assert self.draft is not None
         s = self.scope
+        if s.trigger is None:
+            raise Rejected("this turn answers no review request: it cannot submit a review")
         if self.body_notes:
             body = body.rstrip() + "\n\n" + "\n\n".join(self.body_notes)
         body = self.finalize_body(body) if self.finalize_body else body

@@ -13,6 +13,7 @@ from typing import Any
 from dsh_harness import ToolRejected
 
 from ..core.severity import SEVERITIES
+from ..core.triggers import Trigger
 from .diff import CommentableLines
 from .suggestions import SuggestionError, one_suggestion
 
@@ -60,7 +61,8 @@ class Scope:
     head_owner: str
     head_repo: str
     flow: str = "review"  # "review" | "chat"
-    trigger: str = ""
+    # What the turn answers: its review's marker (None: a turn that posts no review).
+    trigger: Trigger | None = None
 
     @property
     def base_full(self) -> str:

@@ -145,7 +145,7 @@ def _capped(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit].rstrip() + "\n\n…[cut: too long]"
 
 
-def review_payload(draft: Draft, body: str, trigger: Trigger | str
+def review_payload(draft: Draft, body: str, trigger: Trigger
                    ) -> tuple[str, list[dict[str, Any]]]:
     """The review body (redacted, file-level notes and findings not posted inline folded in,
     marker last) and the line comments, each led by its severity.
@@ -201,7 +201,7 @@ def review_payload(draft: Draft, body: str, trigger: Trigger | str
 
 
 async def find_posted(client: GitHubClient, owner: str, repo: str, number: int,
-                      trigger: Trigger | str, me: BotIdentity) -> Review | None:
+                      trigger: Trigger, me: BotIdentity) -> Review | None:
     """The bot's own review answering ``trigger``, if it is on the PR."""
     for review in await client.list_reviews(owner, repo, number):
         if review.state != "PENDING" and answers_trigger(review, me, trigger):
@@ -210,7 +210,7 @@ async def find_posted(client: GitHubClient, owner: str, repo: str, number: int,
 
 
 async def post_review(client: GitHubClient, owner: str, repo: str, number: int,
-                      draft: Draft, body: str, trigger: Trigger | str, me: BotIdentity
+                      draft: Draft, body: str, trigger: Trigger, me: BotIdentity
                       ) -> tuple[Review, bool]:
     """(the review, whether this call posted it) — an earlier post for the trigger is reused."""
     existing = await find_posted(client, owner, repo, number, trigger, me)

@@ -98,7 +98,7 @@ def scope_for(pr: PullRequest, flow: str, trigger: Trigger) -> Scope:
     return Scope(owner=base.owner.login, repo=base.name, number=pr.number,
                  base_sha=pr.base.sha, base_ref=pr.base.ref, head_sha=pr.head.sha,
                  head_ref=pr.head.ref, head_owner=head.owner.login, head_repo=head.name,
-                 flow=flow, trigger=trigger.format())
+                 flow=flow, trigger=trigger)
 
 
 async def review_turn_message(acct: ConnectedAccount, pr: PullRequest, previous_head: str | None,

@@ -186,7 +186,7 @@ async def post_held(look: SecondLook, turn: GuardTurn, acct: ConnectedAccount,
     """The held review, checked and posted (an earlier post for the trigger is reused)."""
     assert turn.held_body is not None and turn.draft is not None
     s = turn.scope
-    already = await find_posted(acct.client, s.owner, s.repo, s.number, s.trigger,
+    already = await find_posted(acct.client, s.owner, s.repo, s.number, trigger,
                                 acct.identity)
     if already is not None:
         turn.submitted, turn.posted_now = already, False

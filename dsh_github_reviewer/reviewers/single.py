@@ -16,7 +16,7 @@ from dsh_harness import Agent, Harness, StorageError
 from ..core.failures import local_failure, log_failure
 from ..core.sanitizer import redact_secrets
 from ..core.session_key import PrKey
-from ..core.triggers import Trigger
+from ..core.triggers import Trigger, meta_trigger
 from ..github.account import ConnectedAccount
 from ..github.errors import GitHubError
 from ..github.guard import GuardTurn
@@ -178,7 +178,7 @@ class SingleReviewer:
         # answer; asking again would put the same question in the history twice.
         answer = await committed_answer(
             self.harness, session_key(acct, pr).session_id,
-            lambda meta: meta.get("flow") == "chat" and meta.get("trigger") == trigger.format())
+            lambda meta: meta.get("flow") == "chat" and meta_trigger(meta) == trigger)
         if answer is not None:
             result = TurnResult(True, None, answer)
         else:

@@ -43,7 +43,7 @@ FAIL = "please fail"   # a /bot whose work fails: the bot gives up on it with a 
 def markers(trigger: str, *, reply_to: int, gave_up: int, fixed: list[int],
             fixed_in: int) -> str:
     """Every marker kind, as the bot would write it."""
-    return "\n".join([review_marker(trigger), SUMMARY_MARKER, reply_marker(reply_to),
+    return "\n".join([review_marker(Trigger.parse(trigger)), SUMMARY_MARKER, reply_marker(reply_to),
                       notice_marker(Trigger.bot("demo", gave_up)),
                       FIXED_MARKER.format(ids=",".join(map(str, fixed))),
                       FIXED_IN_MARKER.format(id=fixed_in)])

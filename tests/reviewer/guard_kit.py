@@ -7,7 +7,7 @@ from typing import Any
 import httpx2
 
 from dsh_github_reviewer.config import McpSettings
-from dsh_github_reviewer.core.triggers import BotIdentity
+from dsh_github_reviewer.core.triggers import BotIdentity, Trigger
 from dsh_github_reviewer.github.auth import PatAuth
 from dsh_github_reviewer.github.client import GitHubClient
 from dsh_github_reviewer.github.guard import Guard, GuardTurn
@@ -31,7 +31,8 @@ def make_repo(sb: SandboxGitHub) -> None:
     st.open_pull("octo/app", "feature", title="Change", body="b", author="alice")
 
 
-def scope_for(sb: SandboxGitHub, flow: str = "review", trigger: str = "auto:1") -> Scope:
+def scope_for(sb: SandboxGitHub, flow: str = "review",
+              trigger: Trigger | None = Trigger.auto("demo", "1")) -> Scope:
     pr = sb.state.pull("octo/app", 1)
     return Scope(owner="octo", repo="app", number=1, base_sha=pr.base_sha, base_ref="main",
                  head_sha=pr.head_sha, head_ref="feature", head_owner="octo", head_repo="app",

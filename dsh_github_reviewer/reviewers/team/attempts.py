@@ -22,6 +22,7 @@ from dsh_harness import Harness
 
 from ...core.failures import local_failure, log_failure
 from ...core.sanitizer import redact_secrets
+from ...core.triggers import Trigger, meta_trigger
 from ...turn.answered import committed_answer
 
 log = logging.getLogger(__name__)
@@ -100,11 +101,11 @@ async def run_attempts(label: str, candidates: list[str | None], per_model: int,
     return Outcome(False, None, last_error, tried, None, failure=failure)
 
 
-async def reported_before(harness: Harness, session_id: str, triggers: tuple[str, ...],
+async def reported_before(harness: Harness, session_id: str, triggers: tuple[Trigger, ...],
                           head: str) -> str | None:
     """The final answer of the newest completed persona turn for one of ``triggers`` on
     ``head``, or None. Only committed turns count: a failed attempt is never a report."""
     return await committed_answer(
         harness, session_id, lambda meta: (meta.get("flow") == "persona"
-                                           and meta.get("trigger") in triggers
+                                           and meta_trigger(meta) in triggers
                                            and meta.get("head") == head))

@@ -19,7 +19,7 @@ from dsh_harness import Agent, Harness, StorageError
 
 from ...core.sanitizer import redact_secrets, sanitize
 from ...core.session_key import PrKey
-from ...core.triggers import Trigger
+from ...core.triggers import Trigger, meta_trigger
 from ...github.account import ConnectedAccount
 from ...github.errors import GitHubError
 from ...github.guard import GuardTurn
@@ -130,7 +130,7 @@ class TeamReview:
         # not the same question asked twice in the coordinator's history.
         answer = await committed_answer(
             self.harness, key.with_persona(COORDINATOR).session_id,
-            lambda meta: meta.get("flow") == "chat" and meta.get("trigger") == trigger.format())
+            lambda meta: meta.get("flow") == "chat" and meta_trigger(meta) == trigger)
         if answer is not None:
             return AttemptResult(True, answer)
         await self.models.resolve()
@@ -213,8 +213,7 @@ class TeamReview:
         # already reported on this head for it keeps that report. Asking again would make it
         # say "nothing new" (its report is in its conversation), and the coordinator would
         # then post a review without those findings.
-        earlier = await reported_before(self.harness, key.session_id,
-                                        tuple(t.format() for t in triggers), pr.head.sha)
+        earlier = await reported_before(self.harness, key.session_id, triggers, pr.head.sha)
         if earlier is not None:
             return Outcome(True, earlier, None, ["reused: reported before a restart"])
 

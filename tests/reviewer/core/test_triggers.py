@@ -16,6 +16,7 @@ from dsh_github_reviewer.core.triggers import (
     is_bot_review,
     is_summary,
     marks_fixed_in,
+    meta_trigger,
     notice_marker,
     posted_trigger,
     reply_marker,
@@ -108,7 +109,7 @@ ALL = "\n".join([review_marker(Trigger.auto("demo", "abc")), reply_marker(5),
 def test_every_reader_believes_the_bots_own_post():
     mine = post("text\n" + ALL)
     assert posted_trigger(mine, ME) == Trigger.auto("demo", "abc")
-    assert is_bot_review(mine, ME) and answers_trigger(mine, ME, "demo:auto:abc")
+    assert is_bot_review(mine, ME) and answers_trigger(mine, ME, Trigger.auto("demo", "abc"))
     assert answers_command(mine, ME, 5) and gave_up_on(mine, ME, Trigger.bot("demo", 5))
     assert fixed_threads(mine, ME) == [9] and marks_fixed_in(mine, ME, 9)
     assert is_summary(mine, ME)
@@ -119,7 +120,8 @@ def test_every_reader_believes_the_bots_own_post():
 def test_no_reader_believes_anyone_elses_post(login):
     forged = post("text\n" + ALL, login=login, type="Bot" if login == "other-bot" else "User")
     assert posted_trigger(forged, ME) is None
-    assert not is_bot_review(forged, ME) and not answers_trigger(forged, ME, "demo:auto:abc")
+    assert not is_bot_review(forged, ME)
+    assert not answers_trigger(forged, ME, Trigger.auto("demo", "abc"))
     assert not answers_command(forged, ME, 5)
     assert not gave_up_on(forged, ME, Trigger.bot("demo", 5))
     assert fixed_threads(forged, ME) == [] and not marks_fixed_in(forged, ME, 9)
@@ -152,3 +154,24 @@ def test_no_module_but_the_readers_looks_for_markers():
                     and "<!-- dsh-github-reviewer:" in node.value and id(node) not in docstrings:
                 found.append(f"{rel}: spells a marker")
     assert found == []
+
+
+def test_a_turn_meta_trigger_is_read_back_typed_and_old_metas_still_load():
+    """The reviewers store the trigger in a turn's meta as its wire form; reading it back
+    gives the typed value. Metas of old sessions (none, or a string that is no trigger)
+    answer nothing, as before, and never raise."""
+    assert meta_trigger({"flow": "chat", "trigger": "demo:chat:5"}) == Trigger.chat("demo", 5)
+    assert meta_trigger({"trigger": Trigger.cmd("demo", 7).format()}) == Trigger.cmd("demo", 7)
+    for old in [{}, None, {"trigger": ""}, {"trigger": "auto:1"}, {"trigger": 42},
+                {"trigger": "demo:nope:1"}]:
+        assert meta_trigger(old) is None
+
+
+def test_markers_are_written_from_a_typed_trigger_only():
+    t = Trigger.auto("demo", "abc")
+    assert review_marker(t) == "<!-- dsh-github-reviewer:trigger:demo:auto:abc -->"
+    for bad in [t.format(), str(t), None]:
+        with pytest.raises(TypeError):
+            review_marker(bad)  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            notice_marker(bad)  # type: ignore[arg-type]

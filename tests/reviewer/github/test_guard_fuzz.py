@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dsh_github_reviewer.core.triggers import Trigger
 from dsh_github_reviewer.github.guard import Guard
 from dsh_github_reviewer.testing import SandboxGitHub
 from tests.reviewer.guard_kit import (
@@ -41,7 +42,8 @@ class World:
         self.http = httpx2.AsyncClient(timeout=10)
         self.guard = Guard()
         self.loop.run_until_complete(begin_turn(self.guard, self.sb, self.http,
-                                                runtime_for(self.sb), trigger="auto:fuzz"))
+                                                runtime_for(self.sb),
+                                                trigger=Trigger.auto("demo", "fuzz")))
         self.drive = Driver(self.guard, SESSION, Budget(limit=10_000))
 
     def close(self):

@@ -25,7 +25,7 @@ from dsh_github_reviewer.github.guard_rules import (
 
 BASE, HEAD = "b" * 40, "h" * 40
 SCOPE = Scope(owner="Octo", repo="App", number=7, base_sha=BASE, base_ref="main", head_sha=HEAD,
-              head_ref="feature", head_owner="fork-owner", head_repo="app-fork", trigger="t")
+              head_ref="feature", head_owner="fork-owner", head_repo="app-fork")
 SAME_REPO = Scope(owner="Octo", repo="App", number=7, base_sha=BASE, base_ref="main",
                   head_sha=HEAD, head_ref="feature", head_owner="Octo", head_repo="App")
 PATCH = "@@ -10,3 +10,4 @@\n ctx\n-old\n+new1\n+new2\n ctx2"

@@ -7,11 +7,12 @@ import json
 
 import pytest
 
+from dsh_github_reviewer.core.triggers import Trigger
 from dsh_github_reviewer.core.triggers import review_marker as marker
 from dsh_github_reviewer.github.guard import Guard
 from dsh_github_reviewer.github.review_submit import FindingLimits
 from dsh_github_reviewer.testing import SandboxGitHub
-from tests.reviewer.guard_kit import TOKEN, Driver, begin_turn, make_repo, runtime_for
+from tests.reviewer.guard_kit import SESSION, TOKEN, Driver, begin_turn, make_repo, runtime_for
 
 pytestmark = pytest.mark.slow
 PR = {"owner": "octo", "repo": "app", "pullNumber": 1}
@@ -69,21 +70,34 @@ async def test_reads_through_the_legacy_dialect(sb, http):
         await guard.end("github:default:octo:app:pr:1")
 
 
+
+async def test_a_turn_that_answers_no_trigger_submits_no_review(sb, http):
+    """The review's marker is written from the turn's typed trigger: a turn whose scope names
+    none (no review was asked for) cannot post a review without one."""
+    guard = Guard()
+    await begin_turn(guard, sb, http, runtime_for(sb), trigger=None)
+    results = await review_once(Driver(guard))
+    await guard.end(SESSION)
+    err, msg = results[-1]
+    assert err and "answers no review request" in msg
+    assert "COMMENTED" not in [r.state for r in sb.state.reviews_of("octo/app", 1)]
+
 async def test_one_review_with_inline_comments_then_a_rereview(sb, http):
     guard, runtime = Guard(), runtime_for(sb)
-    turn = await begin_turn(guard, sb, http, runtime, trigger="auto:first")
+    turn = await begin_turn(guard, sb, http, runtime, trigger=Trigger.auto("demo", "first"))
     results = await review_once(Driver(guard))
     assert [e for e, _ in results] == [False] * 4, results
     await guard.end("github:default:octo:app:pr:1")
     (review,) = sb.state.reviews_of("octo/app", 1)
     assert review.state == "COMMENTED" and review.commit_id == turn.scope.head_sha
-    assert review.body.startswith("Two findings.") and marker("auto:first") in review.body
+    assert review.body.startswith("Two findings.")
+    assert marker(Trigger.auto("demo", "first")) in review.body
     assert [(c.path, c.line, c.side) for c in sb.state.comments_of_review(review.id)] == [
         ("app.py", 5, "RIGHT"), ("app.py", 15, "RIGHT")]
 
     # A later push, a second review in a new turn: works (no 0.12.1 pending-review problem).
     sb.state.commit("octo/app", "feature", {"new.py": "print('hi')\nprint('more')\n"})
-    await begin_turn(guard, sb, http, runtime, trigger="auto:second")
+    await begin_turn(guard, sb, http, runtime, trigger=Trigger.auto("demo", "second"))
     drive = Driver(guard)
     results = [await drive("pull_request_review_write", {**PR, "method": "create"}),
                await drive("add_comment_to_pending_review", {
@@ -100,7 +114,7 @@ async def test_one_review_with_inline_comments_then_a_rereview(sb, http):
 
 async def test_crash_before_submit_then_resume_posts_exactly_one(sb, http):
     guard, runtime = Guard(), runtime_for(sb)
-    await begin_turn(guard, sb, http, runtime, trigger="auto:crash")
+    await begin_turn(guard, sb, http, runtime, trigger=Trigger.auto("demo", "crash"))
     drive = Driver(guard)
     await drive("pull_request_review_write", {**PR, "method": "create"})
     await drive("add_comment_to_pending_review", {**PR, "path": "app.py", "body": "x",
@@ -110,12 +124,12 @@ async def test_crash_before_submit_then_resume_posts_exactly_one(sb, http):
     guard.turns.clear()
     assert sb.state.reviews_of("octo/app", 1) == []
     fresh = Guard()
-    await begin_turn(fresh, sb, http, runtime, trigger="auto:crash")
+    await begin_turn(fresh, sb, http, runtime, trigger=Trigger.auto("demo", "crash"))
     results = await review_once(Driver(fresh), lines=(5,), body="Resumed review.")
     assert [e for e, _ in results] == [False] * 3
     # Crash after the post but before the work record was saved: the retried turn finds the marker.
     again = Guard()
-    turn = await begin_turn(again, sb, http, runtime, trigger="auto:crash")
+    turn = await begin_turn(again, sb, http, runtime, trigger=Trigger.auto("demo", "crash"))
     results = await review_once(Driver(again), lines=(15,), body="Would be a duplicate.")
     assert [e for e, _ in results] == [False] * 3
     assert turn.posted_now is False and turn.submitted is not None
@@ -129,7 +143,7 @@ async def test_stale_pending_review_is_cleared_before_posting(sb, http):
     pr = sb.state.pull("octo/app", 1)
     sb.state.start_review("octo/app", 1, "dsh-bot", pr.head_sha)   # e.g. left by 0.12.1 tools
     guard, runtime = Guard(), runtime_for(sb)
-    await begin_turn(guard, sb, http, runtime, trigger="auto:stale")
+    await begin_turn(guard, sb, http, runtime, trigger=Trigger.auto("demo", "stale"))
     results = await review_once(Driver(guard), lines=(5,))
     await guard.end("github:default:octo:app:pr:1")
     assert [e for e, _ in results] == [False] * 3
@@ -192,7 +206,7 @@ async def test_thirty_reads_leave_the_posting_budget_whole(sb, http):
     """Reading and posting have separate budgets: a model that spent all 30 reads still posts
     its findings inline (one shared budget listed every one of them in the body)."""
     guard, runtime = Guard(), runtime_for(sb)
-    await begin_turn(guard, sb, http, runtime, trigger="auto:reader",
+    await begin_turn(guard, sb, http, runtime, trigger=Trigger.auto("demo", "reader"),
                      limits=FindingLimits(read_calls=30, comment_calls=50))
     drive = Driver(guard)
     for _ in range(30):
@@ -210,7 +224,7 @@ async def test_forty_findings_on_a_thirty_comment_budget_are_all_posted_or_liste
     """Every finding past the posting budget is listed in the review body and create/submit
     are never refused: 40 drafted → 40 on the PR (inline or listed)."""
     guard, runtime = Guard(), runtime_for(sb)
-    await begin_turn(guard, sb, http, runtime, trigger="auto:forty",
+    await begin_turn(guard, sb, http, runtime, trigger=Trigger.auto("demo", "forty"),
                      limits=FindingLimits(read_calls=30, comment_calls=25))
     drive = Driver(guard)
     for _ in range(5):
@@ -237,7 +251,7 @@ async def test_forty_findings_on_a_thirty_comment_budget_are_all_posted_or_liste
 
 async def test_a_finding_without_severity_is_refused_counted_and_accepted_when_resent(sb, http):
     guard, runtime = Guard(), runtime_for(sb)
-    turn = await begin_turn(guard, sb, http, runtime, trigger="auto:sev")
+    turn = await begin_turn(guard, sb, http, runtime, trigger=Trigger.auto("demo", "sev"))
     drive = Driver(guard)
     assert not (await drive("pull_request_review_write", {**PR, "method": "create"}))[0]
     args = {**PR, "path": "app.py", "body": "no severity", "subjectType": "LINE", "line": 5,
@@ -253,7 +267,7 @@ async def test_a_finding_without_severity_is_refused_counted_and_accepted_when_r
 
 async def test_secrets_are_redacted_from_outbound_text(sb, http):
     guard, runtime = Guard(), runtime_for(sb)
-    await begin_turn(guard, sb, http, runtime, trigger="auto:secret")
+    await begin_turn(guard, sb, http, runtime, trigger=Trigger.auto("demo", "secret"))
     drive = Driver(guard)
     leak = "ghp_" + "L" * 36
     await drive("pull_request_review_write", {**PR, "method": "create"})
