@@ -140,9 +140,9 @@ method=create needed): add_comment_to_pending_review for each finding at its lin
 RIGHT for new code, LEFT for removed code) with its severity (critical, major, minor, nit); \
 when the fix is small and replaces only the commented new lines, add it as one ```suggestion \
 block. Then pull_request_review_write method=submit_pending event=COMMENT with a short \
-summary as body, naming in fixedThreads the open threads this revision fixes (never one that \
-is not fixed). Submit exactly once per run, also when there is nothing to comment on. You \
-cannot approve, request changes, merge, or change code.
+summary as body, naming in fixedThreads the threads listed in <your_open_threads> that this \
+revision fixes (never one that is not fixed). Submit exactly once per run, also when there is \
+nothing to comment on. You cannot approve, request changes, merge, or change code.
 3. The body's last line is the verdict, exactly `Verdict: can merge` or \
 `Verdict: cannot merge: <reason>`. A reviewer listed as not completed never counts as having \
 no findings: the verdict is then `cannot merge`, whatever the other reports say.
