@@ -156,4 +156,4 @@ async def review_turn_message(acct: ConnectedAccount, pr: PullRequest, previous_
     if taught:
         text += "\n\n" + taught
         meta[LESSONS_META] = given
-    return TurnMessage(text, meta)
+    return TurnMessage(text, meta, nothing_new=prepared.nothing_new)

@@ -225,10 +225,13 @@ _FOCUS = {
 
 @dataclass(frozen=True)
 class TurnMessage:
-    """A user message and what it told the model, as data for the turn's meta."""
+    """A user message and what it told the model, as data for the turn's meta.
+    ``nothing_new``: a review message whose material has no code the conversation has not
+    seen (``ReviewInput.nothing_new``)."""
 
     text: str
     meta: dict[str, Any]
+    nothing_new: bool = False
 
 
 def told_meta(pr: PrFacts, previous_head: str | None, prepared: ReviewInput,

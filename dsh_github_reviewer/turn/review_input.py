@@ -73,10 +73,19 @@ class ReviewInput:
     # Where each thread named above stands (open ones and those with feedback), for the turn
     # meta: the web UI pairs thread ids with posted findings by these.
     places: dict[str, ThreadPlace] = field(default_factory=dict)
+    # A push whose commits change none of the PR's files that are reviewed (only files outside
+    # the PR, as a merge of the base branch brings in, or only ``exclude``d ones).
+    no_code: bool = False
 
     @property
     def whole_diff(self) -> bool:
         return self.kind in ("first", "again", "base_changed", "full") and bool(self.diff)
+
+    @property
+    def nothing_new(self) -> bool:
+        """No code to look at that the conversation has not seen: the head is unchanged, or
+        the push changed no reviewed file."""
+        return self.kind == "unchanged" or self.no_code
 
 
 SIZES_PER_QUERY = 50
@@ -288,6 +297,8 @@ async def _diff_part(client: GitHubClient, pr: PullRequest, files: list[PullFile
         note = (f"{outside} file(s) changed by the new commits are not part of this PR (for "
                 "example a merge of the base branch) and are not shown." if outside else "")
         return ReviewInput("push", diff=await shown(changed),
+                           no_code=all(excluded(f.filename, patterns) and excluded(
+                               f.previous_filename or f.filename, patterns) for f in changed),
                            commits=commits, more_commits=more, note=note)
     differs = await _between_heads(client, owner, repo, previous_head, pr.head.sha, cmp)
     chosen = [f for f in files if _touches(f, differs)]

@@ -207,3 +207,44 @@ async def test_forged_trigger_markers_never_stand_in_for_the_teams_review(tmp_pa
             assert (await dep.entry()).status == "reviewed"
         finally:
             await dep.stop()
+
+
+async def test_personas_with_nothing_new_to_review_are_not_asked(tmp_path, sandbox80):
+    """A push that changes no reviewed file (here only an ``exclude``d one; a merge of the base
+    branch is the same) gives the personas no code they have not seen: no persona request, the
+    coordinator still posts the run's one review. The next push with code is reviewed by every
+    persona from the head the team last reviewed."""
+    build_shop(sandbox80)
+    team = TeamModel()
+    with ScriptedModelServer(policy=team) as model:
+        dep = await Deployment(tmp_path, sandbox80, model,
+                               extra_account='review.exclude = ["*.md"]\n' + TEAM).start()
+        try:
+            await dep.tick()
+            assert len(dep.reviews()) == 1
+            asked = dict(team.calls)
+            served = len(model.served)
+
+            sandbox80.state.commit("acme/shop", "feature-1", {"NOTES.md": "notes\n"},
+                                   message="Notes")
+            await dep.tick()
+            assert len(dep.reviews()) == 2
+            assert {p: team.calls[p] - asked[p] for p in asked} == {
+                "quality": 0, "security": 0, "performance": 0, "coordinator": 1}
+            (request,) = [s.request for s in model.served[served:]]
+            assert "nothing new to review" in request["messages"][-1]["content"]
+            assert "Verdict: can merge" in dep.reviews()[-1].body
+
+            push_fix(sandbox80)
+            await dep.tick()
+            assert len(dep.reviews()) == 3
+            assert all(team.calls[p] - asked[p] == 1 for p in ("quality", "security",
+                                                                "performance"))
+            # Their conversations go on from the review before the skipped run: the
+            # interdiff since the last reviewed head has the push's code.
+            last = [s.request["messages"] for s in model.served
+                    if s.request["messages"][0]["content"].startswith("You are the security")][-1]
+            assert "verify=False" in last[-1]["content"]
+            assert sandbox80.state.comments_of_review(dep.reviews()[-1].id), "new finding"
+        finally:
+            await dep.stop()

@@ -40,6 +40,8 @@ class AttemptResult:
     persistent: bool = False
     # TurnOutcome.failure: "auth" when the model provider rejected the key.
     failure: str | None = None
+    # Nothing new for this session to review: no model request was made.
+    idle: bool = False
 
 
 @dataclass
@@ -51,6 +53,7 @@ class Outcome:
     model: str | None = None
     # Every attempt failed for the same account-wide reason ("auth": the key was rejected).
     failure: str | None = None
+    idle: bool = False  # AttemptResult.idle of the accepted attempt
 
 
 def is_persistent(error: str | None) -> bool:
@@ -85,6 +88,9 @@ async def run_attempts(label: str, candidates: list[str | None], per_model: int,
                                                     f"{redact_secrets(str(exc))}",
                                        persistent=True)
             name = model or "default model"
+            if result.idle:
+                tried.append("nothing new to review: no request")
+                return Outcome(True, result.text, None, tried, None, idle=True)
             if accept(result):
                 tried.append(f"{name}: ok")
                 return Outcome(True, result.text, None, tried, model)

@@ -25,6 +25,7 @@ class Report:
     persona: str
     text: str | None  # None: the persona did not complete
     error: str | None = None
+    idle: bool = False  # nothing new to review: it was not asked (its last report stands)
 
 
 def _report_text(text: str) -> str:
@@ -49,6 +50,8 @@ def coordinator_message(base: str, reports: list[Report]) -> str:
             else f"{head}\n{base}")
     parts = [base, "", "Reports of this run:"]
     for r in reports:
+        if r.idle:
+            continue
         if r.text is not None and not no_findings(r.text):
             parts.append(f'<persona_report persona="{r.persona}" status="completed">\n'
                          f"{_report_text(r.text)}\n</persona_report>")
@@ -56,9 +59,14 @@ def coordinator_message(base: str, reports: list[Report]) -> str:
             why = sanitize_line(r.error or "no result", 300)
             parts.append(f'<persona_report persona="{r.persona}" status="did not complete">\n'
                          f"(no report: {why})\n</persona_report>")
-    nothing = [r.persona for r in reports if r.text is not None and no_findings(r.text)]
+    nothing = [r.persona for r in reports
+               if not r.idle and r.text is not None and no_findings(r.text)]
     if nothing:
         parts.append(f"No findings: {', '.join(nothing)}.")
+    idle = [r.persona for r in reports if r.idle]
+    if idle:
+        parts.append(f"Not asked, nothing new to review (no reviewed file changed since their "
+                     f"last report): {', '.join(idle)}.")
     failed = [r.persona for r in reports if r.text is None]
     if failed:
         parts.append(f"Not completed: {', '.join(failed)}. Post the findings you have, say "

@@ -45,7 +45,8 @@ from .personas import COORDINATOR
 
 log = logging.getLogger(__name__)
 
-MessageFor = Callable[[Agent, GuardTurn], Awaitable[str | TurnMessage]]
+# None: nothing for this session to look at in this run (no model request).
+MessageFor = Callable[[Agent, GuardTurn], Awaitable[str | TurnMessage | None]]
 
 
 @dataclass
@@ -113,7 +114,7 @@ class TeamReview:
             first = next(iter(outcomes.values()))
             return TeamResult(False, error=first.error, failure="auth", outcomes=outcomes)
         reports = [Report(n, outcomes[n].text if outcomes[n].ok else None,
-                          outcomes[n].error) for n in names]
+                          outcomes[n].error, idle=outcomes[n].idle) for n in names]
         failed = [r.persona for r in reports if r.text is None]
         result = await self._coordinate(acct, key, pr, trigger, instructions, previous_head,
                                         requested_by, reports, failed)
@@ -177,6 +178,8 @@ class TeamReview:
                 try:
                     text = (message if isinstance(message, (str, TurnMessage))
                             else await message(agent, turn))
+                    if text is None:
+                        return AttemptResult(True, "", idle=True), turn
                     told = {}
                     if isinstance(text, TurnMessage):
                         text, told = text.text, text.meta
@@ -217,15 +220,22 @@ class TeamReview:
         if earlier is not None:
             return Outcome(True, earlier, None, ["reused: reported before a restart"])
 
-        async def message(agent: Agent, turn: GuardTurn) -> TurnMessage:
+        async def message(agent: Agent, turn: GuardTurn) -> TurnMessage | None:
             # A persona reviews the same material as the single reviewer.
-            return await review_turn_message(acct, pr, previous_head, requested_by, agent, turn,
-                                             instructions, writer=False)
+            prepared = await review_turn_message(acct, pr, previous_head, requested_by, agent,
+                                                 turn, instructions, writer=False)
+            if prepared.nothing_new and requested_by is None:
+                # No code it has not seen (a merge of the base branch, an excluded file, the
+                # same head): its last report stands, and a request would only bill its whole
+                # conversation for "No findings.". The coordinator, who writes the review and
+                # reads people's feedback, still runs; a person's /review asks everyone.
+                return None
+            return prepared
 
         async def attempt(model: str | None) -> AttemptResult:
             result, _ = await self.run_turn(acct, key, pr, instructions, model, "persona",
                                             trigger, message, team.persona_timeout_s)
-            if result.ok and not (result.text or "").strip():
+            if result.ok and not result.idle and not (result.text or "").strip():
                 result = AttemptResult(False, error="empty answer")
             return result
         return await run_attempts(key.session_id, self.models.candidates(),
@@ -296,7 +306,9 @@ class TeamReview:
         parts = ["The review team's coordinator did not complete, so the reviewers' reports "
                  "are posted as they are, without inline comments."]
         for r in reports:
-            if r.text is not None:
+            if r.idle:
+                parts.append(f"### {r.persona}\n\nNothing new to review since its last report.")
+            elif r.text is not None:
                 parts.append(f"### {r.persona}\n\n{sanitize(r.text).strip()}")
         body = verdict.finalize("\n\n".join(parts), failed)
         try:

@@ -131,6 +131,12 @@ def test_reviewers_without_findings_are_one_line_of_the_coordinators_message():
     msg = coordinator_message(review_message(FACTS, None, None), [Report("quality", hedged)])
     assert '<persona_report persona="quality" status="completed">' in msg and hedged in msg
     assert "Not completed" not in msg and "No findings:" not in msg
+    # A persona that had nothing new to review was not asked: said so, not as "no findings".
+    msg = coordinator_message(review_message(FACTS, None, None), [
+        Report("quality", "", idle=True), Report("security", "No findings.")])
+    assert "<persona_report" not in msg and "No findings: security." in msg
+    assert msg.endswith("nothing new to review (no reviewed file changed since their last "
+                        "report): quality.")
     system = coordinator_system_prompt(None)
     assert "pending review is started when your turn begins" in system
     assert "Submit exactly once per run, also when there is nothing to comment on" in system
