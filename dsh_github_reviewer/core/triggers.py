@@ -31,7 +31,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, get_args
+from typing import Annotated, Any, Literal, Protocol, get_args
+
+from pydantic import PlainSerializer, PlainValidator
 
 Kind = Literal["auto", "retarget", "cmd", "chat", "bot", "ci"]
 KINDS: tuple[str, ...] = get_args(Kind)
@@ -116,6 +118,20 @@ class Trigger:
     @classmethod
     def ci(cls, account: str, run_id: str | int, attempt: str | int) -> Trigger:
         return cls(account, "ci", f"{run_id}.{attempt}")
+
+
+def _stored(value: object) -> Trigger:
+    if isinstance(value, Trigger):
+        return value
+    if isinstance(value, str):
+        return Trigger.parse(value)
+    raise ValueError(f"a trigger is a string <account>:<kind>:<ident>, not {type(value).__name__}")
+
+
+# A model field holding a Trigger, stored as its string form (unchanged on the wire: records
+# and second-look outcomes of earlier versions parse).
+StoredTrigger = Annotated[Trigger, PlainValidator(_stored),
+                          PlainSerializer(str, return_type=str)]
 
 
 def _wire(trigger: Trigger) -> str:

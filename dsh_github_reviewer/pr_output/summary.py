@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from ..core.sanitizer import redact_secrets, sanitize_line
 from ..core.severity import parse as parse_severity
-from ..core.triggers import BotIdentity, is_summary, marks_fixed_in, summary_marker
+from ..core.triggers import BotIdentity, Trigger, is_summary, marks_fixed_in, summary_marker
 from ..github.client import GitHubClient
 from ..github.models import IssueComment, PullFile, ReviewComment
 from ..github.threads import ThreadState
@@ -199,7 +199,7 @@ class Drafted:
     """One finding the model drafted in a review turn (its accepted tool call's arguments,
     from the session log), and the review turn's trigger."""
 
-    trigger: str
+    trigger: Trigger
     path: str
     body: str
     severity: str | None
@@ -208,7 +208,7 @@ class Drafted:
     start_line: int | None = None
 
 
-def listed_findings(drafted: Sequence[Drafted], reviews: dict[str, str],
+def listed_findings(drafted: Sequence[Drafted], reviews: dict[Trigger, str],
                     comments: Sequence[ReviewComment], review_ids: set[int]) -> list[Finding]:
     """The drafted findings of posted reviews that are not inline: listed in the review body
     (or left out of it for its size, which the body says). ``reviews``: trigger -> the posted

@@ -71,7 +71,7 @@ class SecondLook:
                     instructions: TrustedInstructions | None,
                     comments: list[DraftComment]) -> SecondLookOutcome:
         """The verdicts on ``comments`` (one verifier turn; every finding kept on failure)."""
-        outcome = SecondLookOutcome(trigger=trigger.format(), head=pr.head.sha)
+        outcome = SecondLookOutcome(trigger=trigger, head=pr.head.sha)
         if not comments:
             return outcome
         try:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..core import severity
 from ..core.sanitizer import sanitize, sanitize_line
+from ..core.triggers import StoredTrigger
 from .prompts import TRUST_BOUNDARY, TrustedInstructions, instructions_section
 
 VERIFY_FLOW = "Flow: verify"
@@ -145,7 +146,7 @@ class SecondLookOutcome(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    trigger: str
+    trigger: StoredTrigger
     head: str
     checked: list[Checked] = Field(default_factory=list)
     # Why no verdicts were applied (the verifier's turn failed): every finding was posted.

@@ -14,7 +14,7 @@ from typing import Any
 from ..app.pr_state import LAST_TURN, from_facts
 from ..core.session_key import parse_session_id
 from ..core.severity import SEVERITIES
-from ..core.triggers import Trigger
+from ..core.triggers import Trigger, meta_trigger
 from ..turn.prompts import ASKED
 from .facts import COMMENT_TOOL, CREATE, REVIEW_TOOLS, SUBMIT, call_method, review_url, web_url
 from .findings import FindingBook
@@ -92,12 +92,10 @@ def excerpt(diff: dict[str, list[DiffLine]], path: str, line: int | None, side: 
         for i, d in enumerate(lines[begin:end + 1], start=begin)]
 
 
-def question_link(pr_url: str | None, trigger: str, in_thread: bool) -> str | None:
-    """The ``/bot`` comment on GitHub: the chat trigger names its comment id."""
-    try:
-        ident = Trigger.parse(trigger).comment_id
-    except ValueError:
-        ident = None  # a session meta from elsewhere: no link
+def question_link(pr_url: str | None, trigger: Trigger | None, in_thread: bool) -> str | None:
+    """The ``/bot`` comment on GitHub: the chat trigger names its comment id (None: a session
+    meta from elsewhere, no link)."""
+    ident = trigger.comment_id if trigger is not None else None
     if not pr_url or not pr_url.startswith(("https://", "http://")) or ident is None:
         return None
     return f"{pr_url}#discussion_r{ident}" if in_thread else f"{pr_url}#issuecomment-{ident}"
@@ -187,7 +185,8 @@ def build(session: Any, events: list, facts: dict[str, Any],
     reviews: list[Review] = []
     chats: list[Exchange] = []
     diff: dict[str, list[DiffLine]] = {}
-    flow, review, chat, trigger = "", None, None, ""
+    flow, review, chat = "", None, None
+    trigger: Trigger | None = None
     calls: dict[str, tuple[str, str, dict[str, Any]]] = {}
     drafted: list[dict[str, Any]] = []
     book = FindingBook()
@@ -200,7 +199,7 @@ def build(session: Any, events: list, facts: dict[str, Any],
             info = meta.get("pr") if isinstance(meta.get("pr"), dict) else {}
             review = Review(turn=e.turn, head=info.get("head")) if flow == "review" else None
             chat = None
-            trigger = str(meta.get("trigger", ""))
+            trigger = meta_trigger(meta)
             calls, drafted = {}, []
         elif kind == "user_message":
             if flow == "review":

@@ -21,12 +21,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Collection
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..core.session_key import PrRef
-from ..core.triggers import Trigger
+from ..core.triggers import StoredTrigger, Trigger
 from ..github.feeds import FeedMarks
 
 DOMAIN = "dsh_github_reviewer"
@@ -38,19 +38,6 @@ PRUNE_AFTER = timedelta(days=7)
 MAX_BACKOFF = timedelta(minutes=30)
 
 Status = Literal["reviewed", "missing_instructions", "reviewing", "gave_up"]
-
-
-def _trigger(value: object) -> Trigger:
-    if isinstance(value, Trigger):
-        return value
-    if isinstance(value, str):
-        return Trigger.parse(value)
-    raise ValueError(f"a trigger is a string <account>:<kind>:<ident>, not {type(value).__name__}")
-
-
-# Stored as its string form, unchanged on the wire: records of earlier versions parse.
-StoredTrigger = Annotated[Trigger, PlainValidator(_trigger),
-                          PlainSerializer(str, return_type=str)]
 
 
 class Record(BaseModel):

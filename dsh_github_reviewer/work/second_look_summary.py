@@ -4,7 +4,10 @@ GitHub, and the verifier session's cost, apart from the reviews'."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from ..core.session_key import PrRef
+from ..core.triggers import Trigger
 from ..pr_output.second_look import DroppedFinding, render_second_look
 from ..turn.second_look import Checked, SecondLookOutcome
 from .context import WorkContext
@@ -12,12 +15,13 @@ from .context import WorkContext
 VERIFIER = "verifier"   # the persona of the verifier's session (reviewers.second_look)
 
 
-def dropped_of(found: list[SecondLookOutcome], posted: set[str]) -> list[tuple[str, Checked]]:
+def dropped_of(found: list[SecondLookOutcome], posted: Collection[Trigger]
+               ) -> list[tuple[Trigger, Checked]]:
     """(trigger, checked finding) of every finding dropped from a review now on GitHub."""
     return [(o.trigger, c) for o in found if o.trigger in posted for c in o.dropped]
 
 
-async def section(ctx: WorkContext, ref: PrRef, dropped: list[tuple[str, Checked]]) -> str:
+async def section(ctx: WorkContext, ref: PrRef, dropped: list[tuple[Trigger, Checked]]) -> str:
     """The summary comment's second-look section: dropped findings and the verifier's cost
     (read from its session log, no model call)."""
     sid = ref.session(VERIFIER).session_id

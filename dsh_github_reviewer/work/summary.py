@@ -19,7 +19,7 @@ from typing import Any
 
 from ..core.session_key import PrRef
 from ..core.severity import SEVERITIES
-from ..core.triggers import is_bot_review, posted_trigger
+from ..core.triggers import Trigger, is_bot_review, meta_trigger, posted_trigger
 from ..github import votes
 from ..github.errors import GitHubError
 from ..github.models import ReviewComment
@@ -83,13 +83,13 @@ async def update_summary(ctx: ReviewDeps | WorkContext, ref: PrRef, *, reviewing
                           reviewing=None if waiting else reviewing, waiting=waiting,
                           last_reviewed=last_reviewed, reviews=len(reviews))
         drafted = await _from_session(ctx, ref, summary)
-        posted = {str(t): r.html_url for r in reviews
+        posted = {t: r.html_url for r in reviews
                   if (t := posted_trigger(r, me)) is not None}
         # The second look's dropped findings are listed in their own section, not as open.
         # (Recorded by the daemon's work only: CI keeps no records, so it has none.)
         found = await second_look.outcomes(ctx.store.domain, ref) \
             if ctx.store is not None else []
-        dropped = second_look_summary.dropped_of(found, set(posted))
+        dropped = second_look_summary.dropped_of(found, posted)
         gone = {(t, c.path, c.line, c.text) for t, c in dropped}
         drafted = [d for d in drafted if (d.trigger, d.path, d.line,
                                           d.body.strip().split("\n", 1)[0]) not in gone]
@@ -129,7 +129,7 @@ async def _from_session(ctx: ReviewDeps | WorkContext, ref: PrRef, summary: Summ
     harness = getattr(ctx.runner, "harness", None)   # the reviewers hold the harness
     if harness is None:
         return []
-    by_trigger: dict[str, list[Drafted]] = {}
+    by_trigger: dict[Trigger, list[Drafted]] = {}
     for sid, costs in ((pr.session_id, True), (pr.with_persona(COORDINATOR).session_id, False)):
         try:
             events = await harness.sessions.read_events(sid)
@@ -162,9 +162,9 @@ class _Scan:
         self.cost_usd = 0.0
         self.prompt_tokens = 0
         self.cache_read_tokens = 0
-        self.trigger: str | None = None
+        self.trigger: Trigger | None = None
         self.calls: dict[str, dict[str, Any]] = {}
-        self.by_trigger: dict[str, list[Drafted]] = {}
+        self.by_trigger: dict[Trigger, list[Drafted]] = {}
 
     def continues(self, events: list) -> bool:
         return self.count > 0 and len(events) >= self.count \
@@ -180,17 +180,17 @@ class _Scan:
                 self.cache_read_tokens += usage.cache_read
             if e.type == "turn_start":
                 meta = e.meta or {}
-                trigger = str(meta.get("trigger", "")) if meta.get("flow") == "review" \
-                    else None
+                # (An old turn's meta that names no trigger drafted nothing for a posted one.)
+                trigger = meta_trigger(meta) if meta.get("flow") == "review" else None
                 self.trigger = trigger
-                if trigger:
+                if trigger is not None:
                     self.by_trigger[trigger] = []   # a new attempt: only the last one posted
                 self.calls = {}
-            elif e.type == "assistant_message" and self.trigger:
+            elif e.type == "assistant_message" and self.trigger is not None:
                 for c in e.tool_calls:
                     if c.name == COMMENT_TOOL:
                         self.calls[c.id] = _args(c.arguments)
-            elif e.type == "tool_result" and self.trigger and not e.is_error \
+            elif e.type == "tool_result" and self.trigger is not None and not e.is_error \
                     and e.call_id in self.calls:
                 if (d := _drafted(self.trigger, self.calls.pop(e.call_id))) is not None:
                     self.by_trigger[self.trigger].append(d)
@@ -210,7 +210,7 @@ def _args(arguments: str) -> dict[str, Any]:
     return args if isinstance(args, dict) else {}
 
 
-def _drafted(trigger: str, args: dict[str, Any]) -> Drafted | None:
+def _drafted(trigger: Trigger, args: dict[str, Any]) -> Drafted | None:
     """An accepted call's arguments (the guard validated them before accepting)."""
     path, body = args.get("path"), args.get("body")
     if not isinstance(path, str) or not isinstance(body, str):

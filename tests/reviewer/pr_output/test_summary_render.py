@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from dsh_github_reviewer.core.triggers import SUMMARY_MARKER, BotIdentity
+from dsh_github_reviewer.core.triggers import SUMMARY_MARKER, BotIdentity, Trigger
 from dsh_github_reviewer.github.models import PullFile, ReviewComment, User
 from dsh_github_reviewer.pr_output.summary import (
     Drafted,
@@ -65,6 +65,7 @@ def test_left_side_and_ranges_show_where_the_finding_is():
 
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
+H1 = Trigger.auto("acct", "h1")
 
 
 def comment(cid: int, path: str, line: int, body: str, review: int = 1) -> ReviewComment:
@@ -77,14 +78,15 @@ def comment(cid: int, path: str, line: int, body: str, review: int = 1) -> Revie
 def test_findings_listed_in_the_review_body_count_as_open_and_show_once():
     """The summary used to show only inline comments: 30 open when 40 were reported."""
     inline = [comment(i, "a.py", i, f"**[minor]** finding {i}") for i in range(1, 4)]
-    drafted = [Drafted("acct:auto:h1", "a.py", f"finding {i}", "minor", line=i)
+    drafted = [Drafted(H1, "a.py", f"finding {i}", "minor", line=i)
                for i in range(1, 6)]
-    drafted += [Drafted("acct:auto:h1", "b.py", "file-level note", "major"),
-                Drafted("acct:auto:h1", "c.py", "gone\nmore", "nit", line=9, side="LEFT",
+    drafted += [Drafted(H1, "b.py", "file-level note", "major"),
+                Drafted(H1, "c.py", "gone\nmore", "nit", line=9, side="LEFT",
                         start_line=8),
-                Drafted("acct:auto:never-posted", "d.py", "never posted", "major", line=1)]
+                Drafted(Trigger.auto("acct", "never-posted"), "d.py", "never posted", "major",
+                        line=1)]
     findings = findings_of(inline, {1}, {}, BotIdentity("bot"))
-    findings += listed_findings(drafted, {"acct:auto:h1": "https://g/review"}, inline, {1})
+    findings += listed_findings(drafted, {H1: "https://g/review"}, inline, {1})
     assert [(f.where, f.listed) for f in findings] == [
         ("a.py:1", False), ("a.py:2", False), ("a.py:3", False), ("a.py:4", True),
         ("a.py:5", True), ("b.py", True), ("c.py:8–9 (LEFT, old code)", True)]

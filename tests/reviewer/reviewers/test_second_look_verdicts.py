@@ -3,7 +3,10 @@ finding; a lower must lower; anything unreadable keeps the finding."""
 
 from __future__ import annotations
 
+from dsh_github_reviewer.core.triggers import Trigger
 from dsh_github_reviewer.turn.second_look import Drafted, parse_verdicts, verify_message
+
+T = Trigger.auto("demo", "h")
 
 
 def test_verdicts_are_read_conclusion_first():
@@ -53,16 +56,16 @@ def test_the_review_body_says_what_the_second_look_did():
         return Checked(path="a.py", line=3, severity="major", text="Off by one", action=action,
                        reason="a.py:3: the loop stops in time", new_severity=None)
 
-    o = SecondLookOutcome(trigger="t", head="h", checked=[c("keep"), c("drop"), c("lower")])
+    o = SecondLookOutcome(trigger=T, head="h", checked=[c("keep"), c("drop"), c("lower")])
     assert body_note(o, summary=True) == (
         "A second look checked the 3 drafted finding(s) before posting: dropped 1 (listed "
         "with the reason in the summary comment), lowered the severity of 1.")
     alone = body_note(o, summary=False)
     assert "<details><summary>Second look: 1 drafted finding dropped" in alone
     assert "a.py:3: the loop stops in time" in alone
-    assert body_note(SecondLookOutcome(trigger="t", head="h", checked=[c("keep")]),
+    assert body_note(SecondLookOutcome(trigger=T, head="h", checked=[c("keep")]),
                      summary=True) == ""
-    failed = SecondLookOutcome(trigger="t", head="h", checked=[c("keep")], error="boom")
+    failed = SecondLookOutcome(trigger=T, head="h", checked=[c("keep")], error="boom")
     assert body_note(failed, summary=True) == (
         "The second look could not check the 1 drafted finding(s), so all of them were posted "
         "unchecked.")

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import httpx2
 
-from dsh_github_reviewer.core.triggers import BotIdentity
+from dsh_github_reviewer.core.triggers import BotIdentity, Trigger
 from dsh_github_reviewer.core.triggers import review_marker as marker
 from dsh_github_reviewer.github.auth import PatAuth
 from dsh_github_reviewer.github.client import GitHubClient
@@ -43,17 +43,17 @@ def review(id: int, login: str, body: str) -> Review:
 
 
 ME = BotIdentity("bot")
-MINE = [review(7, "bot", "summary\n\n" + marker("auto:abc"))]
+MINE = [review(7, "bot", "summary\n\n" + marker(Trigger.auto("demo", "abc")))]
 
 
 def test_only_the_bot_reviews_carry_its_marker():
     other = review(8, "alice", "LGTM")
-    forged = review(9, "alice", "LGTM\n\n" + marker("auto:abc"))
+    forged = review(9, "alice", "LGTM\n\n" + marker(Trigger.auto("demo", "abc")))
     assert bot_reviews([*MINE, other, forged], ME) == MINE
 
 
 def test_a_strangers_review_with_the_marker_has_no_threads_of_the_bot():
-    forged = review(9, "mallory", "x\n\n" + marker("auto:abc"))
+    forged = review(9, "mallory", "x\n\n" + marker(Trigger.auto("demo", "abc")))
     comments = [comment(1, "mallory", "🔴 critical: fake finding", review=9)]
     assert thread_news(comments, [*MINE, forged], {}, history=[], me=ME) == []
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from dsh_github_reviewer.config import ReviewSettings
-from dsh_github_reviewer.core.triggers import BotIdentity
+from dsh_github_reviewer.core.triggers import BotIdentity, Trigger
 from dsh_github_reviewer.core.triggers import review_marker as marker
 from dsh_github_reviewer.reviewers.inputs import facts, review_turn_message
 from dsh_github_reviewer.turn.prompts import review_message, told_meta
@@ -22,7 +22,7 @@ ME = BotIdentity("dsh-bot")
 
 def bot_review(st, commit: str) -> None:
     review = st.start_review("octo/app", 1, "dsh-bot", commit)
-    st.submit_review(review, "COMMENT", "summary\n\n" + marker(f"auto:{commit}"))
+    st.submit_review(review, "COMMENT", "summary\n\n" + marker(Trigger.auto("demo", commit)))
 
 
 async def test_a_lost_previous_head_comes_from_the_bots_last_review(sandbox, client):
@@ -215,7 +215,7 @@ async def test_a_review_not_in_the_conversation_gets_the_list_of_earlier_finding
     review = st.start_review("octo/app", 1, "dsh-bot", head)
     st.add_review_comment("octo/app", 1, "dsh-bot", "Off by one: `x + 1`.\n\nDetails.",
                           path="app.py", line=2, review_id=review.id)
-    st.submit_review(review, "COMMENT", "summary\n\n" + marker(f"demo:auto:{head}"))
+    st.submit_review(review, "COMMENT", "summary\n\n" + marker(Trigger.auto("demo", head)))
     st.commit("octo/app", "feature-1", {"lib.py": "x = 1\n"})
     pr = await client.get_pull("octo", "app", 1)
     got, text, _ = await _turn_of(client, pr, head, Conversation())

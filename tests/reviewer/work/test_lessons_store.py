@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from dsh_github_reviewer.core.session_key import PrRef
+from dsh_github_reviewer.core.triggers import Trigger
 from dsh_github_reviewer.turn.second_look import Checked, SecondLookOutcome
 from dsh_github_reviewer.work import second_look
 from dsh_github_reviewer.work.lessons import LESSON_CHARS, LessonStore, notes
@@ -75,5 +76,8 @@ async def test_second_look_outcomes_replace_per_trigger(domain):
     await save(SecondLookOutcome(trigger="demo:auto:abc", head="abc"))
     await save(SecondLookOutcome(trigger="demo:cmd:7", head="abc", checked=checked))
     got = await second_look.outcomes(d, key)
-    assert [(o.trigger, len(o.dropped)) for o in got] == [("demo:auto:abc", 0),
-                                                           ("demo:cmd:7", 1)]
+    assert [(o.trigger, len(o.dropped)) for o in got] == [(Trigger.auto("demo", "abc"), 0),
+                                                           (Trigger.cmd("demo", 7), 1)]
+    # Stored as the trigger's string, as before it was typed: earlier outcomes still load.
+    ((stored_key, text),) = await d.texts(second_look.SECOND_LOOKS)
+    assert stored_key == "demo:acme/shop#1" and '"trigger":"demo:cmd:7"' in text.replace(" ", "")

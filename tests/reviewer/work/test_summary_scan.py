@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from dsh_github_reviewer.core.triggers import Trigger
 from dsh_github_reviewer.work.summary import COMMENT_TOOL, _Scan
 from dsh_harness.sessions.events import (
     AssistantMessage,
@@ -20,7 +21,8 @@ from dsh_harness.sessions.events import (
 T0 = datetime(2026, 1, 2, tzinfo=UTC)
 
 
-def review_turn(turn: int, trigger: str, path: str, ok: bool = True) -> list:
+def review_turn(turn: int, push: str, path: str, ok: bool = True) -> list:
+    trigger = Trigger.auto("demo", push.removeprefix("push ")).format()   # as the meta stores it
     seq = turn * 10
     call = ToolCall(id=f"c{turn}", name=COMMENT_TOOL, arguments=json.dumps(
         {"path": path, "body": f"Finding {turn}", "subjectType": "LINE", "line": turn,
@@ -36,7 +38,7 @@ def review_turn(turn: int, trigger: str, path: str, ok: bool = True) -> list:
 def found(scan: _Scan) -> dict:
     return {"cost": scan.cost_usd, "prompt": scan.prompt_tokens,
             "cached": scan.cache_read_tokens,
-            "drafted": {t: [(d.path, d.line, d.body) for d in ds]
+            "drafted": {f"push {t.ident}": [(d.path, d.line, d.body) for d in ds]
                         for t, ds in scan.by_trigger.items()}}
 
 
