@@ -12,13 +12,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from dsh_github_reviewer.core.session_key import PrRef
 from dsh_github_reviewer.work import scheduler as scheduler_module
 from dsh_github_reviewer.work.scheduler import Scheduler
 from dsh_harness import OPEN_FENCE, FencedOut, LeaseFence, LeaseLost, StorageError
 from dsh_harness.storage.leases import FENCE, Lease, LocalLeases, LocalLeaseTable
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-A, B, C = "a:o/r#1", "a:o/r#2", "a:o/r#3"
+A, B, C = (PrRef("a", "o/r", n) for n in (1, 2, 3))
 
 
 class Store:
@@ -119,7 +120,7 @@ async def test_the_work_gets_its_leases_fence_and_lets_the_lease_go_after():
     sched.start()
     await asyncio.wait_for(sched.drain("a"), 5)
     fence = worker.fences[A]
-    assert isinstance(fence, LeaseFence) and fence.lease.name == f"pr:{A}"
+    assert isinstance(fence, LeaseFence) and fence.lease.name == "pr:a:o/r#1"
     assert fence.lease.owner == "r1" and fence.ttl_s == 30 and not fence.lost
     assert worker.context_fences[A] is fence, "storage writes of the work are fenced too"
     assert not table.leases, "released after the work"

@@ -9,11 +9,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from dsh_github_reviewer.core import failures
+from dsh_github_reviewer.core.session_key import PrRef
 from dsh_github_reviewer.work.scheduler import Scheduler
 from dsh_harness import StorageError
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-A, B = "a:o/r#1", "a:o/r#2"
+# The PRs as the real scheduler gets them: typed references (the lease is named by the
+# stored form).
+A, B = PrRef.parse("a:o/r#1"), PrRef.parse("a:o/r#2")
 
 
 @dataclass
@@ -163,7 +166,7 @@ async def test_a_run_the_store_failed_is_held_for_an_interval_then_retried(caplo
 
 async def test_reviews_are_bounded_per_account_and_per_process():
     for reviews, cap, most in ((1, 16, 1), (3, 2, 2)):
-        sched, _, worker, _ = scheduler({f"a:o/r#{n}": NOW for n in range(5)},
+        sched, _, worker, _ = scheduler({PrRef("a", "o/r", n): NOW for n in range(1, 6)},
                                         reviews=reviews, cap=cap)
         sched.start()
         drained = asyncio.create_task(sched.drain("a"))
