@@ -100,7 +100,9 @@ def pause_main(args: argparse.Namespace) -> int:
     for kind, details in zip(report.late_takeovers, report.late_details, strict=True):
         print(f"LATE TAKEOVER: at {kind}, the work was finished only after the paused replica "
               "resumed (liveness, not a duplicate)")
-        for line in details or ["nothing waited for a lock in the database"]:
+        if not any(line.startswith("backend ") for line in details):
+            print("   nothing waited for a lock in the database")
+        for line in details:
             print("  ", line)
     for problem in report.problems:
         print("PROBLEM:", problem)

@@ -143,7 +143,8 @@ class Replicas:
 def blocked(dsn: str) -> list[str]:
     """What waits in the database and on whom: a line per backend that waits for a lock, with
     each backend blocking it (its state, what it waits on itself, how long its transaction and
-    its state have lasted, its last statement). Printed for a late takeover."""
+    its state have lasted, its last statement); then every lease row (a holder that renews, or
+    one left to expire). Printed for a late takeover."""
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -155,9 +156,14 @@ def blocked(dsn: str) -> list[str]:
             "FROM pg_stat_activity w CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS bp "
             "JOIN pg_stat_activity b ON b.pid = bp WHERE w.datname = current_database() "
             "ORDER BY w.pid").fetchall()
-    return [f"backend {w} waiting ({wt}/{we}) in {wq!r} is blocked by backend {b}: {bs} "
-            f"({bt}/{be}), transaction {bx} s old, in this state for {bc} s, last {bq!r}"
-            for w, wt, we, wq, b, bs, bt, be, bx, bc, bq in rows]
+        leases = conn.execute(
+            "SELECT name, owner, token, round(extract(epoch FROM expires_at - now())::numeric, 1)"
+            " FROM dsh_leases ORDER BY name").fetchall()
+    return [*(f"backend {w} waiting ({wt}/{we}) in {wq!r} is blocked by backend {b}: {bs} "
+              f"({bt}/{be}), transaction {bx} s old, in this state for {bc} s, last {bq!r}"
+              for w, wt, we, wq, b, bs, bt, be, bx, bc, bq in rows),
+            *(f"lease {name} held by {owner} (token {token}), expires in {left} s"
+              for name, owner, token, left in leases)]
 
 
 def pause_once(reps: Replicas, sb: SandboxGitHub, report: PauseReport, kind: str,

@@ -20,14 +20,17 @@ if TYPE_CHECKING:
 # Longest a transaction may sit idle (no statement running) before the server ends it: far
 # above any transaction of ours (milliseconds between statements), far below a lease.
 #
-# No pipeline: the server counts a transaction idle only once it has told the client it is
-# ready for the next statement (after a Sync). Inside a pipeline — psycopg's ``executemany``,
-# ``conn.pipeline()`` — the statements are sent with no Sync in between, so a client stopped
-# there (SIGSTOP, a VM pause) leaves its backend "active", waiting for input: the idle timeout
-# never fires, and the transaction's locks (a domain's advisory lock, a session row, the lease
-# row a write checked FOR SHARE) stall every other replica until the stopped one resumes.
-# Every write therefore sends each statement on its own, batches as one statement over arrays
-# (``unnest``); tests/harness/storage/test_postgres_stopped_client.py stops a writer there.
+# No pipeline: the server arms that timer only when it answers a Sync (ReadyForQuery) and
+# disarms it on reading the next message. psycopg's pipeline mode (``executemany``,
+# ``conn.pipeline()``) ends a batch with a Sync *and a Flush*: the Flush disarms the timer and
+# gets no ReadyForQuery of its own, so it is never armed again (pg_stat_activity still says
+# "idle in transaction"); before the Sync (a long batch) the session is "active" with no timer
+# at all. A process stopped (SIGSTOP, a VM pause) after an ``executemany`` and before its
+# COMMIT kept its transaction's locks (a domain's advisory lock, a session row, the lease row a
+# write checked FOR SHARE) and every other replica waited until it resumed: the late takeovers
+# of the pause loop. So every statement is sent on its own, and a batch of rows is one
+# statement over arrays (``unnest``); tests/harness/storage/test_postgres_stopped_client.py
+# stops a writer there.
 IDLE_IN_TRANSACTION_S = 10.0
 CONNECT_TIMEOUT_S = 10
 # Connections a process keeps per pool at most; asyncio tasks beyond it wait for one.

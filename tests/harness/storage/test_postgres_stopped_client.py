@@ -1,14 +1,14 @@
 """A replica stopped in the middle of a write must not stall the others past
 ``IDLE_IN_TRANSACTION_S``, wherever inside the write it stopped.
 
-The server ends a transaction whose client stays silent only once it has told the client it is
-ready for the next statement ("idle in transaction"). A client stopped between two statements
-of a batch it pipelines (psycopg's ``executemany`` does) has sent no Sync: its backend stays
-"active", waiting for input, the idle timeout never fires, and it keeps its locks — the domain's
-advisory lock, a session row, the lease row it checked ``FOR SHARE`` — until the process
-resumes. That was the replicas' late takeover (issue 27's liveness gap). The proxy
-(``freeze_proxy``) stops the writer right after it sent the statement that writes the rows; the
-other writer must get through once the server has ended the stopped one's session."""
+The server times out a silent transaction only while the timer it arms on answering a Sync
+runs; the next message disarms it. psycopg's pipelined ``executemany`` ends with a Sync and a
+Flush: the Flush disarmed the timer for good (the session still shows "idle in transaction"),
+so a writer stopped after its batch and before its COMMIT kept its locks — the domain's
+advisory lock, a session row, the lease row it checked ``FOR SHARE`` — until it resumed. That
+was the replicas' late takeover (issue 27's liveness gap). The proxy (``freeze_proxy``) stops
+the writer right after it sent the statement that writes the rows; the other writer must get
+through once the server has ended the stopped one's session."""
 
 from __future__ import annotations
 
