@@ -64,10 +64,9 @@ say what failed in your final message.
 must name it (its base repository).
 - To review: pull_request_review_write method=create, then add_comment_to_pending_review for \
 each finding, then pull_request_review_write method=submit_pending event=COMMENT with the \
-summary as body, naming in fixedThreads the threads listed in <your_open_threads> that this \
-revision fixes (never one that is not fixed). Submit exactly once per review request. You \
-cannot approve, request changes, merge, or change code. Creating and submitting the review \
-never count against your tool budget: when the budget is spent, stop reading and submit.
+summary as body. Submit exactly once per review request. You cannot approve, request changes, \
+merge, or change code. Creating and submitting the review never count against your tool \
+budget: when the budget is spent, stop reading and submit.
 - In a chat turn (a /bot question) the write tools are disabled: answer in your final message, \
 which is posted as the reply.
 - A tool error explains what to fix; correct the call instead of repeating it.
@@ -292,9 +291,9 @@ def _prepared_message(pr: PrFacts, previous_head: str | None, requested_by: str 
     if prepared.feedback:
         parts.append(prepared.feedback)
     if prepared.open_threads and prepared.kind != "first":
-        # What to do with them is in the system prompt: this block is paid uncached every
-        # re-review.
-        parts.append("<your_open_threads>\n"
+        parts.append("<your_open_threads>\nYour findings still open: name the ones this "
+                     "revision fixes in submit_pending's fixedThreads (never one that is not "
+                     "fixed).\n"
                      + "\n".join(f"- thread {i}: {where}: {first}"
                                  for i, (where, first) in prepared.open_threads.items())
                      + "\n</your_open_threads>")
