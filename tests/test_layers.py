@@ -394,3 +394,49 @@ h = context.repo_of(key)
     assert sum(w.startswith('f"') for w in found) == 2
     fine = 'x = f"{owner}/{repo}#{n}"\ny = text.split(",")\nz = PrRef(a, r, 1).format()\n'
     assert record_key_handling(ast.parse(fine)) == []
+
+
+# -- the trigger: typed from the record to the guard; its string only in core/triggers.py -----
+
+TRIGGERS = "dsh_github_reviewer/core/triggers.py"
+
+
+def _named(node: ast.AST) -> str:
+    return node.id if isinstance(node, ast.Name) else \
+        node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def trigger_strings(tree: ast.AST) -> list[int]:
+    """Lines where a trigger-named value is turned into its string by hand: ``x.format()``,
+    ``str(x)`` or ``f"{x}"`` with ``x`` named ``…trigger``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "format" and not node.args and not node.keywords \
+                and _named(node.func.value).endswith("trigger"):
+            found.append(node.lineno)
+        if isinstance(node, ast.Call) and _named(node.func) == "str" and len(node.args) == 1 \
+                and _named(node.args[0]).endswith("trigger"):
+            found.append(node.lineno)
+        if isinstance(node, ast.FormattedValue) and _named(node.value).endswith("trigger"):
+            found.append(node.lineno)
+    return found
+
+
+def test_a_trigger_becomes_a_string_only_in_core_triggers():
+    """Work, CI and the reviewers pass the typed ``Trigger``; its wire form is written in one
+    module: markers (``review_marker``…), turn meta (``turn_meta``/``meta_trigger``), stored
+    fields (``StoredTrigger``). Log lines format it with ``%s``."""
+    bad = [f"{path.relative_to(ROOT).as_posix()}:{line}"
+           for path in MODULES.values()
+           if path.relative_to(ROOT).as_posix().startswith("dsh_github_reviewer/")
+           and path.relative_to(ROOT).as_posix() != TRIGGERS
+           for line in trigger_strings(ast.parse(path.read_text()))]
+    assert not bad, "a trigger stringified by hand (pass the Trigger; core/triggers.py " \
+                    "renders it):\n" + "\n".join(bad)
+
+
+def test_the_trigger_check_sees_every_spelling():
+    src = ('meta = {"trigger": trigger.format()}\nx = str(rec.trigger)\ny = f"{self.trigger}"\n'
+           'ok = Trigger.cmd(a, 1).format()\nlog.info("%s", trigger)\n')
+    assert sorted(trigger_strings(ast.parse(src))) == [1, 2, 3]

@@ -147,6 +147,12 @@ def review_marker(trigger: Trigger) -> str:
     return REVIEW_MARKER.format(trigger=_wire(trigger))
 
 
+def turn_meta(flow: str, trigger: Trigger, **more: Any) -> dict[str, Any]:
+    """A turn's meta in the session log: its flow and the trigger it answers, stored as the
+    trigger's wire form (read back with ``meta_trigger``), and ``more``."""
+    return {"flow": flow, "trigger": _wire(trigger), **more}
+
+
 def meta_trigger(meta: Mapping[str, Any] | None) -> Trigger | None:
     """The trigger a turn's meta says the turn answered. The reviewers store it as its wire
     form (``Trigger.format``) in the session log; None when the meta names none, or one that

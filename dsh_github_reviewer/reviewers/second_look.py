@@ -27,7 +27,7 @@ from dsh_harness import Harness, StorageError
 
 from ..core.failures import local_failure
 from ..core.sanitizer import redact_secrets
-from ..core.triggers import Trigger
+from ..core.triggers import Trigger, turn_meta
 from ..github.account import ConnectedAccount
 from ..github.guard import GuardTurn
 from ..github.models import PullRequest, Review
@@ -130,8 +130,8 @@ class SecondLook:
             try:
                 outcome = await agent.followup(
                     message, deadline=deadline, require_text=True,
-                    meta={"flow": "verify", "trigger": trigger.format(), "persona": VERIFIER,
-                          "head": pr.head.sha, "findings": len(comments), **told})
+                    meta=turn_meta("verify", trigger, persona=VERIFIER, head=pr.head.sha,
+                                   findings=len(comments), **told))
             finally:
                 await acct.guard.end(sid)
                 await self.harness.agents.evict(sid)

@@ -16,7 +16,7 @@ from dsh_harness import Agent, Harness, StorageError
 from ..core.failures import local_failure, log_failure
 from ..core.sanitizer import redact_secrets
 from ..core.session_key import PrKey
-from ..core.triggers import Trigger, meta_trigger
+from ..core.triggers import Trigger, meta_trigger, turn_meta
 from ..github.account import ConnectedAccount
 from ..github.errors import GitHubError
 from ..github.guard import GuardTurn
@@ -89,8 +89,7 @@ class SingleReviewer:
                              "head": pr.head.sha, "draft": pr.draft,
                              "merged": pr.merged_at is not None}
                     outcome = await agent.followup(message, deadline=deadline,
-                                                   meta={"flow": flow, "trigger": trigger.format(),
-                                                         "pr": about, **told})
+                                                   meta=turn_meta(flow, trigger, pr=about, **told))
                 finally:
                     await acct.guard.end(key.session_id)
                     # A bot watches many PRs for months: keep no idle conversation in memory.

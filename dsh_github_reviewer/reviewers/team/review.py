@@ -19,7 +19,7 @@ from dsh_harness import Agent, Harness, StorageError
 
 from ...core.sanitizer import redact_secrets, sanitize
 from ...core.session_key import PrKey
-from ...core.triggers import Trigger, meta_trigger
+from ...core.triggers import Trigger, meta_trigger, turn_meta
 from ...github.account import ConnectedAccount
 from ...github.errors import GitHubError
 from ...github.guard import GuardTurn
@@ -187,8 +187,8 @@ class TeamReview:
                     # transcript either (only completed attempts are memory).
                     outcome = await agent.followup(
                         text, deadline=deadline, require_text=flow == "persona",
-                        meta={"flow": flow, "trigger": trigger.format(), "persona": key.persona,
-                              "head": pr.head.sha, **told})
+                        meta=turn_meta(flow, trigger, persona=key.persona, head=pr.head.sha,
+                                       **told))
                 finally:
                     await acct.guard.end(sid)
         except TimeoutError:

@@ -22,6 +22,7 @@ from dsh_github_reviewer.core.triggers import (
     reply_marker,
     review_marker,
     summary_marker,
+    turn_meta,
 )
 from dsh_github_reviewer.github.models import Review, User
 
@@ -175,3 +176,15 @@ def test_markers_are_written_from_a_typed_trigger_only():
             review_marker(bad)  # type: ignore[arg-type]
         with pytest.raises(TypeError):
             notice_marker(bad)  # type: ignore[arg-type]
+
+
+def test_turn_meta_stores_the_wire_form_as_before_and_reads_back_typed():
+    t = Trigger.chat("demo", 5)
+    meta = turn_meta("chat", t, persona=None, head="abc", asked={"by": "ann"})
+    # The session log keeps exactly what it kept when the reviewers wrote the dict by hand.
+    assert meta == {"flow": "chat", "trigger": "demo:chat:5", "persona": None, "head": "abc",
+                    "asked": {"by": "ann"}}
+    assert list(meta) == ["flow", "trigger", "persona", "head", "asked"]
+    assert meta_trigger(meta) == t
+    with pytest.raises(TypeError):
+        turn_meta("chat", "demo:chat:5")  # type: ignore[arg-type]
