@@ -126,7 +126,10 @@ ALLOWED_GET = [
 ]
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+# Derandomized: the same 400 examples every run, so the check after it (enough calls got
+# through) cannot fail by chance on one run and pass on the next.
+@settings(max_examples=400, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_nothing_outside_the_allowed_set_reaches_github(world, data):
     tool = data.draw(st.sampled_from(TOOLS))
