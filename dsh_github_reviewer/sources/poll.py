@@ -157,18 +157,29 @@ class AccountPoller:
             try:
                 return await self._tick()
             except Exception as exc:
-                log_failure(log, exc, "account %s: tick failed", self.acct.key)
-                message = short_error(exc)
-                if local_failure(exc):
-                    # The store itself failed (a full disk): recording that in the store
-                    # fails the same way, and the line above already said it, once.
-                    return PassResult(self.acct.key, ok=False, errors={"": message})
-                try:
-                    await self.store.update_account(lambda a: setattr(a, "last_error", message))
-                except Exception:
-                    log.error("account %s: cannot record the tick's error either",
-                              self.acct.key)
-                return PassResult(self.acct.key, ok=False, errors={"": message})
+                return await self._failed(exc)
+            finally:
+                if self.leases is not None:
+                    # Replicas: a tick wakes the PRs whose records it changed, but another
+                    # replica may have recorded this same work first (its poll, a webhook
+                    # delivery) and stopped before doing it (SIGSTOP, a crash). Its records are
+                    # the only place that work shows, so rescan them after every tick, as a
+                    # replica that does not poll this slot does (``_loop``): the replica left
+                    # polling alone would otherwise never see it.
+                    self.scheduler.wake(self.acct.key)
+
+    async def _failed(self, exc: Exception) -> PassResult:
+        log_failure(log, exc, "account %s: tick failed", self.acct.key)
+        message = short_error(exc)
+        if local_failure(exc):
+            # The store itself failed (a full disk): recording that in the store fails the
+            # same way, and the line above already said it, once.
+            return PassResult(self.acct.key, ok=False, errors={"": message})
+        try:
+            await self.store.update_account(lambda a: setattr(a, "last_error", message))
+        except Exception:
+            log.error("account %s: cannot record the tick's error either", self.acct.key)
+        return PassResult(self.acct.key, ok=False, errors={"": message})
 
     async def _tick(self) -> PassResult:
         now = self.clock()

@@ -71,6 +71,30 @@ async def test_status_shows_replicas_their_heartbeats_and_who_runs_a_pr(tmp_path
     await dep.stop()
 
 
+async def test_the_polling_replica_runs_work_another_replica_recorded_and_left(
+        tmp_path, sandbox80, model, pg_dsn):
+    """A replica records a push (its poll), then stops before doing the work (SIGSTOP, a
+    crash): the replica that polls next observes the same head, already recorded, so its
+    records do not change; it must still find the work in the shared records (the pause
+    loop's late takeovers: the standby, the only replica left polling, never looked)."""
+    from dsh_github_reviewer.testing.deployment import Deployment
+    from dsh_github_reviewer.testing.scenario import BOT_LOGIN, FEATURE, REPO, build_shop
+
+    build_shop(sandbox80)
+    polling = await Deployment(tmp_path, sandbox80, model, dsn=pg_dsn).start()
+    stopped = await Deployment(tmp_path, sandbox80, model, dsn=pg_dsn).start()
+    await polling.tick()  # records PR 1 and reviews its head; its scheduler keeps running
+    head = sandbox80.state.commit(REPO, "feature-1", {"shop/cart.py": FEATURE["shop/cart.py"]
+                                                      + "# one more line\n"}, message="more")
+    await stopped.pollers["demo"].tick()  # records the new head; its work never runs
+    assert (await polling.entry(1)).status == "reviewing", "the new head is owed a review"
+    await polling.tick()
+    assert [r.commit_id for r in polling.reviews(1) if r.user == BOT_LOGIN][-1] == head, \
+        "the head another replica recorded was reviewed by the one still running"
+    await stopped.stop()
+    await polling.stop()
+
+
 def test_replicas_behind_one_round_robin_webhook_service(tmp_path, sandbox80, pg_dsn):
     """Webhooks delivered round-robin to three replicas (each restarted replica listens on its
     own port again) while one at a time is SIGKILLed: still every trigger once."""
