@@ -8,14 +8,13 @@ process and github-mcp-server is a child too, so ``time.process_time`` of this p
 its threads, no children) is the bot's own CPU. Between reviews the sandbox pushes a one-line
 change to the PR, so every review after the first is a real re-review of a new head.
 
-The figures are the median of three consecutive reviews at each point (review p, p+1, p+2).
+Every review's CPU is returned; bench/turn_cpu.py takes medians over windows of reviews.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,8 +27,11 @@ CART = ("def last_items(items: list, n: int) -> list:\n"
 
 
 def push_files(n: int) -> dict[str, str]:
-    """Review ``n``'s head: a one-line change to the PR, different at every push."""
-    return {"shop/cart.py": CART + f"\n# revision {n}\n"}
+    """Review ``n``'s head: the off-by-one fixed (review 2 resolves that thread) and one more
+    hard-coded key per push, so every re-review posts one new open thread and the PR's review,
+    comment and thread lists grow by one review's worth each time."""
+    keys = "".join(f'api_key = "key-{i:04d}"  # key {i}\n' for i in range(2, n + 1))
+    return {"shop/cart.py": CART, "shop/keys.py": keys}
 
 
 # -- the sandbox GitHub and the model, each in its own process ----------------------------------
@@ -47,6 +49,10 @@ def sandbox_main() -> None:
             if cmd[0] == "push":
                 reply = sb.state.commit(REPO, "feature-1", push_files(int(cmd[1])),
                                         message=f"Revision {cmd[1]}")
+            elif cmd[0] == "threads":
+                roots = [c.id for c in sb.state.review_comments_of(REPO, 1)
+                         if c.in_reply_to is None]
+                reply = str(sum(1 for r in roots if r not in sb.state.resolved_threads))
             else:
                 reply = str(len(sb.state.reviews_of(REPO, 1)))
             print(reply, flush=True)
@@ -87,15 +93,19 @@ class Child:
 
 # -- the measurement (runs on whichever checkout is first on sys.path) --------------------------
 
-async def deployed_cpu(points: list[int]) -> dict[str, dict[int, float]]:
-    """CPU ms of the bot process per review at each point: the whole poller tick that ran
-    the review, and the runner's review turn inside it."""
+async def deployed_cpu(last: int, profile: dict[str, range] | None = None,
+                       profile_prefix: str = "") -> dict:
+    """CPU ms of the bot process for every review 1..``last``: the whole poller tick that ran
+    the review (``tick``) and the runner's review turn inside it (``turn``), and the PR's open
+    threads at the end. ``profile``: per window name, the reviews whose ticks are cProfiled
+    (CPU time) into ``{profile_prefix}{name}.prof``."""
+    import cProfile
+
     from dsh_github_reviewer.testing.deployment import Deployment
 
-    last = max(points) + 2
-    wanted = {p + k for p in points for k in range(3)}
-    tick_ms: dict[int, float] = {}
-    turn_ms: dict[int, float] = {}
+    tick_ms: list[float] = []
+    turn_ms: list[float] = []
+    profilers = {name: cProfile.Profile(time.process_time) for name in profile or {}}
     sandbox, model = Child("--sandbox"), Child("--model")
     try:
         urls = json.loads(sandbox.first)
@@ -118,22 +128,30 @@ async def deployed_cpu(points: list[int]) -> dict[str, dict[int, float]]:
                     if n > 1:
                         sandbox.ask(f"push {n}")
                     spent.clear()
+                    prof = next((profilers[name] for name, window in (profile or {}).items()
+                                 if n in window), None)
+                    if prof is not None:
+                        prof.enable()
                     start = time.process_time()
                     await dep.tick()
                     cpu = time.process_time() - start
+                    if prof is not None:
+                        prof.disable()
                     posted = int(sandbox.ask("reviews"))
                     if posted != n or len(spent) != 1:
                         raise SystemExit(f"review {n}: {posted} review(s) on the PR, "
                                          f"{len(spent)} runner turn(s) in the tick")
-                    if n in wanted:
-                        tick_ms[n], turn_ms[n] = cpu * 1000, spent[0] * 1000
+                    tick_ms.append(cpu * 1000)
+                    turn_ms.append(spent[0] * 1000)
+                open_threads = int(sandbox.ask("threads"))
             finally:
                 await dep.stop()
     finally:
         sandbox.close()
         model.close()
-    return {"turn": {p: statistics.median(turn_ms[p + k] for k in range(3)) for p in points},
-            "tick": {p: statistics.median(tick_ms[p + k] for k in range(3)) for p in points}}
+    for name, prof in profilers.items():
+        prof.dump_stats(f"{profile_prefix}{name}.prof")
+    return {"tick": tick_ms, "turn": turn_ms, "open_threads": open_threads}
 
 
 if __name__ == "__main__":

@@ -1,28 +1,31 @@
-"""Harness CPU per review turn as a PR's session grows, and resume time by session size.
+"""CPU per review as one PR's history grows, on the harness and as deployed; resume time.
 
-A review turn here is what the reviewer's turns look like to the harness: a ~1.5 KB user
-message, five tool calls whose ~2 KB results come back at once (their work happens elsewhere),
-then the findings: six model requests and twelve messages per review. The model is the
-scripted model server in a child process, answering instantly, so the CPU measured
-(``time.process_time`` of this process, threads included) is the harness's own. As deployed,
-the agent is evicted after every turn and resumed from its log for the next one.
+Figures are CPU time (``time.process_time`` of this process, all its threads; the model, the
+sandbox GitHub and github-mcp-server run in other processes), never wall time, and each is the
+median over a window of consecutive reviews (default: reviews 2-10 against 90-100), so a busy
+shared machine moves them far less than a single review's figure. ``--runs`` repeats the
+whole measurement (a fresh deployment each time) and every run is printed, with the spread.
+
+Harness: review-like turns driven on the harness directly. A review turn here is what the
+reviewer's turns look like to the harness: a ~1.5 KB user message, five tool calls whose ~2 KB
+results come back at once, then the findings. As deployed, the agent is evicted after every
+turn and resumed from its log for the next one.
+
+Deployed (issue 28's acceptance: flat within +-20 % from review 2 to review 100): the bot
+process's CPU per review of one PR through the reviewer's real poller and runner, with a push
+before every re-review that adds one more finding, so every review posts one new open thread
+and the PR's reviews, comments and threads grow with it (see bench/deployed_turns.py).
+``tick`` is the whole poller tick that ran the review, ``turn`` the runner's review inside it.
 
 Resume: a session of N events written straight through the session API, then resumed cold
-(a fresh harness: the whole log is read) and resumed again after an eviction (what every review
-turn does).
+(a fresh harness: the whole log is read) and resumed again after an eviction.
 
-Deployed: the bot process's CPU per review of one PR through the reviewer's real poller and
-runner, with the sandbox GitHub, the scripted reviewer model and github-mcp-server in other
-processes and a push before every re-review (see bench/deployed_turns.py).
-
-Usage: python bench/turn_cpu.py [--reviews 2,10,40,100] [--events 1000,5000,20000]
-                                 [--sections harness,deployed] [--before-code CHECKOUT]
-The "before" column is, with ``--before-code``, this same bench run live on another checkout
-(e.g. ``git worktree add /tmp/before b99c1b0``; the deployed section then takes a few minutes
-more, the old code being quadratic); without it, the figures this bench measured on main
-b99c1b0 (the code before issue 10) on the 2-core shared development machine. The issue's own
-figures (130 / 339 / 988 ms per deployed review turn at the 2nd / 10th / 40th review) are
-quoted beside them. Prints tables; asserts nothing.
+Usage: python bench/turn_cpu.py [--reviews 100] [--windows 2-10,90-100] [--runs 3]
+                                 [--events 1000,5000,20000] [--sections harness,deployed]
+                                 [--before-code CHECKOUT]
+The "before" rows are, with ``--before-code``, this same bench run live on another checkout's
+code (e.g. ``git worktree add /tmp/before <commit>``); without it, the figures recorded below.
+Prints tables; asserts nothing.
 """
 
 from __future__ import annotations
@@ -115,9 +118,8 @@ def harness(home: Path, base_url: str) -> Harness:
 
 # -- CPU per review turn -----------------------------------------------------------------------
 
-async def turn_cpu(points: list[int], base_url: str) -> dict[int, float]:
-    """CPU ms of the review turn at each point (median of that review and the next two)."""
-    last = max(points) + 2
+async def turn_cpu(last: int, base_url: str) -> list[float]:
+    """CPU ms of every review turn 1..``last``."""
     cpu: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         h = harness(Path(tmp), base_url)
@@ -131,7 +133,20 @@ async def turn_cpu(points: list[int], base_url: str) -> dict[int, float]:
             if not outcome.ok:
                 raise SystemExit(f"review {n} failed: {outcome.error}")
         await h.close()
-    return {p: statistics.median(cpu[p - 1:p + 2]) for p in points}
+    return cpu
+
+
+def windows_of(spec: str) -> list[tuple[int, int]]:
+    out = []
+    for part in spec.split(","):
+        lo, hi = part.split("-")
+        out.append((int(lo), int(hi)))
+    return out
+
+
+def medians(per_review: list[float], windows: list[tuple[int, int]]) -> dict[str, float]:
+    """The median CPU of each window of reviews (1-based, inclusive)."""
+    return {f"{lo}-{hi}": statistics.median(per_review[lo - 1:hi]) for lo, hi in windows}
 
 
 # -- resume time ---------------------------------------------------------------------------------
@@ -184,34 +199,20 @@ async def resume_ms(sizes: list[int], base_url: str) -> dict[int, tuple[float, f
     return out
 
 
-# This bench on main b99c1b0 (before issue 10), 2-core shared machine, 2026-11-30.
-RECORDED_BEFORE = {
-    "code": "main b99c1b0 (recorded)",
-    "turn_cpu_ms": {2: 66.7, 10: 159.9, 40: 580.6, 100: 1427.4},
-    "resume_ms": {1000: (16.0, 12.5), 5000: (43.8, 127.7), 20000: (285.4, 495.7)},
-    "deployed_ms": {"turn": {2: 53.7, 10: 95.6, 40: 250.5, 100: 673.2},
-                    "tick": {2: 68.2, 10: 106.7, 40: 263.0, 100: 686.5}},
-}
-# The issue's figures: harness CPU per review turn as deployed (quoted, not measured here).
-ISSUE_DEPLOYED_MS = {2: 130.0, 10: 339.0, 40: 988.0}
+# This bench (windows 2-10 / 90-100, three runs) on main a88a59a, the code before this
+# change, on the 2-core development machine shared with three other engineers' work.
+RECORDED_BEFORE: dict = {"code": "main a88a59a (recorded)", "runs": []}
 
 
 def run_before(checkout: str, args: argparse.Namespace) -> dict:
     """This bench, run on another checkout's code (PYTHONPATH) in a child process."""
     env = {**os.environ, "PYTHONPATH": checkout}
-    out = subprocess.run([sys.executable, __file__, "--json", "--reviews", args.reviews,
-                          "--events", args.events, "--sections", args.sections], env=env,
-                         capture_output=True, text=True, check=True, cwd=checkout).stdout
-    return parse_result(json.loads(out.strip().splitlines()[-1]))
-
-
-def parse_result(data: dict) -> dict:
-    """A --json line back into numbers (JSON keys are strings)."""
-    return {"code": data["code"],
-            "turn_cpu_ms": {int(k): v for k, v in data["turn_cpu_ms"].items()},
-            "resume_ms": {int(k): tuple(v) for k, v in data["resume_ms"].items()},
-            "deployed_ms": {part: {int(k): v for k, v in rows.items()}
-                            for part, rows in data["deployed_ms"].items()}}
+    cmd = [sys.executable, __file__, "--json", "--reviews", str(args.reviews), "--windows",
+           args.windows, "--runs", str(args.runs), "--events", args.events,
+           "--sections", args.sections]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True,
+                         cwd=checkout).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def code_label() -> str:
@@ -223,68 +224,98 @@ def code_label() -> str:
     return f"{root} @ {rev or '?'}"
 
 
-def fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}"
+def growth(row: dict[str, float]) -> float:
+    """The last window against the first, in percent."""
+    values = list(row.values())
+    return (values[-1] / values[0] - 1) * 100
 
 
-def print_harness(result: dict, before: dict) -> None:
-    old_cpu, old_resume = before["turn_cpu_ms"], before["resume_ms"]
-    print("Harness: review-like turns driven on the harness directly")
-    print(f"{'review':>7} | {'CPU ms/turn before':>18} | {'after':>8}")
-    for p, ms in result["turn_cpu_ms"].items():
-        print(f"{p:>7} | {fmt(old_cpu.get(p)):>18} | {ms:>8.1f}")
-    print(f"\n{'events':>7} | {'resume after evict ms before':>28} | {'after':>8} | "
+def print_runs(title: str, part: str, result: dict, before: dict, windows: list[str]) -> None:
+    print(title)
+    head = " | ".join(f"{w:>9}" for w in windows)
+    print(f"{'code':>6} {'run':>3} | {head} | {'growth':>7}")
+    spread: dict[str, list[float]] = {}
+    for label, res in (("before", before), ("after", result)):
+        for i, run in enumerate(res.get("runs", []), 1):
+            row = run.get(part)
+            if not row:
+                continue
+            cells = " | ".join(f"{row[w]:>9.1f}" for w in windows)
+            g = growth(row)
+            spread.setdefault(label, []).append(g)
+            print(f"{label:>6} {i:>3} | {cells} | {g:>+6.0f}%")
+    for label, values in spread.items():
+        print(f"{label}: growth {min(values):+.0f}% .. {max(values):+.0f}% over "
+              f"{len(values)} run(s), median {statistics.median(values):+.0f}%")
+    print()
+
+
+def print_resume(result: dict, before: dict) -> None:
+    old_resume = before.get("resume_ms", {})
+    print(f"{'events':>7} | {'resume after evict ms before':>28} | {'after':>8} | "
           f"{'cold resume ms before':>21} | {'after':>8}")
     for n, (cold, warm) in result["resume_ms"].items():
         old_cold, old_warm = old_resume.get(n, (None, None))
         print(f"{n:>7} | {fmt(old_warm):>28} | {warm:>8.1f} | {fmt(old_cold):>21} | "
               f"{cold:>8.1f}")
-    print("CPU: time.process_time of the harness process (model server in a child process);"
-          "\nresume: wall time of harness.agents.resume (cold = first resume in a process).\n")
+    print("resume: wall time of harness.agents.resume (cold = first resume in a process).\n")
 
 
-def print_deployed(result: dict, before: dict) -> None:
-    new, old = result["deployed_ms"], before["deployed_ms"]
-    print("Deployed: one PR reviewed again after every push, through the reviewer's poller and "
-          "runner")
-    print(f"{'review':>7} | {'turn CPU ms before':>18} | {'after':>8} | "
-          f"{'tick CPU ms before':>18} | {'after':>8} | {'issue (quoted)':>14}")
-    for p, ms in new["turn"].items():
-        print(f"{p:>7} | {fmt(old['turn'].get(p)):>18} | {ms:>8.1f} | "
-              f"{fmt(old['tick'].get(p)):>18} | {new['tick'][p]:>8.1f} | "
-              f"{fmt(ISSUE_DEPLOYED_MS.get(p)):>14}")
-    print("CPU: time.process_time of the bot process (sandbox GitHub, model server and "
-          "github-mcp-server\nare other processes); turn = SingleReviewer.review, tick = the whole "
-          "poller tick that ran it\n(polls, review procedure, cursor); median of reviews "
-          "p, p+1, p+2. Goal: < 50 ms per turn.")
+def fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+async def measure(args: argparse.Namespace) -> dict:
+    windows = windows_of(args.windows)
+    sizes = [int(x) for x in args.events.split(",")]
+    sections = set(args.sections.split(","))
+    result: dict = {"code": code_label(), "runs": [], "resume_ms": {}}
+    for _ in range(args.runs):
+        run: dict = {}
+        if "harness" in sections:
+            proc, base_url = start_model()
+            try:
+                run["harness"] = medians(await turn_cpu(args.reviews, base_url), windows)
+                if not result["resume_ms"]:
+                    result["resume_ms"] = {str(k): v for k, v in
+                                           (await resume_ms(sizes, base_url)).items()}
+            finally:
+                assert proc.stdin is not None
+                proc.stdin.close()
+                proc.wait()
+        if "deployed" in sections:
+            got = await deployed_cpu(args.reviews)
+            run["tick"] = medians(got["tick"], windows)
+            run["turn"] = medians(got["turn"], windows)
+            run["open_threads"] = got["open_threads"]
+        result["runs"].append(run)
+    return result
 
 
 async def main(args: argparse.Namespace) -> None:
-    points = [int(x) for x in args.reviews.split(",")]
-    sizes = [int(x) for x in args.events.split(",")]
-    sections = set(args.sections.split(","))
-    result: dict = {"code": code_label(), "turn_cpu_ms": {}, "resume_ms": {},
-                    "deployed_ms": {"turn": {}, "tick": {}}}
-    if "harness" in sections:
-        proc, base_url = start_model()
-        try:
-            result["turn_cpu_ms"] = await turn_cpu(points, base_url)
-            result["resume_ms"] = await resume_ms(sizes, base_url)
-        finally:
-            assert proc.stdin is not None
-            proc.stdin.close()
-            proc.wait()
-    if "deployed" in sections:
-        result["deployed_ms"] = await deployed_cpu(points)
+    result = await measure(args)
     if args.json:
         print(json.dumps(result))
         return
     before = run_before(args.before_code, args) if args.before_code else RECORDED_BEFORE
-    print(f"before: {before['code']}\nafter:  {result['code']}\n")
+    windows = [f"{lo}-{hi}" for lo, hi in windows_of(args.windows)]
+    print(f"before: {before['code']}\nafter:  {result['code']}\n"
+          f"CPU ms per review (time.process_time of the bot process), median of each window "
+          f"of reviews\n")
+    sections = set(args.sections.split(","))
     if "harness" in sections:
-        print_harness(result, before)
+        print_runs("Harness: review-like turns driven on the harness directly", "harness",
+                   result, before, windows)
+        print_resume({"resume_ms": {int(k): v for k, v in result["resume_ms"].items()}},
+                     {"resume_ms": {int(k): v for k, v in before.get("resume_ms", {}).items()}})
     if "deployed" in sections:
-        print_deployed(result, before)
+        threads = [r.get("open_threads") for r in result["runs"]]
+        print_runs("Deployed: one PR, one push and one new open thread per review (open threads "
+                   f"at the end: {threads}); tick = the whole poller tick", "tick", result,
+                   before, windows)
+        print_runs("Deployed: the runner's review turn inside the tick", "turn", result, before,
+                   windows)
+        print("Goal (issue 28): the deployed tick flat within +-20 % from review 2 to 100.")
 
 
 if __name__ == "__main__":
@@ -292,11 +323,14 @@ if __name__ == "__main__":
         model_main()
         raise SystemExit(0)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reviews", default="2,10,40,100")
+    parser.add_argument("--reviews", type=int, default=100, help="reviews of the PR per run")
+    parser.add_argument("--windows", default="2-10,90-100",
+                        help="windows of reviews whose median CPU is reported")
+    parser.add_argument("--runs", type=int, default=3, help="repeat the whole measurement")
     parser.add_argument("--events", default="1000,5000,20000")
     parser.add_argument("--sections", default="harness,deployed",
                         help="which tables: harness, deployed or both")
     parser.add_argument("--json", action="store_true", help="one JSON line (for comparisons)")
     parser.add_argument("--before-code", metavar="CHECKOUT",
-                        help="measure the 'before' column live on this checkout's code")
+                        help="measure the 'before' rows live on this checkout's code")
     asyncio.run(main(parser.parse_args()))

@@ -8,6 +8,7 @@ the result is a fixed point — sanitizing twice gives the same text.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -114,5 +115,17 @@ def sanitize(text: str | None) -> str:
 
 def sanitize_line(text: str | None, limit: int = 300) -> str:
     """A single-line field (PR title, login): sanitized, whitespace folded, length-capped."""
+    if text and len(text) <= _LINE_CACHED_CHARS:
+        return _sanitize_line(text, limit)
+    return _fold(text, limit)
+
+
+def _fold(text: str | None, limit: int) -> str:
     flat = " ".join(sanitize(text).split())
     return flat if len(flat) <= limit else flat[:limit] + "…"
+
+
+# A review lists the same paths, logins and first lines of the bot's threads at every turn of
+# a PR: a pure function of its input, remembered for short texts (bounded memory).
+_LINE_CACHED_CHARS = 2000
+_sanitize_line = functools.lru_cache(maxsize=4096)(_fold)

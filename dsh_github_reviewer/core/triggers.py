@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Protocol, get_args
 
 from pydantic import PlainSerializer, PlainValidator
@@ -223,14 +223,17 @@ class BotIdentity:
     logins are case-insensitive."""
 
     login: str
+    _folded: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.login or not self.login.strip():
             raise ValueError("the bot's identity needs a login")
+        # Asked for every item of every listing of a PR: folded once.
+        object.__setattr__(self, "_folded", self.login.lower())
 
     def owns(self, author: str | None) -> bool:
         """``author`` (a login) is the bot."""
-        return bool(author) and str(author).lower() == self.login.lower()
+        return bool(author) and str(author).lower() == self._folded
 
     def wrote(self, item: Authored) -> bool:
         """The bot authored ``item``."""

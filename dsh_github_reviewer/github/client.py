@@ -11,6 +11,7 @@ passed), a page cap, truncated error bodies, URL-encoded path segments and GHES 
 from __future__ import annotations
 
 import base64
+import functools
 import json as jsonlib
 import logging
 import re
@@ -58,6 +59,8 @@ DEFAULT_PAGE_CAP = 10
 # The ETag cache keeps, per URL, the ETag and the response's raw text (what a 304 needs to
 # give the answer back), bounded by the total size of those texts, least recently used out.
 ETAG_CACHE_BYTES = 32 * 1024 * 1024
+# Parsed lists kept by their pages' ETags (``_list_of``), bounded by their items in all.
+LIST_MEMO_ITEMS = 10_000
 T = TypeVar("T", bound=BaseModel)
 _NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
 
@@ -83,6 +86,33 @@ class Response:
     data: Any
     headers: httpx2.Headers
     not_modified: bool = False
+    # The ETag the answer is remembered by (None: not kept for a 304) and, for a ``lazy``
+    # request answered 304, the remembered text not yet decoded (``data`` is None then).
+    etag: str | None = None
+    raw: str | None = None
+
+
+@dataclass(slots=True)
+class _Parsed:
+    """A parsed list of ``_list_of``: its pages' ETags, its models and the decoded JSON
+    they were validated from."""
+
+    etags: tuple[str, ...]
+    items: list[Any]
+    raw: list[Any]
+
+
+@functools.cache
+def _adapter(model: type[BaseModel]) -> TypeAdapter[list[Any]]:
+    """The validator of a list of ``model`` (built once per model, not per listing)."""
+    return TypeAdapter(list[model])  # type: ignore[valid-type]
+
+
+def _item_key(raw: Any) -> Any:
+    """What tells one item of a GitHub list from the others: its id (a file: its name)."""
+    if isinstance(raw, dict):
+        return raw.get("id") or raw.get("filename")
+    return None
 
 
 @dataclass
@@ -123,6 +153,10 @@ class GitHubClient:
         # kept, since a 304 there only means "nothing new", so the next tick's entries take a
         # few bytes per repository and are never evicted by other traffic.
         self._poll_etags: dict[str, dict[str, str]] = {}
+        # (first page's URL, model) -> (every page's ETag, the parsed items, their decoded
+        # JSON): see _list_of.
+        self._lists: OrderedDict[tuple[str, str], _Parsed] = OrderedDict()
+        self._list_items = 0
         self.blocked_until = 0.0
         self.counters = Counters()
 
@@ -138,8 +172,10 @@ class GitHubClient:
 
     async def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
                       json: Any = None, accept: str = "application/vnd.github+json",
-                      conditional: bool | None = None, write: bool | None = None) -> Response:
-        """``write`` (default: any method but GET) proves the fence right before sending."""
+                      conditional: bool | None = None, write: bool | None = None,
+                      lazy: bool = False) -> Response:
+        """``write`` (default: any method but GET) proves the fence right before sending.
+        ``lazy``: a 304 comes back with the remembered text in ``raw``, not decoded."""
         wait = self.blocked_until - self.clock()
         if wait > 0:
             raise RateLimited(f"GitHub rate limit: waiting {wait:.0f} s more before calling",
@@ -168,8 +204,11 @@ class GitHubClient:
         if resp.status_code == 304 and cached:
             self.counters.not_modified += 1
             cache.move_to_end(cache_key)
+            if lazy:
+                return Response(304, None, resp.headers, not_modified=True, etag=cached[0],
+                                raw=cached[1])
             return Response(304, self._decode(method, path, cached[1], True), resp.headers,
-                            not_modified=True)
+                            not_modified=True, etag=cached[0])
         self._raise_for(method, path, resp)
         is_json = "json" in resp.headers.get("content-type", "")
         text = resp.text
@@ -177,7 +216,8 @@ class GitHubClient:
         etag = resp.headers.get("etag")
         if conditional and etag and is_json:
             self._remember(cache, cache_key, etag, text)
-        return Response(resp.status_code, data, resp.headers)
+        return Response(resp.status_code, data, resp.headers,
+                        etag=etag if conditional and is_json else None)
 
     async def poll_page(self, path: str, params: dict[str, Any], *, fresh: bool) -> Response:
         """The first page of a polled list, as a conditional request that keeps only the ETag.
@@ -323,6 +363,84 @@ class GitHubClient:
         log.warning("GET %s: stopped at the page cap of %d pages", path, cap)
         return items, all_cached
 
+    async def _list_of(self, model: type[T], path: str, params: dict[str, Any] | None = None,
+                       max_pages: int | None = None, unlimited: bool = False
+                       ) -> tuple[list[T], bool]:
+        """``paginate`` and ``parse_list`` in one: (items, all pages were 304).
+
+        A PR's review work lists the same reviews and comments several times per review, and
+        these lists grow with the PR: a list whose every page is a 304 with the ETags it was
+        last parsed under is that same list, so it is handed back without decoding or
+        validating its pages again (the models are frozen; the list is a copy). Equal ETags
+        mean equal answers whichever token asked, so the ETags alone are the key's proof."""
+        pages: list[Response] = []
+        next_url: str | None = path
+        page_params: dict[str, Any] | None = {**(params or {}), "per_page": 100}
+        cap = max_pages or self.page_cap
+        while next_url is not None:
+            if not unlimited and len(pages) >= cap:
+                log.warning("GET %s: stopped at the page cap of %d pages", path, cap)
+                break
+            resp = await self.request("GET", next_url, params=page_params, lazy=True)
+            pages.append(resp)
+            m = _NEXT.search(resp.headers.get("link", ""))
+            next_url, page_params = (m.group(1), None) if m else (None, None)
+        all_cached = all(p.not_modified for p in pages)
+        etags = tuple(p.etag or "" for p in pages)
+        key = (self.url(path) + "?" + str(httpx2.QueryParams(params or {})), model.__name__)
+        known = self._lists.get(key)
+        if all_cached and known is not None and known.etags == etags:
+            self._lists.move_to_end(key)
+            return list(known.items), True
+        items: list[Any] = []
+        for p in pages:
+            data = p.data if p.raw is None else self._decode("GET", path, p.raw, True)
+            if not isinstance(data, list):
+                raise GitHubError(f"GET {path}: expected a JSON list")
+            items.extend(data)
+        parsed = self._parse_again(model, items, known, f"GET {path}")
+        self._memo_list(key, _Parsed(etags, parsed, items))
+        return parsed, all_cached
+
+    def _parse_again(self, model: type[T], items: list[Any], known: _Parsed | None,
+                     what: str) -> list[T]:
+        """``parse_list``, reusing the model of every item whose decoded JSON equals the one
+        it was parsed from last time (a list that grew by one review is validated for that
+        one); what comes back is exactly what ``parse_list`` gives."""
+        if known is None:
+            return self.parse_list(model, items, what)
+        before = {_item_key(raw): (raw, done) for raw, done in zip(known.raw, known.items,
+                                                                    strict=True)}
+        out: list[Any] = []
+        fresh: list[int] = []
+        for raw in items:
+            old = before.get(_item_key(raw))
+            if old is not None and old[0] == raw:
+                out.append(old[1])
+            else:
+                fresh.append(len(out))
+                out.append(None)
+        if fresh:
+            try:
+                parsed = _adapter(model).validate_python([items[i] for i in fresh])
+            except ValidationError:
+                return self.parse_list(model, items, what)   # its error names the index
+            for i, item in zip(fresh, parsed, strict=True):
+                out[i] = item
+        return out
+
+    def _memo_list(self, key: tuple[str, str], entry: _Parsed) -> None:
+        old = self._lists.pop(key, None)
+        if old is not None:
+            self._list_items -= len(old.items)
+        if "" in entry.etags or len(entry.items) > LIST_MEMO_ITEMS // 4:
+            return   # a page without an ETag is never a 304; a huge list would evict the rest
+        self._lists[key] = entry
+        self._list_items += len(entry.items)
+        while self._list_items > LIST_MEMO_ITEMS:
+            _, dropped = self._lists.popitem(last=False)
+            self._list_items -= len(dropped.items)
+
     @staticmethod
     def parse(model: type[T], data: Any, what: str) -> T:
         try:
@@ -334,7 +452,7 @@ class GitHubClient:
     @staticmethod
     def parse_list(model: type[T], data: list[Any], what: str) -> list[T]:
         try:
-            return TypeAdapter(list[model]).validate_python(data)  # type: ignore[valid-type]
+            return _adapter(model).validate_python(data)
         except ValidationError as exc:
             raise GitHubError(f"{what}: unexpected payload: {exc.errors()[0]['loc']} "
                               f"{exc.errors()[0]['msg']}") from None
@@ -364,9 +482,8 @@ class GitHubClient:
         path = f"repos/{seg(owner, repo)}/pulls"
         # Every open PR, each page a conditional request: a page cap would leave the newest
         # PRs of a busy repository unreviewed forever.
-        items, cached = await self.paginate(path, {"state": "open", "sort": "created",
-                                                   "direction": "asc"}, unlimited=True)
-        return self.parse_list(PullSummary, items, f"GET {path}"), cached
+        return await self._list_of(PullSummary, path, {"state": "open", "sort": "created",
+                                                      "direction": "asc"}, unlimited=True)
 
     async def pulls_updated_since(self, owner: str, repo: str, since: datetime | None, *,
                                   fresh: bool) -> PullChanges:
@@ -407,8 +524,7 @@ class GitHubClient:
     async def list_pull_files(self, owner: str, repo: str, number: int,
                               max_pages: int | None = None) -> list[PullFile]:
         path = f"repos/{seg(owner, repo)}/pulls/{int(number)}/files"
-        items, _ = await self.paginate(path, max_pages=max_pages)
-        return self.parse_list(PullFile, items, f"GET {path}")
+        return (await self._list_of(PullFile, path, max_pages=max_pages))[0]
 
     async def compare(self, owner: str, repo: str, base: str, head: str) -> Comparison:
         """``base...head``: commits and file changes since their merge base (conditional, so
@@ -483,14 +599,12 @@ class GitHubClient:
 
     async def list_issue_comments(self, owner: str, repo: str, number: int) -> list[IssueComment]:
         path = f"repos/{seg(owner, repo)}/issues/{int(number)}/comments"
-        items, _ = await self.paginate(path)
-        return self.parse_list(IssueComment, items, f"GET {path}")
+        return (await self._list_of(IssueComment, path))[0]
 
     async def list_review_comments(self, owner: str, repo: str, number: int
                                    ) -> list[ReviewComment]:
         path = f"repos/{seg(owner, repo)}/pulls/{int(number)}/comments"
-        items, _ = await self.paginate(path)
-        return self.parse_list(ReviewComment, items, f"GET {path}")
+        return (await self._list_of(ReviewComment, path))[0]
 
     async def post_issue_comment(self, owner: str, repo: str, number: int, body: str
                                  ) -> IssueComment:
@@ -524,8 +638,7 @@ class GitHubClient:
         """Every reaction on an issue or review comment: who reacted, with what."""
         kind = "pulls" if review_comment else "issues"
         path = f"repos/{seg(owner, repo)}/{kind}/comments/{int(comment_id)}/reactions"
-        items, _ = await self.paginate(path)
-        return self.parse_list(Reaction, items, f"GET {path}")
+        return (await self._list_of(Reaction, path))[0]
 
     async def collaborator_permission(self, owner: str, repo: str, login: str
                                       ) -> CollaboratorPermission:
@@ -538,8 +651,7 @@ class GitHubClient:
 
     async def list_reviews(self, owner: str, repo: str, number: int) -> list[Review]:
         path = f"repos/{seg(owner, repo)}/pulls/{int(number)}/reviews"
-        items, _ = await self.paginate(path)
-        return self.parse_list(Review, items, f"GET {path}")
+        return (await self._list_of(Review, path))[0]
 
     async def create_review(self, owner: str, repo: str, number: int, *, commit_id: str,
                             body: str, event: str, comments: list[dict[str, Any]]) -> Review:

@@ -80,14 +80,19 @@ def thread_news(comments: Sequence[ReviewComment], mine: Sequence[Review],
     review_ids = {r.id for r in mine if me.wrote(r)}
     roots = [c for c in comments if c.in_reply_to_id is None
              and c.pull_request_review_id in review_ids and me.wrote(c)]
+    # Each thread's replies, in the list's order: one pass, not one per thread.
+    replies: dict[int, list[ReviewComment]] = {}
+    for c in comments:
+        if c.in_reply_to_id is not None:
+            replies.setdefault(c.in_reply_to_id, []).append(c)
     out = []
     for root in roots:
         news = ThreadNews(root)
         # (key, text): the key is what the turn meta records, so rewording a fact's text
         # never makes it news again.
         found: list[tuple[str, str]] = []
-        for c in comments:
-            if c.in_reply_to_id != root.id or not _from_a_person(c, me):
+        for c in replies.get(root.id, ()):
+            if not _from_a_person(c, me):
                 continue
             body = sanitize(c.body)
             if body.lstrip().lower().startswith(COMMAND_PREFIXES):

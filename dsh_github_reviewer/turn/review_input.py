@@ -344,12 +344,12 @@ def open_threads(comments: Sequence[ReviewComment], mine: Sequence[Review],
     """The bot's inline threads that are unresolved (state known) and that the bot never
     resolved before (a person who unresolved one keeps it open)."""
     ids = {r.id for r in mine if me.wrote(r)}
+    fixed = fixed_before(comments, me)
     out: dict[int, tuple[str, str]] = {}
     for c in comments:
         state = states.get(c.id)
         if c.pull_request_review_id not in ids or c.in_reply_to_id is not None \
-                or not me.wrote(c) or state is None or state.resolved \
-                or resolved_by_bot_before(c.id, comments, me):
+                or state is None or state.resolved or c.id in fixed or not me.wrote(c):
             continue
         where = sanitize_line(c.path or "", 200) + (f":{c.line}" if c.line else "")
         first = sanitize_line(parse_severity((c.body or "").strip())[1].split("\n", 1)[0], 160)
@@ -359,11 +359,11 @@ def open_threads(comments: Sequence[ReviewComment], mine: Sequence[Review],
     return out
 
 
-def resolved_by_bot_before(root_id: int, comments: Sequence[ReviewComment],
-                           me: BotIdentity) -> bool:
-    """The bot's own "Fixed in" reply is in the thread: it resolved it once."""
-    return any(c.in_reply_to_id == root_id and marks_fixed_in(c, me, root_id)
-               for c in comments)
+def fixed_before(comments: Sequence[ReviewComment], me: BotIdentity) -> set[int]:
+    """The root ids of threads holding the bot's own "Fixed in" reply: it resolved them once
+    (one pass over the comments, not one per thread)."""
+    return {c.in_reply_to_id for c in comments
+            if c.in_reply_to_id is not None and marks_fixed_in(c, me, c.in_reply_to_id)}
 
 
 def earlier_findings(comments: Sequence[ReviewComment], mine: Sequence[Review],

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -91,11 +93,19 @@ _RESOLUTION = re.compile(r"^thread (\d+) (resolved|unresolved again)\b")
 _BASE_LINE = re.compile(r"^base branch: (.*)$", re.M)
 
 
+@dataclass
+class _ToldIndex:
+    resolutions: dict[str, Resolution] = field(default_factory=dict)  # root id -> last told
+    keys: set[str] = field(default_factory=set)      # fact keys of turns with ``told``
+    lines: set[str] = field(default_factory=set)     # feedback lines of turns without
+
+
 class Conversation:
     """The review turns the model still sees, oldest first, with what each told it."""
 
     def __init__(self, turns: Iterable[SeenTurn] = ()):
         self.turns: list[tuple[Told | None, str]] = []
+        self._index: _ToldIndex | None = None
         for t in turns:
             if not t.content.startswith(REVIEW_FLOW):
                 continue  # a chat turn: it told nothing about the review
@@ -142,31 +152,55 @@ class Conversation:
 
     def resolution(self, root_id: int) -> Resolution | None:
         """The thread's resolution the model was told last."""
-        last: Resolution | None = None
-        key = str(root_id)
-        for told, text in self.turns:
-            if told is not None:
-                last = told.threads.get(key, last)
-                continue
-            for fact in _legacy_facts(text):
-                m = _RESOLUTION.match(fact)
-                if m and int(m.group(1)) == root_id:
-                    last = "resolved" if m.group(2) == "resolved" else "reopened"
-        return last
+        return self._told().resolutions.get(str(root_id))
 
     def told_fact(self, key: str, fact: str) -> bool:
         """Whether a feedback fact was reported: by its key in a turn's meta, or (an old turn)
         by its text on one of the turn's feedback lines."""
-        for told, text in self.turns:
-            if told is not None:
-                if key in told.facts:
-                    return True
-            elif fact.split("\n", 1)[0] in _legacy_facts(text):
-                return True
-        return False
+        told = self._told()
+        return key in told.keys or fact.split("\n", 1)[0] in told.lines
+
+    def _told(self) -> _ToldIndex:
+        """Every turn's resolutions and facts, gathered once: a review asks about each of
+        the bot's threads, and a walk of every turn per thread grew with the PR squared."""
+        if self._index is None:
+            index = self._index = _ToldIndex()
+            for told, text in self.turns:
+                if told is not None:
+                    index.resolutions.update(told.threads)
+                    index.keys.update(told.facts)
+                    continue
+                facts = _legacy_facts(text)
+                index.lines |= facts
+                for fact in facts:
+                    m = _RESOLUTION.match(fact)
+                    if m:
+                        index.resolutions[str(int(m.group(1)))] = (
+                            "resolved" if m.group(2) == "resolved" else "reopened")
+        return self._index
+
+
+# Read-only metas (``Agent.user_turns`` hands out the same ones at every review of a PR) ->
+# their parsed ``Told``: a conversation is read before every review, and validating every
+# turn's meta again grew with the PR. Bounded; the meta itself is kept, so its id stays its.
+_PARSED: OrderedDict[int, tuple[Mapping[str, Any], Told | None]] = OrderedDict()
+_PARSED_MAX = 4096
 
 
 def _told_of(meta: Mapping[str, Any]) -> Told | None:
+    if not isinstance(meta, MappingProxyType):
+        return _parse_told(meta)
+    hit = _PARSED.get(id(meta))
+    if hit is not None and hit[0] is meta:
+        _PARSED.move_to_end(id(meta))
+        return hit[1]
+    told = _PARSED[id(meta)] = (meta, _parse_told(meta))
+    if len(_PARSED) > _PARSED_MAX:
+        _PARSED.popitem(last=False)
+    return told[1]
+
+
+def _parse_told(meta: Mapping[str, Any]) -> Told | None:
     raw = meta.get(TOLD)
     if not isinstance(raw, dict):
         return None
