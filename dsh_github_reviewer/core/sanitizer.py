@@ -55,6 +55,12 @@ def redact_secrets(text: str, keep_lines: bool = False) -> str:
 
     Every text the bot posts that it did not compose itself passes here before the bot
     appends its own marker, so the bot's markers are defused here too (``defuse_markers``)."""
+    if len(text) <= _LINE_CACHED_CHARS:
+        return _redact_short(text, keep_lines)
+    return _redact(text, keep_lines)
+
+
+def _redact(text: str, keep_lines: bool) -> str:
     def replace(m: re.Match[str]) -> str:
         return REDACTED + "\n" * m.group(0).count("\n") if keep_lines else REDACTED
     for pattern in SECRET_PATTERNS:
@@ -129,3 +135,5 @@ def _fold(text: str | None, limit: int) -> str:
 # a PR: a pure function of its input, remembered for short texts (bounded memory).
 _LINE_CACHED_CHARS = 2000
 _sanitize_line = functools.lru_cache(maxsize=4096)(_fold)
+# The summary redacts every finding's first line at every update: the same short texts.
+_redact_short = functools.lru_cache(maxsize=4096)(_redact)
