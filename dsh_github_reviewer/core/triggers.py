@@ -31,9 +31,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, Protocol, get_args
+from typing import Annotated, Any, Literal, Protocol, TypeVar, get_args
 
 from pydantic import PlainSerializer, PlainValidator
+
+_P = TypeVar("_P", bound="_Posted")
 
 Kind = Literal["auto", "retarget", "cmd", "chat", "bot", "ci"]
 KINDS: tuple[str, ...] = get_args(Kind)
@@ -273,6 +275,23 @@ def is_bot_review(item: Authored, me: BotIdentity) -> bool:
 def answers_trigger(item: Authored, me: BotIdentity, trigger: Trigger) -> bool:
     """The bot's review posted for ``trigger``."""
     return review_marker(trigger) in _own_body(item, me)
+
+
+class _Posted(Authored, Protocol):
+    @property
+    def state(self) -> str: ...
+
+
+def posted_answer(reviews: Iterable[_P], me: BotIdentity, trigger: Trigger) -> _P | None:
+    """The first of ``reviews`` that is the bot's submitted (not pending) review for
+    ``trigger``: ``answers_trigger`` with the marker built once for the whole list and the
+    author checked only where the marker is (a PR's every review is scanned this way several
+    times per review)."""
+    marker = review_marker(trigger)
+    for r in reviews:
+        if r.state != "PENDING" and marker in (r.body or "") and me.wrote(r):
+            return r
+    return None
 
 
 def answers_command(item: Authored, me: BotIdentity, comment_id: int) -> bool:

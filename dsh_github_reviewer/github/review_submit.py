@@ -18,7 +18,7 @@ from typing import Any
 
 from ..core import severity
 from ..core.sanitizer import redact_secrets
-from ..core.triggers import BotIdentity, Trigger, answers_trigger, fixed_marker, review_marker
+from ..core.triggers import BotIdentity, Trigger, fixed_marker, posted_answer, review_marker
 from .client import GitHubClient
 from .errors import GitHubError
 from .models import Review
@@ -203,10 +203,7 @@ def review_payload(draft: Draft, body: str, trigger: Trigger
 async def find_posted(client: GitHubClient, owner: str, repo: str, number: int,
                       trigger: Trigger, me: BotIdentity) -> Review | None:
     """The bot's own review answering ``trigger``, if it is on the PR."""
-    for review in await client.list_reviews(owner, repo, number):
-        if review.state != "PENDING" and answers_trigger(review, me, trigger):
-            return review
-    return None
+    return posted_answer(await client.list_reviews(owner, repo, number), me, trigger)
 
 
 async def post_review(client: GitHubClient, owner: str, repo: str, number: int,

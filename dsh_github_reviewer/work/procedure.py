@@ -34,8 +34,8 @@ from ..core.triggers import (
     AUTOMATIC,
     BotIdentity,
     Trigger,
-    answers_trigger,
     is_bot_review,
+    posted_answer,
     posted_trigger,
 )
 from ..github.errors import AuthError, BadCredentials, GitHubError, NotFound, RateLimited
@@ -331,8 +331,7 @@ class ReviewPr:
         """Of the PR's ``reviews``: the bot's review for ``trigger``, else (``ONCE_PER_HEAD``)
         a complete review of the bot on ``head``: a re-run, a second event or a concurrent run
         never posts another."""
-        found = next((r for r in reviews
-                      if r.state != "PENDING" and answers_trigger(r, me, trigger)), None)
+        found = posted_answer(reviews, me, trigger)
         if found is not None or trigger.kind not in ONCE_PER_HEAD:
             return found
         for r in reviews:
@@ -393,8 +392,7 @@ class ReviewPr:
         me = self.deps.acct.identity
         # One listing of the PR's reviews answers both questions below.
         reviews = await self.deps.client.list_reviews(ref.owner, ref.name, ref.number)
-        posted = next((r for r in reviews
-                       if r.state != "PENDING" and answers_trigger(r, me, trigger)), None)
+        posted = posted_answer(reviews, me, trigger)
         if posted is not None and posted.commit_id != head:
             log.info("%s: trigger %s was answered on %s", job.ref, trigger,
                      (posted.commit_id or "?")[:12])

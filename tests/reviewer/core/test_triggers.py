@@ -18,6 +18,7 @@ from dsh_github_reviewer.core.triggers import (
     marks_fixed_in,
     meta_trigger,
     notice_marker,
+    posted_answer,
     posted_trigger,
     reply_marker,
     review_marker,
@@ -188,3 +189,22 @@ def test_turn_meta_stores_the_wire_form_as_before_and_reads_back_typed():
     assert meta_trigger(meta) == t
     with pytest.raises(TypeError):
         turn_meta("chat", "demo:chat:5")  # type: ignore[arg-type]
+
+
+def test_posted_answer_is_the_first_submitted_review_answering_the_trigger():
+    import random
+
+    rng = random.Random(7)
+    for _ in range(200):
+        reviews = []
+        for i in range(rng.randrange(6)):
+            trigger = Trigger.auto("demo", rng.choice(["abc", "def"]))
+            body = rng.choice(["", "text\n" + review_marker(trigger), None])
+            r = post(body or "", login=rng.choice(["Shop-Review-Bot", "alice", None]))
+            reviews.append(r.model_copy(update={
+                "id": i, "body": body,
+                "state": rng.choice(["COMMENTED", "PENDING"])}))
+        wanted = Trigger.auto("demo", "abc")
+        assert posted_answer(reviews, ME, wanted) is next(
+            (r for r in reviews if r.state != "PENDING" and answers_trigger(r, ME, wanted)),
+            None)
