@@ -11,7 +11,8 @@ deepseek-v4-flash defaults (USD per 1M: input 0.14, cache read 0.0028, output 0.
 counts the inline comments each run posted (a team without memory repeats old findings).
 Then ten consecutive runs of the team on one PR, a one-line push before each, with a
 small compaction budget (``max-prompt-tokens``): how many compactions ran and the prefix-cache
-hit of each session's first request per run. Prints tables; asserts nothing.
+hit of each session's first request per run, and what each compaction's summary request cost
+(and would have cost as the session's whole prompt). Prints tables; asserts nothing.
 
     python bench/team_cost.py [--runs-only] [--budget 8000] [--lines 1000] [--runs 10]
 """
@@ -34,7 +35,8 @@ from dsh_github_reviewer.testing.scenario import (
     push_fix,
 )
 from dsh_github_reviewer.testing.team_model import COORDINATOR_SYSTEM, PERSONA_SYSTEM, TeamModel
-from dsh_harness.testing import ScriptedModelServer
+from dsh_harness.testing import PrefixCache, ScriptedModelServer, is_compaction_request
+from dsh_harness.testing.prefix_cache import render_prompt
 
 ROOT = Path(__file__).resolve().parents[1]
 PRICE = {"input": 0.14, "cache_read": 0.0028, "output": 0.28}
@@ -108,10 +110,8 @@ def team(stateless: bool, lines: int | None = None) -> list[dict]:
 
 def session_of(served) -> str:
     """The team session a request belongs to, from its system prompt."""
-    from dsh_harness.agents.compaction import SUMMARY_SYSTEM
-
     system = served.request["messages"][0]["content"]
-    if system == SUMMARY_SYSTEM:
+    if is_compaction_request(served.request):
         return "(compaction summary)"
     m = PERSONA_SYSTEM.match(system)
     if m:
@@ -153,14 +153,51 @@ async def single(lines: int | None = None) -> list[dict]:
     return rows
 
 
+class CompactionProbe(ScriptedModelServer):
+    """The scripted server, also keeping its prefix cache as each compaction request found
+    it: what the other shape of that request (the session's whole prompt, then the
+    instruction) would have hit is worked out from it afterwards."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.cache_before: dict[str, set[bytes]] = {}
+
+    async def _chat(self, request):
+        body = await request.json()
+        if is_compaction_request(body):
+            with self._lock:
+                self.cache_before[repr(body["messages"])] = set(self.cache._prefixes)
+        return await super()._chat(request)
+
+
+def cost_of(prompt: int, hit: int, out: int) -> float:
+    return ((prompt - hit) * PRICE["input"] + hit * PRICE["cache_read"]
+            + out * PRICE["output"]) / 1e6
+
+
+def whole_prompt_cost(model: CompactionProbe, served: list, i: int) -> float:
+    """What compaction request ``served[i]`` would have cost as the session's whole prompt
+    (head, the turns kept verbatim and the running turn) then the instruction: the session's
+    next request is that prompt with the head replaced by the summary pair."""
+    asked = served[i].request
+    system = asked["messages"][0]
+    after = next((x.request for x in served[i + 1:] if not is_compaction_request(x.request)
+                  and x.request["messages"][0] == system), None)
+    if after is None:  # a standalone request (main before this shape): no session's prompt
+        return float("nan")
+    whole = asked["messages"][:-1] + after["messages"][3:] + asked["messages"][-1:]
+    cache = PrefixCache()
+    cache._prefixes = set(model.cache_before[repr(asked["messages"])])
+    prompt, hit = cache.account(render_prompt(whole, asked.get("tools")))
+    return cost_of(prompt, hit, served[i].completion_tokens)
+
+
 def runs(n: int, budget: int, lines: int) -> list[dict]:
     """``n`` team runs on a ``lines``-line PR, a one-line push before each after the first,
     with compaction above ``budget`` prompt tokens per session."""
-    from dsh_harness.agents.compaction import SUMMARY_SYSTEM
-
     rows = []
     with tempfile.TemporaryDirectory() as tmp, SandboxGitHub.on_loopback_80() as sb, \
-            ScriptedModelServer(policy=TeamModel()) as model:
+            CompactionProbe(policy=TeamModel()) as model:
         build_big(sb, lines)
         sim = ActionsSimulator(Path(tmp) / "a", ROOT, REPO, token=BOT_TOKEN,
                                api_url=sb.api_url, server_url=sb.web_url)
@@ -178,18 +215,19 @@ def runs(n: int, budget: int, lines: int) -> list[dict]:
             if run.exit_code != 0:
                 sys.exit(f"team run {i + 1} failed:\n{run.output}")
             served = [x for x in model.served[start:] if x.fault is None]
-            compactions = sum(1 for x in served
-                              if x.request["messages"][0]["content"] == SUMMARY_SYSTEM)
+            asked = [i for i, x in enumerate(served) if is_compaction_request(x.request)]
             firsts: dict[str, object] = {}
             for x in served:
                 system = x.request["messages"][0]["content"]
-                if system != SUMMARY_SYSTEM:
+                if not is_compaction_request(x.request):
                     firsts.setdefault(system[:60], x)
             hits = [100.0 * f.cache_hit_tokens / f.prompt_tokens  # type: ignore[attr-defined]
                     for f in firsts.values() if f.prompt_tokens]  # type: ignore[attr-defined]
             prompt = sum(f.prompt_tokens for f in firsts.values())  # type: ignore[attr-defined]
             hit = sum(f.cache_hit_tokens for f in firsts.values())  # type: ignore[attr-defined]
-            rows.append({**figures(served, 0), "compactions": compactions,
+            rows.append({**figures(served, 0), "compactions": len(asked),
+                         "summary": [figures([served[i]], 0) for i in asked],
+                         "whole": [whole_prompt_cost(model, served, i) for i in asked],
                          "first_hit": min(hits) if hits else 0.0,
                          "first_all": 100.0 * hit / prompt if prompt else 0.0})
     return rows
@@ -214,6 +252,31 @@ def runs_table(rows: list[dict], budget: int, lines: int) -> None:
           + f"{min(after) if after else float('nan'):.1f} %, all sessions "
           f"{min(after_all) if after_all else float('nan'):.1f} % (goals: at most one "
           "compaction run, >= 90 % after it)")
+    compaction_table(rows, budget, lines)
+
+
+def compaction_table(rows: list[dict], budget: int, lines: int) -> None:
+    """Each compaction's summary request: today's shape (the head through the cut, a prefix of
+    the session's last request, then the instruction), the other continuation (the whole
+    prompt, then the instruction) and main's standalone request before them."""
+    before = BEFORE_COMPACTION if budget == 8000 and lines == 1000 and len(rows) == 10 else None
+    print("\nthe compaction's summary request (the session's head through the cut, then the "
+          "instruction)")
+    print(f"{'run':>3} {'prompt':>7} {'cached':>7} {'hit%':>6} {'cost $':>10} "
+          f"{'as whole prompt $':>18} {'run cost $':>11}")
+    for n, r in enumerate(rows, 1):
+        for f, whole in zip(r["summary"], r["whole"], strict=True):
+            print(f"{n:>3} {f['prompt']:>7} {f['hit']:>7} {f['hit_pct']:>6} {f['cost']:>10.6f} "
+                  f"{whole:>18.6f} {r['cost']:>11.6f}")
+    ran = [r for r in rows if r["compactions"]]
+    if before and ran:
+        now = ran[0]
+        print(f"before (main 5a6c8f7: a standalone transcript request) -> now: summary request "
+              f"{before['summary']:.6f} -> {now['summary'][0]['cost']:.6f} $, "
+              f"{before['summary_prompt']} -> {now['summary'][0]['prompt']} prompt tokens "
+              f"({before['summary_hit_pct']} -> {now['summary'][0]['hit_pct']} % cached); "
+              f"compaction run {before['run']:.6f} -> {now['cost']:.6f} $ "
+              f"(a run without one: ~{before['plain_run']:.6f} $)")
 
 
 def main() -> None:
@@ -244,6 +307,11 @@ BEFORE_SESSIONS = {"quality": (1, 213, 5056, 3), "security": (1, 242, 5056, 3),
 # The ten-run table on c5b95b8: the lowest session's first-request hit after the compaction
 # run, per --budget (runs with that budget and --runs 10, --lines 1000).
 BEFORE_AFTER_COMPACTION = {10000: 87.2, 8000: 85.5, 7000: 83.8}
+# The compaction run (run 7 of ten, --budget 8000, --lines 1000) on 5a6c8f7, where the summary
+# request was a conversation of its own (SUMMARY_SYSTEM, a text transcript of the head): the
+# provider had never seen a byte of it.
+BEFORE_COMPACTION = {"summary": 0.000607, "summary_prompt": 4313, "summary_hit_pct": 0.0,
+                     "run": 0.001083, "plain_run": 0.000224}
 
 
 def session_table(rows: dict[str, dict]) -> None:

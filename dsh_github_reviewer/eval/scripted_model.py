@@ -35,9 +35,15 @@ import functools
 import re
 from collections.abc import Callable
 
-from dsh_harness.testing import ModelRequest, Reply, ScriptedModelServer
+from dsh_harness.testing import ModelRequest, Reply, ScriptedModelServer, is_compaction_request
 
-from ..testing.reviewer_model import _TARGET, Finding, reviewer_policy, severity_of
+from ..testing.reviewer_model import (
+    _TARGET,
+    Finding,
+    compaction_reply,
+    reviewer_policy,
+    severity_of,
+)
 from ..testing.team_model import COORDINATOR_SYSTEM, PERSONA_SYSTEM, coordinator_reply
 from .cases import Case
 from .score import TOLERANCE, CaseRun, candidate_pairs, pair_key
@@ -166,6 +172,8 @@ def eval_model(cases: list[Case], behaviour: str | Callable[[str], str]) -> Scri
     fixed = functools.partial(_fixed, by_repo, pick)
 
     def policy(req: ModelRequest) -> Reply:
+        if is_compaction_request(req):  # a session's summary, not a review request
+            return compaction_reply(req)
         m = _TARGET.search(req.last_user_text())
         if m and m.group(2).lower() in by_repo and pick(by_repo[m.group(2).lower()].id) == "fail":
             raise LookupError("scripted failure")  # the server answers HTTP 500

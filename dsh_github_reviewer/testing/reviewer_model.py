@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dsh_harness.testing import ModelRequest, Reply
+from dsh_harness.testing import ModelRequest, Reply, is_compaction_request
 
 # The rules' severities, by the start of their message (the tool argument the model passes).
 SEVERITY = {"`eval()`": "critical", "SQL built": "critical", "TLS certificate": "major",
@@ -186,12 +186,30 @@ def _comment_body(f: Finding) -> str:
     return body
 
 
+def compaction_reply(req: ModelRequest) -> Reply:
+    """The answer to a compaction request (``is_compaction_request``: it carries the session's
+    tools and messages, so a review rule would answer it with a tool call): a summary in text,
+    as a model told to call no tool writes one — the findings the folded conversation reported
+    (a persona's report lines, a reviewer's comments), by place."""
+    folded = req.messages[1:-1]
+    lines = [line for m in folded if m["role"] == "assistant"
+             for line in (m.get("content") or "").split("\n") if line.startswith("- `")]
+    lines += [f"- `{a.get('path')}:{a.get('line')}` {str(a.get('body', '')).split(chr(10))[0]}"
+              for name, a in _calls(folded) if name == "add_comment_to_pending_review"]
+    found = list(dict.fromkeys(lines))
+    return Reply(content="Summary of the review so far: " + (
+        f"{len(found)} finding(s) reported.\n" + "\n".join(found) if found
+        else "no findings reported."))
+
+
 def reviewer_policy(req: ModelRequest,
                     find: Callable[[str, ModelRequest], list[Finding]] | None = None,
                     fixed: Callable[[str, ModelRequest], list[int]] | None = None) -> Reply:
     """``find`` and ``fixed`` (optional) replace the rules: what to report, and which open
     threads the push fixed, from the diff / the user text and the request (the eval's
     scripted models answer from a case's ground truth)."""
+    if is_compaction_request(req):
+        return compaction_reply(req)
     user = req.last_user_text()
     turn = req.since_last_user()
     if user.startswith("Flow: chat"):

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from dsh_harness.testing import ModelRequest, Reply
+from dsh_harness.testing import ModelRequest, Reply, is_compaction_request
 
 from .reviewer_model import (
     _TARGET,
@@ -27,6 +27,7 @@ from .reviewer_model import (
     _calls,
     _chat,
     _prepared_diff,
+    compaction_reply,
     findings_in_diff,
     fixed_threads,
     reviewer_policy,
@@ -62,6 +63,8 @@ class TeamModel:
         self._lock = threading.Lock()
 
     def __call__(self, req: ModelRequest) -> Reply:
+        if is_compaction_request(req):  # a session's summary, not a review request
+            return compaction_reply(req)
         m = PERSONA_SYSTEM.match(req.system)
         if m:
             name = m.group(1)

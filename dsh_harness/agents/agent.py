@@ -380,15 +380,49 @@ class Agent:
             log.warning("session %s: prompt of ~%d tokens exceeds the budget of %d but no "
                         "whole turn can be compacted", self.session.id, size, limit)
             return
+        summary, usage = await self._summarize(turn, through)
+        await self.session.record(Compaction, through_turn=through, summary=summary,
+                                  tokens_before=size, usage=usage)
+
+    async def _summarize(self, turn: int, through: int) -> tuple[str, Usage]:
+        """The summary of the head through turn ``through`` and what asking for it cost.
+
+        Asked as a continuation of the session's prompt: the system prompt, tools and messages
+        of its requests up to the cut (a prefix of the last request: the provider reads it
+        from its prefix cache), then ``COMPACTION_INSTRUCTION``, tools forbidden. A provider
+        that rejects that request (a 4xx), or an answer without text or with tool calls, falls
+        back to the standalone request on a text transcript of the head; its failure ends the
+        turn as it always did (the next turn tries again)."""
+        llm = self.deps.llm
+        messages, encoded = self.session.transcript(self._replay).through(through)
+        ask = {"role": "user", "content": compaction.COMPACTION_INSTRUCTION}
+        request = LLMRequest(model=self.model, system=self._system,
+                             messages=[*messages, ask], tools=self._schemas,
+                             encoded_system=self._system_json,
+                             encoded_messages=[*encoded, encode(ask)],
+                             encoded_tools=self._tools_json, tool_choice="none")
+        usage = Usage()
+        try:
+            response = await self.provider.complete(request, self._on_retry(turn))
+        except LLMError as exc:
+            if exc.kind is not None or exc.status is None or not 400 <= exc.status < 500:
+                raise
+            why = f"rejected ({exc})"
+        else:
+            usage = llm.price(self.provider_name, self.model, response.usage)
+            if (response.content or "").strip() and not response.tool_calls:
+                return response.content or "", usage
+            why = ("answered with tool calls" if response.tool_calls
+                   else "answered without text")
+        log.warning("session %s: the compaction request %s; summarizing a transcript of the "
+                    "head instead", self.session.id, why)
         text = compaction.transcript(compaction.head_messages(self.session.events, through))
-        summary_request = LLMRequest(
+        fallback = LLMRequest(
             model=self.model, system=compaction.SUMMARY_SYSTEM,
             messages=[{"role": "user", "content": text + "\n\n" + compaction.SUMMARY_INSTRUCTION}])
-        response = await self.provider.complete(summary_request, self._on_retry(turn))
-        usage = llm.price(self.provider_name, self.model, response.usage)
-        await self.session.record(Compaction, through_turn=through,
-                                  summary=response.content or "(empty summary)",
-                                  tokens_before=size, usage=usage)
+        response = await self.provider.complete(fallback, self._on_retry(turn))
+        usage += llm.price(self.provider_name, self.model, response.usage)
+        return response.content or "(empty summary)", usage
 
     async def _fallback_title(self, text: str) -> None:
         title, _pinned = self.session.title()

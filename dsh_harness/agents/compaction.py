@@ -9,6 +9,9 @@ more than that: every turn kept verbatim stays in the head the next run re-sends
 cache, while the run's new message is paid uncached, so a head summarized down to a few
 turns would make that message a large share of the next request. The newest
 ``keep_recent_turns`` are summarized only when keeping them would not fit under the target.
+
+The summary request continues the session's prompt (``COMPACTION_INSTRUCTION``), so the
+provider reads the head from its prefix cache instead of a transcript it never saw.
 """
 
 from __future__ import annotations
@@ -21,6 +24,19 @@ from ..config import CompactionConfig, ModelSpec
 from ..sessions.events import TurnEnd
 from ..sessions.history import latest_compaction, model_messages
 
+# The summary is asked for as a continuation of the session's own prompt: the same system
+# prompt, tools and messages (the head through the cut: a prefix of the requests the provider
+# has already seen, so a prefix-cache hit), then this message, with tool calls forbidden
+# (``tool_choice: "none"``). It asks for everything above it, which is exactly what folds.
+COMPACTION_INSTRUCTION = (
+    "Context compaction: every message above this one, after the system prompt, is about to be "
+    "replaced by the summary you write now, for your own future reference. Write a faithful, "
+    "compact summary of those messages: decisions, findings with file paths and line numbers, "
+    "open questions, and anything you promised. Answer with the summary text only: call no "
+    "tool, do not continue the task, no preamble.")
+
+# The fallback when that request is rejected or answered without text (or with tool calls):
+# a conversation of its own, one user message holding a text transcript of the head.
 SUMMARY_SYSTEM = ("You compress conversations. Write a faithful, compact summary of the "
                   "transcript you are given: decisions, findings with file paths and line "
                   "numbers, open questions, and anything the assistant promised. No preamble.")

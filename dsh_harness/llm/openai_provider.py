@@ -117,6 +117,8 @@ def chat_body(request: LLMRequest) -> bytes:
     tail = b'],"stream_options":{"include_usage":true}'
     if request.tools:
         tail += b',"tools":' + request.tools_encoded()
+        if request.tool_choice is not None:
+            tail += b',"tool_choice":' + encode(request.tool_choice)
     parts = request.wire_encoded()  # never empty: the system message comes first
     # One join copies the (history-sized) body once; the ends are glued to the small pieces.
     parts[0] = head + parts[0]
@@ -195,7 +197,7 @@ class OpenAICompatibleProvider(LLMProvider):
             except openai.APIStatusError as exc:
                 kind = "auth" if exc.status_code in (401, 403) else None
                 raise LLMError(f"provider {self.name!r}: {self._describe(exc)}",
-                               kind=kind) from None
+                               kind=kind, status=exc.status_code) from None
 
     def _describe(self, exc: Exception) -> str:
         if isinstance(exc, openai.APIStatusError):

@@ -21,13 +21,15 @@ class LLMError(DshError):
     ``kind`` tells a caller what to do beyond failing the attempt: ``"auth"`` (the provider
     rejected the key, HTTP 401/403: no retry will help until the key changes) or
     ``"rate_limited"`` (it asked to wait ``retry_after_s``, longer than the provider's
-    ``retry_after_max_s``); None for anything else.
+    ``retry_after_max_s``); None for anything else. ``status``: the HTTP status of a
+    response that refused the request for good (None when no response said so), so a caller
+    can tell a request the provider rejected (a 4xx) from one it could not answer.
     """
 
     def __init__(self, message: str, *, kind: str | None = None,
-                 retry_after_s: float | None = None):
+                 retry_after_s: float | None = None, status: int | None = None):
         super().__init__(message)
-        self.kind, self.retry_after_s = kind, retry_after_s
+        self.kind, self.retry_after_s, self.status = kind, retry_after_s, status
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,9 @@ class LLMRequest:
     """One model request. ``encoded_*`` are optional caches a long-lived caller (the agent)
     keeps so a request costs a join of bytes, not a serialization of the whole history: the
     compact JSON (``encode``) of the system message, of each item of ``messages`` (same order)
-    and of ``tools``. Providers must treat them as equal to encoding the plain fields."""
+    and of ``tools``. Providers must treat them as equal to encoding the plain fields.
+    ``tool_choice`` (OpenAI's, e.g. ``"none"``: answer in text, call no tool) is sent only with
+    tools and only when set, so requests without it keep their bytes."""
 
     model: str
     system: str
@@ -55,6 +59,7 @@ class LLMRequest:
     encoded_system: bytes | None = None
     encoded_messages: list[bytes] | None = None
     encoded_tools: bytes | None = None
+    tool_choice: str | None = None
 
     def wire_messages(self) -> list[dict[str, Any]]:
         return [self.system_message(), *self.messages]

@@ -71,6 +71,15 @@ class Transcript:
         running = self._running()
         return self._bytes + (sum(map(len, running.encoded)) if running else 0)
 
+    def through(self, turn: int) -> tuple[list[dict[str, Any]], list[bytes]]:
+        """The messages and encodings of the head (an earlier summary) and of the committed
+        turns up to ``turn``: the first ones of ``messages()``, the very objects and bytes it
+        returns (turns commit in order), so a request made of them repeats a prefix of the
+        requests already sent."""
+        n = len(self._head) + sum(len(t.messages) for number, t in self._turns.items()
+                                  if number <= turn and number != self._open)
+        return self._messages[:n], self._encoded[:n]
+
     def __len__(self) -> int:
         running = self._running()
         return len(self._messages) + (len(running.messages) if running else 0)

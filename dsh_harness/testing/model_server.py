@@ -13,7 +13,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
+from ..agents.compaction import COMPACTION_INSTRUCTION, SUMMARY_SYSTEM
 from .prefix_cache import PrefixCache, estimate_tokens, render_prompt
 from .threaded_server import ThreadedServer
 
@@ -115,6 +116,22 @@ class ModelRequest:
 
     def tool_results(self) -> list[str]:
         return [m["content"] for m in self.since_last_user() if m["role"] == "tool"]
+
+
+def is_compaction_request(req: ModelRequest | Mapping[str, Any]) -> bool:
+    """Whether a request (a ``ModelRequest`` or a recorded body) asks for a compaction summary
+    rather than the next step of a turn: the agent's continuation of the session (its last
+    message is ``COMPACTION_INSTRUCTION``; it carries the session's system prompt, tools and
+    messages, so a policy that looks only at those would answer it with a tool call) or its
+    standalone fallback (``SUMMARY_SYSTEM``). A policy answers it with the summary text."""
+    body = req.body if isinstance(req, ModelRequest) else req
+    messages = body.get("messages") or []
+    if not messages:
+        return False
+    first, last = messages[0], messages[-1]
+    if first.get("role") == "system" and first.get("content") == SUMMARY_SYSTEM:
+        return True
+    return last.get("role") == "user" and last.get("content") == COMPACTION_INSTRUCTION
 
 
 Policy = Callable[[ModelRequest], Reply]

@@ -8,6 +8,7 @@ newer code: the fixture is the "before" side of the byte-stability test.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -15,8 +16,14 @@ from typing import Any
 
 from starlette.requests import Request
 
-from dsh_harness.agents.compaction import SUMMARY_SYSTEM
-from dsh_harness.testing import Fault, ModelRequest, Reply, ScriptedModelServer
+from dsh_harness.sessions.transcript import encode
+from dsh_harness.testing import (
+    Fault,
+    ModelRequest,
+    Reply,
+    ScriptedModelServer,
+    is_compaction_request,
+)
 
 from .agent_kit import make_harness
 
@@ -39,7 +46,7 @@ class RawServer(ScriptedModelServer):
 
 def policy(req: ModelRequest) -> Reply:
     """Deterministic replies: tools on ``tools:`` turns, reasoning, unicode, summaries."""
-    if req.system == SUMMARY_SYSTEM:
+    if is_compaction_request(req):
         return Reply(content=f"summary #{req.number}: the user asked for echoes ✓")
     text = req.last_user_text()
     results = req.tool_results()
@@ -99,6 +106,25 @@ def write_raw(path: Path, raw: list[bytes]) -> None:
 
 def read_raw(path: Path) -> list[bytes]:
     return path.read_bytes().splitlines()
+
+
+def assert_same_requests(got: list[bytes], want: list[bytes]) -> None:
+    """``got`` sends the recorded requests byte for byte — except the compaction summary
+    requests: recorded as a conversation of their own (``SUMMARY_SYSTEM``), they now continue
+    the session. Each of those must repeat, byte for byte, a prefix of the session's request
+    before it (the provider's prefix cache hits) up to the compaction instruction. Their
+    answers are the same (the policy numbers them), so every later request is unchanged."""
+    assert len(got) == len(want)
+    for number, (g, w) in enumerate(zip(got, want, strict=True), start=1):
+        if not is_compaction_request(json.loads(w)):
+            assert g == w, f"request {number} differs"
+            continue
+        body = json.loads(g)
+        assert is_compaction_request(body), f"request {number} is not a compaction request"
+        assert body["tool_choice"] == "none"
+        head = g[:g.rindex(b',' + encode(body["messages"][-1]) + b']')]
+        assert got[number - 2].startswith(head), \
+            f"compaction request {number} is no prefix of request {number - 1}"
 
 
 async def generate(out: Path, tmp: Path) -> None:

@@ -9,16 +9,15 @@ after it hit the cache as they did before.
 
 from __future__ import annotations
 
-from dsh_harness.agents.compaction import SUMMARY_SYSTEM
 from dsh_harness.sessions.events import Compaction, TurnStart
-from dsh_harness.testing import ModelRequest, Reply, ScriptedModelServer
+from dsh_harness.testing import ModelRequest, Reply, ScriptedModelServer, is_compaction_request
 from tests.harness.agent_kit import make_harness
 
 BUDGET = 6000
 
 
 def _policy(req: ModelRequest) -> Reply:
-    if req.system == SUMMARY_SYSTEM:
+    if is_compaction_request(req):
         return Reply(content="SUMMARY: the first review's findings, with paths and lines.")
     return Reply(content="No findings.")
 
@@ -36,7 +35,7 @@ async def test_runs_after_a_compaction_hit_the_cache_like_runs_before_it(tmp_pat
             n = len(server.served)
             assert (await agent.followup(text)).ok
             chat = [s for s in server.served[n:]
-                    if s.request["messages"][0]["content"] != SUMMARY_SYSTEM]
+                    if not is_compaction_request(s.request)]
             firsts.append(chat[0])
         await h.close()
     ran_in, turn = [], 0

@@ -6,10 +6,15 @@ import itertools
 
 import pytest
 
-from dsh_harness.agents.compaction import SUMMARY_SYSTEM
 from dsh_harness.sessions.events import Compaction, TurnStart
 from dsh_harness.sessions.history import SUMMARY_ACK
-from dsh_harness.testing import ModelRequest, PrefixCache, Reply, ScriptedModelServer
+from dsh_harness.testing import (
+    ModelRequest,
+    PrefixCache,
+    Reply,
+    ScriptedModelServer,
+    is_compaction_request,
+)
 from dsh_harness.testing.prefix_cache import estimate_tokens, render_prompt
 from tests.harness.agent_kit import canon, make_harness
 
@@ -44,7 +49,7 @@ async def test_second_turn_of_a_20k_session_is_mostly_cache_hits(tmp_path):
 
 async def test_compaction_summarizes_old_turns_and_stays_prefix_stable(tmp_path):
     def policy(req: ModelRequest) -> Reply:
-        if req.system == SUMMARY_SYSTEM:
+        if is_compaction_request(req):
             return Reply(content="SUMMARY of the early turns")
         if not req.tool_results():
             return Reply(tool_calls=[("big", {"n": 400})])
@@ -66,7 +71,7 @@ async def test_compaction_summarizes_old_turns_and_stays_prefix_stable(tmp_path)
         assert agent.user_messages() == [f"question {i}" for i in range(last, 6)]
         assert first.usage.output > 0
 
-        chat = [r for r in server.requests if r["messages"][0]["content"] != SUMMARY_SYSTEM]
+        chat = [r for r in server.requests if not is_compaction_request(r)]
         for req in chat:
             msgs = req["messages"]
             calls = [c["id"] for m in msgs for c in m.get("tool_calls", [])]
@@ -85,7 +90,7 @@ async def test_compaction_summarizes_old_turns_and_stays_prefix_stable(tmp_path)
 
 
 def _compacting_policy(req: ModelRequest) -> Reply:
-    if req.system == SUMMARY_SYSTEM:
+    if is_compaction_request(req):
         return Reply(content="SUMMARY")
     if not req.tool_results():
         return Reply(tool_calls=[("big", {"n": 300})])
@@ -158,7 +163,7 @@ async def test_dropping_compacted_turns_keeps_every_later_request_identical(tmp_
     import shutil
 
     def policy(req: ModelRequest) -> Reply:
-        if req.system == SUMMARY_SYSTEM:
+        if is_compaction_request(req):
             return Reply(content="SUMMARY of the early turns")
         if not req.tool_results():
             return Reply(tool_calls=[("big", {"n": 400})])

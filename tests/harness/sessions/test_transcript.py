@@ -92,6 +92,15 @@ def test_incremental_transcript_equals_the_reference_after_every_event(mode):
             assert live.messages() == want, (seed, n)
             assert live.encoded() == [encode(m) for m in want], (seed, n)
             assert live.encoded_size() == sum(len(encode(m)) for m in want)
+            # The head through a turn (what a compaction summary request sends): the
+            # reference's messages of the events up to that turn, a prefix of messages().
+            current = open_turn(events[:n])
+            for t in range(0, (current or 13) if n % 7 == 0 else 0):
+                head = [e for e in events[:n] if getattr(e, "turn", None) is None
+                        or e.turn <= t]
+                messages, encoded = live.through(t)
+                assert messages == model_messages(head, mode, current), (seed, n, t)
+                assert encoded == live.encoded()[:len(encoded)] == [encode(m) for m in messages]
         assert Transcript.of(events, mode).messages() == live.messages()
 
 
