@@ -20,7 +20,7 @@ from dsh_github_reviewer.testing.actions import (
 )
 from dsh_github_reviewer.testing.scenario import BOT_TOKEN, REPO, build_shop, push_fix
 from dsh_github_reviewer.testing.team_model import ScriptedFailure, TeamModel
-from dsh_harness.testing import ModelRequest, Reply, ScriptedModelServer
+from dsh_harness.testing import ModelRequest, Reply, ScriptedModelServer, is_compaction_request
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -286,6 +286,11 @@ def test_sessions_are_compacted_and_the_cache_entry_stays_bounded(sim):
     assert min(e["turn"] for e in events if "turn" in e) > compaction["through_turn"]
     size = [(saved(sim, r) / f"{sid}.jsonl").stat().st_size for r in runs]
     assert size[2] < size[1], size
+    # The summary request continues the session restored from the cache, so the provider
+    # reads what the previous run's process sent from its prefix cache.
+    asked = [s for s in sim.model.served if is_compaction_request(s.request)]
+    assert asked and all(s.cache_hit_tokens >= 0.8 * s.prompt_tokens for s in asked), \
+        [(s.cache_hit_tokens, s.prompt_tokens) for s in asked]
 
 
 def test_fail_on_never_and_a_dependabot_pr_without_secrets(sim):
