@@ -13,8 +13,9 @@ stop points around their GitHub writes and session appends, cycling through ever
 (``testing/pause_loop.STOPS``: the read before the review POST, the review POST, the summary,
 a reply, a reaction, session appends), each taken over by another replica and then resumed
 (SIGCONT); ``--kills`` of the takeovers are SIGKILLed on the way. Then 0 duplicate reviews,
-replies, reactions or summaries and every session log well formed; the suite runs two pauses
-(tests/e2e/test_replica_pauses.py)."""
+replies, reactions or summaries, every session log well formed, and 0 late takeovers (work the
+other replica finished only once the paused one had resumed; each is printed with what the
+database showed then); the suite runs three pauses (tests/e2e/test_replica_pauses.py)."""
 
 from __future__ import annotations
 
@@ -110,8 +111,9 @@ def pause_main(args: argparse.Namespace) -> int:
         print(f"the replicas' logs are kept in {tmp}")
     else:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("ok" if not report.problems else f"{len(report.problems)} problem(s)")
-    return 1 if report.problems else 0
+    failed = len(report.problems) + len(report.late_takeovers)
+    print("ok" if not failed else f"{failed} problem(s)")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

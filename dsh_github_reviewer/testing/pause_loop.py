@@ -9,7 +9,7 @@ nothing more. Checked afterwards: no review, reply, reaction or summary twice (`
 invariants), and every session log well formed (``session_problems``: sequence numbers
 consecutive, every line inside its own turn), which a stale writer's lines break.
 
-Used by ``tests/e2e/test_replica_pauses.py`` (two pauses) and ``scripts/replica_loop.py
+Used by ``tests/e2e/test_replica_pauses.py`` (three pauses) and ``scripts/replica_loop.py
 --pauses N`` (the long loop, with SIGKILLs too)."""
 
 from __future__ import annotations
