@@ -199,9 +199,14 @@ async def resume_ms(sizes: list[int], base_url: str) -> dict[int, tuple[float, f
     return out
 
 
-# This bench (windows 2-10 / 90-100, three runs) on main a88a59a, the code before this
-# change, on the 2-core development machine shared with three other engineers' work.
-RECORDED_BEFORE: dict = {"code": "main a88a59a (recorded)", "runs": []}
+# This bench (windows 2-10 / 90-100, three runs, deployed section) on main a88a59a, the code
+# before issue 28's CPU work, on the 2-core development machine shared with three other
+# engineers' work (load average ~5 during the runs), 2026-12-02.
+RECORDED_BEFORE: dict = {"code": "main a88a59a (recorded)", "runs": [
+    {"tick": {"2-10": 113.5, "90-100": 157.4}, "turn": {"2-10": 40.4, "90-100": 72.4}},
+    {"tick": {"2-10": 110.4, "90-100": 174.8}, "turn": {"2-10": 39.3, "90-100": 78.0}},
+    {"tick": {"2-10": 129.6, "90-100": 163.5}, "turn": {"2-10": 43.6, "90-100": 70.3}},
+]}
 
 
 def run_before(checkout: str, args: argparse.Namespace) -> dict:
