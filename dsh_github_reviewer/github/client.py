@@ -343,25 +343,38 @@ class GitHubClient:
                        unlimited: bool = False) -> tuple[list[Any], bool]:
         """All items of a list endpoint up to the page cap (none when ``unlimited``);
         (items, all pages were 304)."""
-        items: list[Any] = []
-        all_cached = True
+        pages = await self._pages(path, params, per_page, max_pages, unlimited, lazy=False)
+        return self._items(path, pages), all(p.not_modified for p in pages)
+
+    async def _pages(self, path: str, params: dict[str, Any] | None, per_page: int,
+                     max_pages: int | None, unlimited: bool, lazy: bool) -> list[Response]:
+        """The pages of a list endpoint, following ``Link: rel="next"`` up to the page cap
+        (none when ``unlimited``); ``lazy``: a 304 page is not decoded (``Response.raw``)."""
+        pages: list[Response] = []
         next_url: str | None = path
         page_params: dict[str, Any] | None = {**(params or {}), "per_page": per_page}
         cap = max_pages or self.page_cap
-        pages = 0
-        while unlimited or pages < cap:
-            pages += 1
-            resp = await self.request("GET", next_url, params=page_params)
-            all_cached &= resp.not_modified
-            if not isinstance(resp.data, list):
+        while next_url is not None:
+            if not unlimited and len(pages) >= cap:
+                log.warning("GET %s: stopped at the page cap of %d pages", path, cap)
+                break
+            resp = await self.request("GET", next_url, params=page_params, lazy=lazy)
+            if resp.raw is None and not isinstance(resp.data, list):
                 raise GitHubError(f"GET {path}: expected a JSON list")
-            items.extend(resp.data)
+            pages.append(resp)
             m = _NEXT.search(resp.headers.get("link", ""))
-            if not m:
-                return items, all_cached
-            next_url, page_params = m.group(1), None
-        log.warning("GET %s: stopped at the page cap of %d pages", path, cap)
-        return items, all_cached
+            next_url, page_params = (m.group(1), None) if m else (None, None)
+        return pages
+
+    def _items(self, path: str, pages: list[Response]) -> list[Any]:
+        """The items of ``pages``, a lazy 304 page decoded from its remembered text."""
+        items: list[Any] = []
+        for p in pages:
+            data = p.data if p.raw is None else self._decode("GET", path, p.raw, True)
+            if not isinstance(data, list):
+                raise GitHubError(f"GET {path}: expected a JSON list")
+            items.extend(data)
+        return items
 
     async def _list_of(self, model: type[T], path: str, params: dict[str, Any] | None = None,
                        max_pages: int | None = None, unlimited: bool = False
@@ -373,18 +386,7 @@ class GitHubClient:
         last parsed under is that same list, so it is handed back without decoding or
         validating its pages again (the models are frozen; the list is a copy). Equal ETags
         mean equal answers whichever token asked, so the ETags alone are the key's proof."""
-        pages: list[Response] = []
-        next_url: str | None = path
-        page_params: dict[str, Any] | None = {**(params or {}), "per_page": 100}
-        cap = max_pages or self.page_cap
-        while next_url is not None:
-            if not unlimited and len(pages) >= cap:
-                log.warning("GET %s: stopped at the page cap of %d pages", path, cap)
-                break
-            resp = await self.request("GET", next_url, params=page_params, lazy=True)
-            pages.append(resp)
-            m = _NEXT.search(resp.headers.get("link", ""))
-            next_url, page_params = (m.group(1), None) if m else (None, None)
+        pages = await self._pages(path, params, 100, max_pages, unlimited, lazy=True)
         all_cached = all(p.not_modified for p in pages)
         etags = tuple(p.etag or "" for p in pages)
         key = (self.url(path) + "?" + str(httpx2.QueryParams(params or {})), model.__name__)
@@ -392,12 +394,7 @@ class GitHubClient:
         if all_cached and known is not None and known.etags == etags:
             self._lists.move_to_end(key)
             return list(known.items), True
-        items: list[Any] = []
-        for p in pages:
-            data = p.data if p.raw is None else self._decode("GET", path, p.raw, True)
-            if not isinstance(data, list):
-                raise GitHubError(f"GET {path}: expected a JSON list")
-            items.extend(data)
+        items = self._items(path, pages)
         parsed = self._parse_again(model, items, known, f"GET {path}")
         self._memo_list(key, _Parsed(etags, parsed, items))
         return parsed, all_cached
