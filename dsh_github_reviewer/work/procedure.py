@@ -398,8 +398,8 @@ class ReviewPr:
                      (posted.commit_id or "?")[:12])
             await hooks.answered_elsewhere(trigger, posted.commit_id)
             if job.fallback is None:
-                return await self._after_post(AlreadyPosted(pr, posted, trigger, False,
-                                                            verdict.verdict_of(posted.body)))
+                return await self._after_post(ref, AlreadyPosted(
+                    pr, posted, trigger, False, verdict.verdict_of(posted.body)))
             trigger = job.fallback if job.fallback.kind != "auto" \
                 else Trigger.auto(job.fallback.account, head)
             posted = None
@@ -407,8 +407,8 @@ class ReviewPr:
             posted = self.posted_for(reviews, me, trigger, head)
         if posted is not None:
             log.info("%s: review for %s was already posted (%s)", job.ref, trigger, posted.id)
-            return await self._after_post(AlreadyPosted(pr, posted, trigger, False,
-                                                        verdict.verdict_of(posted.body)))
+            return await self._after_post(ref, AlreadyPosted(
+                pr, posted, trigger, False, verdict.verdict_of(posted.body)))
         try:
             instructions = await self.instructions(pr)
         except (RateLimited, AuthError):
@@ -454,19 +454,16 @@ class ReviewPr:
             review = Review(id=result.review_id or 0, commit_id=head, state="COMMENTED")
             return Posted(pr, review, trigger, result.posted_now, result.verdict,
                           tuple(result.incomplete), notes=dict(result.notes))
-        return await self._after_post(Posted(pr, review, trigger, result.posted_now,
-                                             result.verdict, tuple(result.incomplete),
-                                             notes=dict(result.notes)))
+        return await self._after_post(ref, Posted(pr, review, trigger, result.posted_now,
+                                                  result.verdict, tuple(result.incomplete),
+                                                  notes=dict(result.notes)))
 
-    async def _after_post(self, outcome: Posted) -> Posted:
+    async def _after_post(self, ref: PrRef, outcome: Posted) -> Posted:
         """What follows a posted review on the PR, from the review as GitHub has it (so a run
         after a crash does it again, idempotently): the threads the review names as fixed are
         resolved, then the summary comment. A GitHub failure resolving never fails the posted
         review: it comes back as ``fix_error`` (the daemon owes and retries it). Rate limits
         and rejected credentials are raised: they pause the work as a whole."""
-        base = outcome.pr.base.repo
-        assert base is not None
-        ref = PrRef(self.deps.acct.key, base.full_name, outcome.pr.number)
         fix_error = await try_resolve(self.deps.client, self.deps.acct.identity, ref,
                                       outcome.review)
         await update_summary(self.deps, ref, reviewing=None,
