@@ -93,13 +93,27 @@ class Response:
 
 
 @dataclass(slots=True)
-class _Parsed:
-    """A parsed list of ``_list_of``: its pages' ETags, its models and the decoded JSON
+class _Page:
+    """One page of a parsed list of ``_list_of``: its ETag, its models and the decoded JSON
     they were validated from."""
 
-    etags: tuple[str, ...]
+    etag: str
     items: list[Any]
     raw: list[Any]
+
+
+@dataclass(slots=True)
+class _Parsed:
+    """A parsed list of ``_list_of``, page by page."""
+
+    pages: tuple[_Page, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(len(p.items) for p in self.pages)
+
+    def items(self) -> list[Any]:
+        return [item for p in self.pages for item in p.items]
 
 
 @functools.cache
@@ -153,8 +167,8 @@ class GitHubClient:
         # kept, since a 304 there only means "nothing new", so the next tick's entries take a
         # few bytes per repository and are never evicted by other traffic.
         self._poll_etags: dict[str, dict[str, str]] = {}
-        # (first page's URL, model) -> (every page's ETag, the parsed items, their decoded
-        # JSON): see _list_of.
+        # (first page's URL, model) -> per page: its ETag, the parsed items, their decoded
+        # JSON (see _list_of).
         self._lists: OrderedDict[tuple[str, str], _Parsed] = OrderedDict()
         self._list_items = 0
         self.blocked_until = 0.0
@@ -382,46 +396,62 @@ class GitHubClient:
         """``paginate`` and ``parse_list`` in one: (items, all pages were 304).
 
         A PR's review work lists the same reviews and comments several times per review, and
-        these lists grow with the PR: a list whose every page is a 304 with the ETags it was
-        last parsed under is that same list, so it is handed back without decoding or
-        validating its pages again (the models are frozen; the list is a copy). Equal ETags
-        mean equal answers whichever token asked, so the ETags alone are the key's proof."""
+        these lists grow with the PR. A page that is a 304 with the ETag it was last parsed
+        under is that same page, so its models are handed back without decoding or validating
+        it again; only a page that changed is decoded, and of its items only those whose JSON
+        changed are validated. A list that grows at its end (GitHub lists reviews and comments
+        oldest first) thus costs the last page, not the whole list. Equal ETags mean equal
+        answers whichever token asked, so the ETags alone are the key's proof."""
         pages = await self._pages(path, params, 100, max_pages, unlimited, lazy=True)
         all_cached = all(p.not_modified for p in pages)
-        etags = tuple(p.etag or "" for p in pages)
         key = (self.url(path) + "?" + str(httpx2.QueryParams(params or {})), model.__name__)
         known = self._lists.get(key)
-        if all_cached and known is not None and known.etags == etags:
+        old = known.pages if known is not None else ()
+        out: list[_Page | None] = []
+        changed: list[int] = []
+        for i, p in enumerate(pages):
+            if p.not_modified and i < len(old) and p.etag and old[i].etag == p.etag:
+                out.append(old[i])   # the same page: neither decoded nor validated again
+            else:
+                changed.append(i)
+                out.append(None)
+        if changed:
+            before = {_item_key(raw): (raw, done) for page in old
+                      for raw, done in zip(page.raw, page.items, strict=True)}
+            for i in changed:
+                raw = self._items(path, [pages[i]])
+                try:
+                    items = self._parse_again(model, raw, before)
+                except ValidationError as exc:
+                    # Parsed whole, so the error names the item's index in the whole list.
+                    self.parse_list(model, self._items(path, pages), f"GET {path}")
+                    raise GitHubError(f"GET {path}: unexpected payload: "
+                                      f"{exc.errors()[0]['msg']}") from None
+                out[i] = _Page(pages[i].etag or "", items, raw)
+        parsed = _Parsed(tuple(p for p in out if p is not None))
+        if changed or known is None:
+            self._memo_list(key, parsed)
+        else:
             self._lists.move_to_end(key)
-            return list(known.items), True
-        items = self._items(path, pages)
-        parsed = self._parse_again(model, items, known, f"GET {path}")
-        self._memo_list(key, _Parsed(etags, parsed, items))
-        return parsed, all_cached
+        return parsed.items(), all_cached
 
-    def _parse_again(self, model: type[T], items: list[Any], known: _Parsed | None,
-                     what: str) -> list[T]:
-        """``parse_list``, reusing the model of every item whose decoded JSON equals the one
-        it was parsed from last time (a list that grew by one review is validated for that
-        one); what comes back is exactly what ``parse_list`` gives."""
-        if known is None:
-            return self.parse_list(model, items, what)
-        before = {_item_key(raw): (raw, done) for raw, done in zip(known.raw, known.items,
-                                                                    strict=True)}
+    @staticmethod
+    def _parse_again(model: type[T], items: list[Any],
+                     before: dict[Any, tuple[Any, Any]]) -> list[T]:
+        """The models of ``items``, reusing the model of every item whose decoded JSON equals
+        the one it was parsed from last time (``before``: item key -> (JSON, model)), so a
+        page that grew by one review validates that one. Raises ``ValidationError``."""
         out: list[Any] = []
         fresh: list[int] = []
         for raw in items:
-            old = before.get(_item_key(raw))
-            if old is not None and old[0] == raw:
-                out.append(old[1])
+            prior = before.get(_item_key(raw))
+            if prior is not None and prior[0] == raw:
+                out.append(prior[1])
             else:
                 fresh.append(len(out))
                 out.append(None)
         if fresh:
-            try:
-                parsed = _adapter(model).validate_python([items[i] for i in fresh])
-            except ValidationError:
-                return self.parse_list(model, items, what)   # its error names the index
+            parsed = _adapter(model).validate_python([items[i] for i in fresh])
             for i, item in zip(fresh, parsed, strict=True):
                 out[i] = item
         return out
@@ -429,14 +459,14 @@ class GitHubClient:
     def _memo_list(self, key: tuple[str, str], entry: _Parsed) -> None:
         old = self._lists.pop(key, None)
         if old is not None:
-            self._list_items -= len(old.items)
-        if "" in entry.etags or len(entry.items) > LIST_MEMO_ITEMS // 4:
+            self._list_items -= old.size
+        if any(not p.etag for p in entry.pages) or entry.size > LIST_MEMO_ITEMS // 4:
             return   # a page without an ETag is never a 304; a huge list would evict the rest
         self._lists[key] = entry
-        self._list_items += len(entry.items)
+        self._list_items += entry.size
         while self._list_items > LIST_MEMO_ITEMS:
             _, dropped = self._lists.popitem(last=False)
-            self._list_items -= len(dropped.items)
+            self._list_items -= dropped.size
 
     @staticmethod
     def parse(model: type[T], data: Any, what: str) -> T:

@@ -1,6 +1,6 @@
-"""A list whose every page is a 304 with the ETags it was parsed under is handed back without
-decoding or validating it again; any page that changed (or a list evicted from the memo)
-makes a fresh parse, and what comes back is always what a fresh client reads."""
+"""A page that is a 304 with the ETag it was parsed under is handed back without decoding or
+validating it again; a page that changed (or a list evicted from the memo) is decoded, its
+changed items validated, and what comes back is always what a fresh client reads."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ async def test_an_unchanged_list_is_not_parsed_again_and_a_changed_page_is(sandb
     assert all(a is b for a, b in zip(again, pulls, strict=True)), "not parsed again"
     assert [e.status for e in sandbox.log] == [304, 304]
 
-    # A new PR changes the last page only: page 1 is a 304, yet the list is parsed afresh.
+    # A new PR changes the last page only: page 1 is a 304 and its models come back as they
+    # were (not decoded again); page 2 is parsed afresh.
     st.commit("octo/app", "feature-new", {"app.py": "def f(x):\n    return 0\n"})
     st.open_pull("octo/app", "feature-new", title="PR new", body="", author="alice")
     sandbox.reset_log()
@@ -32,6 +33,27 @@ async def test_an_unchanged_list_is_not_parsed_again_and_a_changed_page_is(sandb
     assert [e.status for e in sandbox.log] == [304, 200] and not cached
     assert grown == (await fresh(sandbox, http, lambda c: c.list_open_pulls("octo", "app")))[0]
     assert [p.title for p in grown][-1] == "PR new" and len(grown) == 121
+    assert all(a is b for a, b in zip(grown[:100], pulls[:100], strict=True)), "page 1 reused"
+
+
+async def test_a_page_that_changed_in_the_middle_is_parsed_again(sandbox, http):
+    """Page 1 changing (an item edited) while page 2 stays: page 2's models are reused, page
+    1's edited item is new, and the list is what a fresh client reads."""
+    st = small_repo(sandbox)
+    client = GitHubClient(sandbox.api_url, PatAuth(BOT_TOKEN), http)
+
+    def read(c):
+        return c.list_issue_comments("octo", "app", 1)
+    made = [st.add_issue_comment("octo/app", 1, "alice", f"note {i}") for i in range(130)]
+    first = await read(client)
+    st.edit_issue_comment(made[5], "note 5, edited")
+    sandbox.reset_log()
+    second = await read(client)
+    assert [e.status for e in sandbox.log] == [200, 304]
+    assert second == await fresh(sandbox, http, read)
+    assert second[5].body == "note 5, edited" and second[5] is not first[5]
+    assert second[4] is first[4] and all(a is b for a, b in zip(second[100:], first[100:],
+                                                                 strict=True))
 
 
 async def test_review_comments_follow_every_change(sandbox, http):
@@ -74,7 +96,7 @@ async def test_the_memo_is_bounded_by_items(sandbox, http, monkeypatch):
     for n in range(1, 31):
         await client.list_pull_files("octo", "app", n)
     assert 0 < client._list_items <= 40
-    assert client._list_items == sum(len(e.items) for e in client._lists.values())
+    assert client._list_items == sum(e.size for e in client._lists.values())
     # An evicted list is parsed from the ETag cache's text: still a 304, still right.
     sandbox.reset_log()
     files = await client.list_pull_files("octo", "app", 1)
