@@ -10,6 +10,7 @@ from typing import Protocol
 from ..core.triggers import Trigger
 from ..github.account import ConnectedAccount
 from ..github.models import PullRequest
+from ..github.threads import ThreadState
 from ..turn.prompts import TrustedInstructions
 
 
@@ -30,6 +31,9 @@ class TurnResult:
     verdict: str | None = None
     incomplete: list[str] = field(default_factory=list)
     notes: dict[str, str] = field(default_factory=dict)
+    # The bot's threads' resolution states the review turn's input was read with (root comment
+    # id -> state; None: not read): the summary after the post starts from them.
+    thread_states: dict[int, ThreadState] | None = None
 
 
 class Reviewer(Protocol):

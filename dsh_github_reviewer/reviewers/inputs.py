@@ -156,4 +156,5 @@ async def review_turn_message(acct: ConnectedAccount, pr: PullRequest, previous_
     if taught:
         text += "\n\n" + taught
         meta[LESSONS_META] = given
-    return TurnMessage(text, meta, nothing_new=prepared.nothing_new)
+    return TurnMessage(text, meta, nothing_new=prepared.nothing_new,
+                       thread_states=prepared.thread_states)

@@ -78,9 +78,9 @@ class SingleReviewer:
                                  token=await acct.auth.token(valid_for_s=deadline - loop.time()),
                                  hold_post=holds(instructions, flow))
                 message = await message_for(pr, agent, turn)
-                told = {}
+                told, states = {}, None
                 if isinstance(message, TurnMessage):
-                    message, told = message.text, message.meta
+                    message, told, states = message.text, message.meta, message.thread_states
                 acct.guard.begin(key.session_id, turn)
                 try:
                     # The PR as this turn saw it, for the web UI's PR pages (not sent to the
@@ -113,7 +113,7 @@ class SingleReviewer:
                 failure = failure or "rate_limit"
             return turn, TurnResult(False, f"turn ended: {outcome.reason}: {outcome.error}",
                                     outcome.text, failure=failure)
-        return turn, TurnResult(True, None, outcome.text)
+        return turn, TurnResult(True, None, outcome.text, thread_states=states)
 
     async def review(self, acct: ConnectedAccount, pr: PullRequest, trigger: Trigger,
                      instructions: TrustedInstructions | None, previous_head: str | None,
@@ -138,7 +138,7 @@ class SingleReviewer:
             await post_held(self.second_look, turn, acct, pr, trigger, instructions)
         if turn is not None and turn.submitted is not None:
             return TurnResult(True, review_id=turn.submitted.id, posted_now=turn.posted_now,
-                              text=result.text)
+                              text=result.text, thread_states=result.thread_states)
         failure = result.failure
         if failure is None and turn is not None and turn.rate_limited:
             failure = "rate_limit"   # no review, and the MCP server's GitHub calls were refused

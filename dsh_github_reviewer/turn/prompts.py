@@ -17,6 +17,7 @@ from ..core.sanitizer import sanitize, sanitize_line
 from .told import TOLD, Conversation, Told, digest
 
 if TYPE_CHECKING:
+    from ..github.threads import ThreadState
     from .review_input import ReviewInput
 
 BODY_LIMIT = 8_000
@@ -226,11 +227,13 @@ _FOCUS = {
 class TurnMessage:
     """A user message and what it told the model, as data for the turn's meta.
     ``nothing_new``: a review message whose material has no code the conversation has not
-    seen (``ReviewInput.nothing_new``)."""
+    seen (``ReviewInput.nothing_new``); ``thread_states``: the bot's threads' states the
+    message was built from (``ReviewInput.thread_states``), for the work after the post."""
 
     text: str
     meta: dict[str, Any]
     nothing_new: bool = False
+    thread_states: dict[int, ThreadState] | None = None
 
 
 def told_meta(pr: PrFacts, previous_head: str | None, prepared: ReviewInput,

@@ -76,6 +76,10 @@ class ReviewInput:
     # A push whose commits change none of the PR's files that are reviewed (only files outside
     # the PR, as a merge of the base branch brings in, or only ``exclude``d ones).
     no_code: bool = False
+    # The resolution state of the bot's threads as read for this input (root comment id ->
+    # state; None: not read). The summary after the post starts from it instead of asking
+    # GraphQL again (``work/procedure.py``).
+    thread_states: dict[int, ThreadState] | None = None
 
     @property
     def whole_diff(self) -> bool:
@@ -223,6 +227,7 @@ async def prepare_review(client: GitHubClient, pr: PullRequest, settings: Review
         news, states = await _feedback(client, owner, repo, number, mine, comments, conv, me,
                                        pr.user.login,
                                        settings.command_author_associations)
+        result.thread_states = states
         result.open_threads = open_threads(comments, mine, states, me)
         result.feedback = render(news)
         result.told_facts, result.told_threads = told_facts(news)

@@ -34,6 +34,7 @@ from ..core.triggers import (
     AUTOMATIC,
     BotIdentity,
     Trigger,
+    fixed_threads,
     is_bot_review,
     posted_answer,
     posted_trigger,
@@ -41,6 +42,7 @@ from ..core.triggers import (
 from ..github.errors import AuthError, BadCredentials, GitHubError, NotFound, RateLimited
 from ..github.models import PullRequest, Review
 from ..github.review_submit import find_posted
+from ..github.threads import ThreadState
 from ..reviewers.team import verdict
 from ..turn.extras import TurnExtras
 from ..turn.guidance import builtin_guidance
@@ -456,18 +458,26 @@ class ReviewPr:
                           tuple(result.incomplete), notes=dict(result.notes))
         return await self._after_post(ref, Posted(pr, review, trigger, result.posted_now,
                                                   result.verdict, tuple(result.incomplete),
-                                                  notes=dict(result.notes)))
+                                                  notes=dict(result.notes)),
+                                      read=result.thread_states)
 
-    async def _after_post(self, ref: PrRef, outcome: Posted) -> Posted:
+    async def _after_post(self, ref: PrRef, outcome: Posted,
+                          read: dict[int, ThreadState] | None = None) -> Posted:
         """What follows a posted review on the PR, from the review as GitHub has it (so a run
         after a crash does it again, idempotently): the threads the review names as fixed are
         resolved, then the summary comment. A GitHub failure resolving never fails the posted
         review: it comes back as ``fix_error`` (the daemon owes and retries it). Rate limits
-        and rejected credentials are raised: they pause the work as a whole."""
-        fix_error = await try_resolve(self.deps.client, self.deps.acct.identity, ref,
-                                      outcome.review)
+        and rejected credentials are raised: they pause the work as a whole.
+
+        ``read``: the thread states the review turn read moments ago. The review only added
+        threads (open ones), so unless it also resolved some, the summary starts from these
+        instead of asking GraphQL for every thread of the PR again (a person's resolution
+        during the turn shows at the next update)."""
+        me = self.deps.acct.identity
+        fix_error = await try_resolve(self.deps.client, me, ref, outcome.review)
         await update_summary(self.deps, ref, reviewing=None,
-                             last_reviewed=outcome.review.commit_id)
+                             last_reviewed=outcome.review.commit_id,
+                             states=read if not fixed_threads(outcome.review, me) else None)
         return replace(outcome, fix_error=fix_error)
 
 

@@ -23,7 +23,7 @@ from ..core.triggers import Trigger, is_bot_review, meta_trigger, posted_trigger
 from ..github import votes
 from ..github.errors import GitHubError
 from ..github.models import ReviewComment
-from ..github.threads import thread_states
+from ..github.threads import ThreadState, thread_states
 from ..pr_output.summary import (
     Drafted,
     Summary,
@@ -53,9 +53,12 @@ def _remember(at: tuple[str, str, PrRef], summary: Summary) -> None:
 
 
 async def update_summary(ctx: ReviewDeps | WorkContext, ref: PrRef, *, reviewing: str | None,
-                         last_reviewed: str | None, waiting: Waiting | None = None) -> None:
+                         last_reviewed: str | None, waiting: Waiting | None = None,
+                         states: dict[int, ThreadState] | None = None) -> None:
     """``waiting``: the review cannot run while the account is paused (said instead of
-    "reviewing", which would otherwise stay up for the whole pause)."""
+    "reviewing", which would otherwise stay up for the whole pause). ``states``: the bot's
+    threads' resolution states as the caller just read them (a thread missing is open);
+    None: read here."""
     if not ctx.cfg.review.summary:
         return
     owner, name, number = ref.owner, ref.name, ref.number
@@ -77,7 +80,8 @@ async def update_summary(ctx: ReviewDeps | WorkContext, ref: PrRef, *, reviewing
         comments = await client.list_review_comments(owner, name, number) if ids else []
         roots = any(c.pull_request_review_id in ids and c.in_reply_to_id is None
                     for c in comments)
-        states = await thread_states(client, owner, name, number) if roots else {}
+        if states is None:
+            states = await thread_states(client, owner, name, number) if roots else {}
         down = await _voted_down(ctx, owner, name, number, comments, ids)
         summary = Summary(files=files, findings=findings_of(comments, ids, states, me, down),
                           reviewing=None if waiting else reviewing, waiting=waiting,

@@ -62,8 +62,12 @@ async def test_one_summary_after_three_reviews_and_a_bot_answer(shop):
                      and c.in_reply_to is None)
     st.resolve_thread(eval_root.id, "maintainer")   # a person dismisses the finding
     st.add_issue_comment(REPO, 1, "maintainer", "/review")
+    shop.sb.reset_log()
     await shop.tick()
     assert len(shop.reviews()) == 3
+    # The thread states the review turn read are the summary's too (the review resolved
+    # nothing): GraphQL is asked once for the whole review, not again for the summary.
+    assert len(shop.sb.requests("POST", "graphql")) == 1
     (final,) = summaries(st)
     assert final.id == summary.id, "edited in place, never a second"
     assert "| ⚪ dismissed |" in row(final.body, "shop/orders.py:15")
