@@ -12,6 +12,7 @@ edited, and only the bot's own threads are findings.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import defaultdict
 from collections.abc import Collection, Sequence
@@ -106,6 +107,16 @@ def _cell(text: str) -> str:
             .replace("<", "&lt;").replace(">", "&gt;"))
 
 
+@functools.lru_cache(maxsize=4096)
+def _finding_row(f: Finding) -> str:
+    # A pure function of the finding: a PR's summary is rendered twice per review with the
+    # same findings (up to FINDINGS_SHOWN rows), so each row is escaped once.
+    where = f"[`{_cell(f.where)}`]({f.url})" if f.url.startswith(("https://", "http://")) \
+        else f"`{_cell(f.where)}`"
+    status = STATUS_ICON[f.status] + (" (in the review body)" if f.listed else "")
+    return f"| {where} | {f.severity or '—'} | {status} | {_cell(f.text)[:160]} |"
+
+
 def render(s: Summary) -> str:
     head = ["## dsh-github-reviewer summary", ""]
     if s.waiting:
@@ -132,13 +143,7 @@ def render(s: Summary) -> str:
     if s.findings:
         counts = {k: sum(1 for f in s.findings if f.status == k) for k in STATUS_ICON}
         rows = ["| Where | Severity | Status | Finding |", "|---|---|---|---|"]
-        for f in s.findings[:FINDINGS_SHOWN]:
-            where = f"[`{_cell(f.where)}`]({f.url})" if f.url.startswith(("https://",
-                                                                          "http://")) \
-                else f"`{_cell(f.where)}`"
-            status = STATUS_ICON[f.status] + (" (in the review body)" if f.listed else "")
-            rows.append(f"| {where} | {f.severity or '—'} | {status} | "
-                        f"{_cell(f.text)[:160]} |")
+        rows += [_finding_row(f) for f in s.findings[:FINDINGS_SHOWN]]
         more = len(s.findings) - FINDINGS_SHOWN
         listed = sum(1 for f in s.findings if f.listed)
         open_ = f"{counts['open']} open" + (f" ({listed} of them listed in a review body)"

@@ -337,9 +337,10 @@ class ReviewPr:
         if found is not None or trigger.kind not in ONCE_PER_HEAD:
             return found
         for r in reviews:
+            if r.state == "PENDING" or r.commit_id != head:
+                continue   # (checked first: a PR's every review passes here on every run)
             answered = posted_trigger(r, me)
-            if r.state == "PENDING" or r.commit_id != head or answered is None \
-                    or answered.account != trigger.account:
+            if answered is None or answered.account != trigger.account:
                 continue
             line = verdict.verdict_of(r.body)
             # A team review that failed closed is no complete review: a re-run retries it.
