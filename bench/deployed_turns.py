@@ -36,25 +36,27 @@ def push_files(n: int) -> dict[str, str]:
 
 # -- the sandbox GitHub and the model, each in its own process ----------------------------------
 
-def sandbox_main() -> None:
-    """Child process: the sandbox GitHub with the shop PR; answers ``push N`` / ``reviews``."""
+def sandbox_main(prs: int) -> None:
+    """Child process: the sandbox GitHub with ``prs`` shop PRs; answers ``push N [PR]``,
+    ``threads [PR]`` and ``reviews [PR]`` (PR 1 by default)."""
     from dsh_github_reviewer.testing import SandboxGitHub
     from dsh_github_reviewer.testing.scenario import REPO, build_shop
 
     with SandboxGitHub.on_loopback_80() as sb:
-        build_shop(sb)
+        build_shop(sb, prs=prs)
         print(json.dumps({"api_url": sb.api_url, "web_url": sb.web_url}), flush=True)
         for line in sys.stdin:
             cmd = line.split()
+            pr = int(cmd[-1]) if len(cmd) > (2 if cmd[0] == "push" else 1) else 1
             if cmd[0] == "push":
-                reply = sb.state.commit(REPO, "feature-1", push_files(int(cmd[1])),
+                reply = sb.state.commit(REPO, f"feature-{pr}", push_files(int(cmd[1])),
                                         message=f"Revision {cmd[1]}")
             elif cmd[0] == "threads":
-                roots = [c.id for c in sb.state.review_comments_of(REPO, 1)
+                roots = [c.id for c in sb.state.review_comments_of(REPO, pr)
                          if c.in_reply_to is None]
                 reply = str(sum(1 for r in roots if r not in sb.state.resolved_threads))
             else:
-                reply = str(len(sb.state.reviews_of(REPO, 1)))
+                reply = str(len(sb.state.reviews_of(REPO, pr)))
             print(reply, flush=True)
 
 
@@ -70,8 +72,8 @@ def model_main() -> None:
 class Child:
     """A helper process of this script, talked to by lines on its stdin/stdout."""
 
-    def __init__(self, role: str):
-        self.proc = subprocess.Popen([sys.executable, __file__, role], stdin=subprocess.PIPE,
+    def __init__(self, *role: str):
+        self.proc = subprocess.Popen([sys.executable, __file__, *role], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, env=os.environ.copy())
         self.first = self.ask(None)
 
@@ -106,7 +108,7 @@ async def deployed_cpu(last: int, profile: dict[str, range] | None = None,
     tick_ms: list[float] = []
     turn_ms: list[float] = []
     profilers = {name: cProfile.Profile(time.process_time) for name in profile or {}}
-    sandbox, model = Child("--sandbox"), Child("--model")
+    sandbox, model = Child("--sandbox", "1"), Child("--model")
     try:
         urls = json.loads(sandbox.first)
         with tempfile.TemporaryDirectory() as tmp:
@@ -154,5 +156,57 @@ async def deployed_cpu(last: int, profile: dict[str, range] | None = None,
     return {"tick": tick_ms, "turn": turn_ms, "open_threads": open_threads}
 
 
+async def paired_cpu(young: range, old: range) -> dict:
+    """CPU ms of the bot process per review of two PRs in one deployment, measured side by
+    side: PR 2 is first reviewed up to review ``old.start - 1``, then PR 1's reviews ``young``
+    and PR 2's reviews ``old`` alternate, one review per tick. Both windows are sampled in the
+    same minutes of the same process, so a drift of the machine's speed (a shared host) moves
+    both alike; what differs is only the PR's history. Returns each window's tick CPU."""
+    from dsh_github_reviewer.testing.deployment import Deployment
+
+    out: dict[str, list[float]] = {"young": [], "old": []}
+    sandbox, model = Child("--sandbox", "2"), Child("--model")
+    reviewed = {1: 0, 2: 0}
+
+    async def review(dep, pr: int, n: int) -> float:
+        if n > 1:
+            sandbox.ask(f"push {n} {pr}")
+        start = time.process_time()
+        await dep.tick()
+        cpu = (time.process_time() - start) * 1000
+        counts = {p: int(sandbox.ask(f"reviews {p}")) for p in (1, 2)}
+        expected = {p: reviewed[p] + (p == pr or n == 1) for p in (1, 2)}
+        if counts != expected:
+            raise SystemExit(f"PR {pr} review {n}: reviews on the PRs {counts}, "
+                             f"expected {expected}")
+        reviewed.update(counts)
+        return cpu
+
+    try:
+        urls = json.loads(sandbox.first)
+        with tempfile.TemporaryDirectory() as tmp:
+            dep = await Deployment(Path(tmp), SimpleNamespace(**urls),
+                                   SimpleNamespace(base_url=model.first)).start()
+            try:
+                await review(dep, 0, 1)   # both PRs' first reviews, in one tick
+                for n in range(2, old.start):
+                    await review(dep, 2, n)
+                pairs = max(len(young), len(old))
+                for i in range(pairs):
+                    if i < len(young):
+                        out["young"].append(await review(dep, 1, young[i]))
+                    if i < len(old):
+                        out["old"].append(await review(dep, 2, old[i]))
+            finally:
+                await dep.stop()
+    finally:
+        sandbox.close()
+        model.close()
+    return out
+
+
 if __name__ == "__main__":
-    {"--sandbox": sandbox_main, "--model": model_main}[sys.argv[1]]()
+    if sys.argv[1] == "--sandbox":
+        sandbox_main(int(sys.argv[2]))
+    else:
+        model_main()

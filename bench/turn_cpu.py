@@ -4,7 +4,8 @@ Figures are CPU time (``time.process_time`` of this process, all its threads; th
 sandbox GitHub and github-mcp-server run in other processes), never wall time, and each is the
 median over a window of consecutive reviews (default: reviews 2-10 against 90-100), so a busy
 shared machine moves them far less than a single review's figure. ``--runs`` repeats the
-whole measurement (a fresh deployment each time) and every run is printed, with the spread.
+whole measurement, each run in a fresh process of this script (a fresh deployment, no caches
+or heap carried over from another run), and every run is printed, with the spread.
 
 Harness: review-like turns driven on the harness directly. A review turn here is what the
 reviewer's turns look like to the harness: a ~1.5 KB user message, five tool calls whose ~2 KB
@@ -17,11 +18,20 @@ before every re-review that adds one more finding, so every review posts one new
 and the PR's reviews, comments and threads grow with it (see bench/deployed_turns.py).
 ``tick`` is the whole poller tick that ran the review, ``turn`` the runner's review inside it.
 
+Paired: the same figure with the machine's drift taken out. On a shared two-core host the
+speed of the whole machine drifts by 10-20 % over the minutes between review 2 and review 100
+(the early window of one run measured 70 ms, of the next 91 ms, same code), which the
+deployed table cannot tell from growth. Here one deployment holds two PRs: the old one is
+reviewed up to the start of the last window, then the young PR's reviews (first window) and
+the old PR's (last window) alternate, one review per tick, so both windows are sampled in the
+same minutes of the same process and differ only in the PR's history.
+
 Resume: a session of N events written straight through the session API, then resumed cold
 (a fresh harness: the whole log is read) and resumed again after an eviction.
 
 Usage: python bench/turn_cpu.py [--reviews 100] [--windows 2-10,90-100] [--runs 3]
-                                 [--events 1000,5000,20000] [--sections harness,deployed]
+                                 [--events 1000,5000,20000]
+                                 [--sections harness,deployed,paired]
                                  [--before-code CHECKOUT]
 The "before" rows are, with ``--before-code``, this same bench run live on another checkout's
 code (e.g. ``git worktree add /tmp/before <commit>``); without it, the figures recorded below.
@@ -41,7 +51,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from deployed_turns import deployed_cpu
+from deployed_turns import deployed_cpu, paired_cpu
 
 from dsh_harness import Harness, hookimpl, parse_config
 from dsh_harness.agents import AgentWorld, Tool
@@ -272,7 +282,7 @@ def fmt(value: float | None) -> str:
 
 async def measure(args: argparse.Namespace) -> dict:
     windows = windows_of(args.windows)
-    sizes = [int(x) for x in args.events.split(",")]
+    sizes = [int(x) for x in args.events.split(",") if x]
     sections = set(args.sections.split(","))
     result: dict = {"code": code_label(), "runs": [], "resume_ms": {}}
     for _ in range(args.runs):
@@ -293,15 +303,37 @@ async def measure(args: argparse.Namespace) -> dict:
             run["tick"] = medians(got["tick"], windows)
             run["turn"] = medians(got["turn"], windows)
             run["open_threads"] = got["open_threads"]
+        if "paired" in sections:
+            (y_lo, y_hi), (o_lo, o_hi) = windows[0], windows[-1]
+            got = await paired_cpu(range(y_lo, y_hi + 1), range(o_lo, o_hi + 1))
+            run["paired"] = {f"{y_lo}-{y_hi}": statistics.median(got["young"]),
+                             f"{o_lo}-{o_hi}": statistics.median(got["old"])}
         result["runs"].append(run)
     return result
 
 
+def measure_isolated(args: argparse.Namespace) -> dict:
+    """``measure``, each run in a fresh process of this script (no run inherits another's
+    caches, heap or warmed code), merged into one result."""
+    merged: dict = {"code": code_label(), "runs": [], "resume_ms": {}}
+    for _ in range(args.runs):
+        cmd = [sys.executable, __file__, "--json", "--runs", "1", "--reviews",
+               str(args.reviews), "--windows", args.windows, "--events", args.events,
+               "--sections", args.sections]
+        if merged["resume_ms"]:
+            cmd += ["--events", ""]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        one = json.loads(out.strip().splitlines()[-1])
+        merged["runs"] += one["runs"]
+        merged["resume_ms"] = merged["resume_ms"] or one["resume_ms"]
+    return merged
+
+
 async def main(args: argparse.Namespace) -> None:
-    result = await measure(args)
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(await measure(args)))
         return
+    result = measure_isolated(args)
     before = run_before(args.before_code, args) if args.before_code else RECORDED_BEFORE
     windows = [f"{lo}-{hi}" for lo, hi in windows_of(args.windows)]
     print(f"before: {before['code']}\nafter:  {result['code']}\n"
@@ -320,6 +352,11 @@ async def main(args: argparse.Namespace) -> None:
                    before, windows)
         print_runs("Deployed: the runner's review turn inside the tick", "turn", result, before,
                    windows)
+    if "paired" in sections:
+        print_runs("Paired: one deployment, a young PR's reviews (first window) alternating "
+                   "with an old PR's (last window), one review per tick; the machine's drift "
+                   "moves both alike", "paired", result, before, windows)
+    if sections & {"deployed", "paired"}:
         print("Goal (issue 28): the deployed tick flat within +-20 % from review 2 to 100.")
 
 
@@ -333,8 +370,8 @@ if __name__ == "__main__":
                         help="windows of reviews whose median CPU is reported")
     parser.add_argument("--runs", type=int, default=3, help="repeat the whole measurement")
     parser.add_argument("--events", default="1000,5000,20000")
-    parser.add_argument("--sections", default="harness,deployed",
-                        help="which tables: harness, deployed or both")
+    parser.add_argument("--sections", default="harness,deployed,paired",
+                        help="which tables: harness, deployed, paired (comma-separated)")
     parser.add_argument("--json", action="store_true", help="one JSON line (for comparisons)")
     parser.add_argument("--before-code", metavar="CHECKOUT",
                         help="measure the 'before' rows live on this checkout's code")

@@ -235,7 +235,10 @@ class BotIdentity:
 
     def owns(self, author: str | None) -> bool:
         """``author`` (a login) is the bot."""
-        return bool(author) and str(author).lower() == self._folded
+        if not author:
+            return False
+        # GitHub spells the bot's login as configured almost always: no case folding then.
+        return author == self.login or str(author).lower() == self._folded
 
     def wrote(self, item: Authored) -> bool:
         """The bot authored ``item``."""

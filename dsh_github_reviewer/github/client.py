@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 import httpx2
+import pydantic_core
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from dsh_harness import OPEN_FENCE, Fence, stop_point
@@ -295,8 +296,16 @@ class GitHubClient:
     def _decode(method: str, path: str, text: str, is_json: bool) -> Any:
         if not is_json:
             return text
+        if not text.strip():
+            return None
         try:
-            return jsonlib.loads(text) if text.strip() else None
+            # pydantic's JSON parser (jiter, already installed with pydantic) decodes a PR's
+            # long lists in about half the time of the json module, to the same values.
+            return pydantic_core.from_json(text)
+        except ValueError:
+            pass   # e.g. a lone surrogate escape (\ud800), which jiter refuses and json takes
+        try:
+            return jsonlib.loads(text)
         except ValueError as exc:
             # Malformed JSON is GitHub failing this endpoint, not a bug of ours.
             raise GitHubError(f"{method} {path}: response is not valid JSON ({exc})") from None
