@@ -9,6 +9,10 @@ from dsh_github_reviewer.github.client import GitHubClient
 from tests.reviewer.conftest import BOT_TOKEN, small_repo
 
 
+def issue_comments(c):
+    return c.list_issue_comments("octo", "app", 1)
+
+
 async def fresh(sandbox, http, read):
     return await read(GitHubClient(sandbox.api_url, PatAuth(BOT_TOKEN), http))
 
@@ -41,16 +45,13 @@ async def test_a_page_that_changed_in_the_middle_is_parsed_again(sandbox, http):
     1's edited item is new, and the list is what a fresh client reads."""
     st = small_repo(sandbox)
     client = GitHubClient(sandbox.api_url, PatAuth(BOT_TOKEN), http)
-
-    def read(c):
-        return c.list_issue_comments("octo", "app", 1)
     made = [st.add_issue_comment("octo/app", 1, "alice", f"note {i}") for i in range(130)]
-    first = await read(client)
+    first = await issue_comments(client)
     st.edit_issue_comment(made[5], "note 5, edited")
     sandbox.reset_log()
-    second = await read(client)
+    second = await issue_comments(client)
     assert [e.status for e in sandbox.log] == [200, 304]
-    assert second == await fresh(sandbox, http, read)
+    assert second == await fresh(sandbox, http, issue_comments)
     assert second[5].body == "note 5, edited" and second[5] is not first[5]
     assert second[4] is first[4] and all(a is b for a, b in zip(second[100:], first[100:],
                                                                  strict=True))
@@ -73,15 +74,12 @@ async def test_review_comments_follow_every_change(sandbox, http):
 async def test_a_grown_list_validates_only_the_items_that_changed(sandbox, http):
     st = small_repo(sandbox)
     client = GitHubClient(sandbox.api_url, PatAuth(BOT_TOKEN), http)
-
-    def read(c):
-        return c.list_issue_comments("octo", "app", 1)
     made = [st.add_issue_comment("octo/app", 1, "alice", f"note {i}") for i in range(3)]
-    first = await read(client)
+    first = await issue_comments(client)
     st.add_issue_comment("octo/app", 1, "alice", "note 3")
     st.edit_issue_comment(made[1], "note 1, edited")
-    second = await read(client)
-    assert second == await fresh(sandbox, http, read)
+    second = await issue_comments(client)
+    assert second == await fresh(sandbox, http, issue_comments)
     assert [c.body for c in second] == ["note 0", "note 1, edited", "note 2", "note 3"]
     assert second[0] is first[0] and second[2] is first[2], "unchanged items reused"
     assert second[1] is not first[1]
