@@ -349,6 +349,7 @@ class Agent:
                           messages=transcript.messages(), tools=self._schemas,
                           encoded_system=self._system_json,
                           encoded_messages=transcript.encoded(),
+                          encoded_runs=transcript.encoded_runs(),
                           encoded_tools=self._tools_json)
 
     def prompt_tokens(self) -> int:

@@ -109,21 +109,37 @@ def raw_usage(usage: Any, cache_hit_usage: str | None = None,
                     cost_usd=float(cost) if isinstance(cost, int | float) else None)
 
 
-def chat_body(request: LLMRequest) -> bytes:
-    """The streaming chat-completions body, byte for byte what ``chat.completions.create``
-    sent for the same request (same keys, same order, compact JSON), built from the request's
-    cached message encodings."""
-    head = b'{"model":' + encode(request.model) + b',"stream":true,"messages":['
+def chat_chunks(request: LLMRequest) -> list[bytes]:
+    """The streaming chat-completions body in pieces, byte for byte (joined) what
+    ``chat.completions.create`` sent for the same request (same keys, same order, compact
+    JSON): the small ends built here around the request's cached message runs, which are sent
+    as they are (a history-sized body is never copied into a fresh buffer per request)."""
+    system = request.encoded_system or encode(request.system_message())
+    head = b'{"model":' + encode(request.model) + b',"stream":true,"messages":[' + system
     tail = b'],"stream_options":{"include_usage":true}'
     if request.tools:
         tail += b',"tools":' + request.tools_encoded()
         if request.tool_choice is not None:
             tail += b',"tool_choice":' + encode(request.tool_choice)
-    parts = request.wire_encoded()  # never empty: the system message comes first
-    # One join copies the (history-sized) body once; the ends are glued to the small pieces.
-    parts[0] = head + parts[0]
-    parts[-1] = parts[-1] + tail + b"}"
-    return b",".join(parts)
+    return [head, *request.message_runs(), tail + b"}"]
+
+
+def chat_body(request: LLMRequest) -> bytes:
+    """``chat_chunks`` as one body."""
+    return b"".join(chat_chunks(request))
+
+
+class _Body:
+    """A request body sent chunk by chunk (httpx iterates it; the Content-Length header is
+    set by the caller, so no chunked transfer encoding). Iterable again for a resend."""
+
+    def __init__(self, chunks: list[bytes]):
+        self.chunks = chunks
+        self.length = sum(map(len, chunks))
+
+    async def __aiter__(self):
+        for chunk in self.chunks:
+            yield chunk
 
 
 class OpenAICompatibleProvider(LLMProvider):
@@ -217,8 +233,10 @@ class OpenAICompatibleProvider(LLMProvider):
         try:
             # The SDK's raw request path: transport, headers and typed chunks from the SDK,
             # the body from us (``create`` would walk the whole history on every request).
+            body = _Body(chat_chunks(request))
             stream = await self.client.post(
-                "/chat/completions", cast_to=ChatCompletion, content=chat_body(request),
+                "/chat/completions", cast_to=ChatCompletion, content=body,
+                options={"headers": {"Content-Length": str(body.length)}},
                 stream=True, stream_cls=openai.AsyncStream[ChatCompletionChunk])
             async for chunk in stream:
                 model = chunk.model or model

@@ -49,6 +49,10 @@ class LLMRequest:
     keeps so a request costs a join of bytes, not a serialization of the whole history: the
     compact JSON (``encode``) of the system message, of each item of ``messages`` (same order)
     and of ``tools``. Providers must treat them as equal to encoding the plain fields.
+    ``encoded_runs`` (with ``encoded_messages``) holds the same encodings pre-joined: each
+    preceded by a comma, in runs of consecutive messages (``b"".join(encoded_runs) ==
+    b"".join(b"," + e for e in encoded_messages)``), so a body is sent from buffers the caller
+    keeps across requests instead of a fresh history-sized copy per request.
     ``tool_choice`` (OpenAI's, e.g. ``"none"``: answer in text, call no tool) is sent only with
     tools and only when set, so requests without it keep their bytes."""
 
@@ -59,6 +63,7 @@ class LLMRequest:
     encoded_system: bytes | None = None
     encoded_messages: list[bytes] | None = None
     encoded_tools: bytes | None = None
+    encoded_runs: list[bytes] | None = None
     tool_choice: str | None = None
 
     def wire_messages(self) -> list[dict[str, Any]]:
@@ -74,6 +79,14 @@ class LLMRequest:
         if messages is None:
             messages = [encode(m) for m in self.messages]
         return [system, *messages]
+
+    def message_runs(self) -> list[bytes]:
+        """The encodings of ``messages`` (not the system message), each preceded by a comma,
+        as a few runs: ``encoded_runs`` where given, else one run joined here."""
+        if self.encoded_runs is not None and self.encoded_messages is not None:
+            return self.encoded_runs
+        messages = self.wire_encoded()[1:]
+        return [b"," + b",".join(messages)] if messages else []
 
     def tools_encoded(self) -> bytes:
         if self.encoded_tools is not None:

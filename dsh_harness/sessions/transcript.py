@@ -5,6 +5,10 @@ holds exactly its messages (with ``current_turn`` = the open turn), but costs O(
 event instead of a walk of the whole log per request. Each message is kept in provider form
 next to its JSON encoding, so a request body is a join of cached bytes and the prompt-size
 estimate a running sum. Only a compaction rebuilds (once, from the turns kept verbatim).
+
+The committed encodings are also kept pre-joined in a few runs (``encoded_runs``), so a
+provider can send a history-sized body as a handful of buffers it already has instead of
+copying the whole history into a fresh one at every request.
 """
 
 from __future__ import annotations
@@ -48,6 +52,12 @@ class Transcript:
         self._messages: list[dict[str, Any]] = []
         self._encoded: list[bytes] = []
         self._bytes = 0
+        # The same committed encodings, each preceded by a comma, in runs of consecutive
+        # messages: b"".join(self._runs) == b"".join(b"," + e for e in self._encoded).
+        # A commit appends a run; the last two merge while the older is under twice the
+        # newer's size (a binary counter), so there are O(log messages) runs and each byte is
+        # copied O(log messages) times in the session's life, not once per request.
+        self._runs: list[bytes] = []
 
     @classmethod
     def of(cls, events: list[Any], reasoning: ReasoningReplay = "all") -> Transcript:
@@ -65,6 +75,15 @@ class Transcript:
     def encoded(self) -> list[bytes]:
         running = self._running()
         return self._encoded + running.encoded if running else list(self._encoded)
+
+    def encoded_runs(self) -> list[bytes]:
+        """``encoded()`` pre-joined: runs of consecutive encodings, each encoding preceded by
+        a comma (b"".join(runs) == b"".join(b"," + e for e in encoded())); the committed
+        runs are the very objects of every request until the next commit."""
+        running = self._running()
+        if running and running.encoded:
+            return [*self._runs, _run(running.encoded)]
+        return list(self._runs)
 
     def encoded_size(self) -> int:
         """Bytes of all encoded messages, without separators."""
@@ -129,6 +148,8 @@ class Transcript:
         self._messages += turn.messages
         self._encoded += turn.encoded
         self._bytes += sum(map(len, turn.encoded))
+        if turn.encoded:
+            self._add_run(_run(turn.encoded))
 
     def _compact(self, e: Compaction) -> None:
         self._first_turn = e.through_turn + 1
@@ -147,3 +168,18 @@ class Transcript:
             if number != self._open:
                 self._encoded += turn.encoded
         self._bytes = sum(map(len, self._encoded))
+        self._runs = []
+        if self._encoded:
+            self._add_run(_run(self._encoded))
+
+    def _add_run(self, run: bytes) -> None:
+        runs = self._runs
+        runs.append(run)
+        while len(runs) >= 2 and len(runs[-2]) < 2 * len(runs[-1]):
+            last = runs.pop()
+            runs[-1] += last
+
+
+def _run(encoded: list[bytes]) -> bytes:
+    """Encodings as one run: each preceded by its comma."""
+    return b"," + b",".join(encoded)

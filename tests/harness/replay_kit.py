@@ -33,14 +33,18 @@ COMPACTION = '[compaction]\nmax_prompt_tokens = 420\nkeep_recent_turns = 1\n'
 
 
 class RawServer(ScriptedModelServer):
-    """The scripted model, also keeping each request body exactly as it arrived."""
+    """The scripted model, also keeping each request body exactly as it arrived and how it
+    was framed (its Content-Length and Transfer-Encoding headers)."""
 
     def __init__(self, *args: Any, **kw: Any):
         super().__init__(*args, **kw)
         self.raw: list[bytes] = []
+        self.framing: list[tuple[str | None, str | None]] = []
 
     async def _chat(self, request: Request) -> Any:
         self.raw.append(await request.body())
+        self.framing.append((request.headers.get("content-length"),
+                             request.headers.get("transfer-encoding")))
         return await super()._chat(request)
 
 

@@ -29,6 +29,9 @@ async def test_same_history_same_request_bytes(tmp_path, replay):
     with RawServer(policy=policy) as server:
         await same_history(tmp_path, server, replay)
     assert_same_requests(server.raw, read_raw(FIXTURE / f"same_history_{replay}.jsonl"))
+    # Sent in pieces (the transcript's runs), framed as one body of a known length, as the
+    # SDK's create sent it: no chunked transfer encoding, which some providers refuse.
+    assert server.framing == [(str(len(body)), None) for body in server.raw]
 
 
 async def test_a_log_written_before_attempts_replays_unchanged(tmp_path):

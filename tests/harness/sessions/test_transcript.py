@@ -92,6 +92,7 @@ def test_incremental_transcript_equals_the_reference_after_every_event(mode):
             assert live.messages() == want, (seed, n)
             assert live.encoded() == [encode(m) for m in want], (seed, n)
             assert live.encoded_size() == sum(len(encode(m)) for m in want)
+            assert b"".join(live.encoded_runs()) == b"".join(b"," + encode(m) for m in want)
             # The head through a turn (what a compaction summary request sends): the
             # reference's messages of the events up to that turn, a prefix of messages().
             current = open_turn(events[:n])
@@ -102,6 +103,33 @@ def test_incremental_transcript_equals_the_reference_after_every_event(mode):
                 assert messages == model_messages(head, mode, current), (seed, n, t)
                 assert encoded == live.encoded()[:len(encoded)] == [encode(m) for m in messages]
         assert Transcript.of(events, mode).messages() == live.messages()
+
+
+def test_the_committed_history_is_kept_in_few_runs_reused_by_every_request():
+    """A request sends the committed history from the same few buffers until the next commit:
+    no history-sized copy per request, and O(log turns) pieces however long the session."""
+    events: list = []
+
+    def add(cls, **kw):
+        events.append(cls(seq=len(events) + 1, at=AT, **kw))
+        live.apply(events[-1])
+
+    live = Transcript("all")
+    for turn in range(1, 301):
+        add(TurnStart, turn=turn)
+        add(UserMessage, turn=turn, content=f"review {turn} " * (1 + turn % 7))
+        committed = live.encoded_runs()
+        call = ToolCall(id=f"c{turn}", name="echo", arguments="{}")
+        add(AssistantMessage, turn=turn, content=None, tool_calls=[call])
+        add(ToolResult, turn=turn, call_id=call.id, name="echo", content="r" * turn)
+        runs = live.encoded_runs()
+        # The running turn's messages come after the very objects of the request before.
+        assert all(a is b for a, b in zip(committed[:-1], runs, strict=False))
+        assert len(runs) == len(committed)
+        add(AssistantMessage, turn=turn, content=f"done {turn}")
+        add(TurnEnd, turn=turn, reason="completed")
+        assert len(live.encoded_runs()) <= 2 * (turn.bit_length() + 1)
+    assert b"".join(live.encoded_runs()) == b"".join(b"," + e for e in live.encoded())
 
 
 async def test_prompt_estimate_is_the_serialized_estimate(tmp_path, server):
