@@ -28,6 +28,7 @@ author; in anyone else's text a marker is plain text.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -261,7 +262,14 @@ _FIXED_RE = re.compile(re.escape(OWN_MARKER + "fixed:") + r"([0-9,]*) -->")
 def posted_trigger(item: Authored, me: BotIdentity) -> Trigger | None:
     """The trigger a review of the bot's answers, read from its marker (None: not the bot's
     review, or a marker that does not parse)."""
-    m = _REVIEW_MARKER_RE.search(_own_body(item, me))
+    return _marked_trigger(item.body or "") if me.wrote(item) else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _marked_trigger(body: str) -> Trigger | None:
+    # Every review of a PR is read this way several times per review of it: a pure function
+    # of the body (Trigger is frozen), so each body is searched and parsed once.
+    m = _REVIEW_MARKER_RE.search(body)
     if m is None:
         return None
     try:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from ..core.sanitizer import redact_secrets, sanitize_line
-from ..core.severity import parse as parse_severity
+from ..core.severity import headline
 from ..core.triggers import BotIdentity, Trigger, is_summary, marks_fixed_in, summary_marker
 from ..github.client import GitHubClient
 from ..github.models import IssueComment, PullFile, ReviewComment
@@ -141,7 +141,8 @@ def render(s: Summary) -> str:
         parts.append(f"### Walkthrough ({len(s.files)} file{'' if len(s.files) == 1 else 's'})"
                      "\n\n" + "\n".join(_walkthrough(s.files)))
     if s.findings:
-        counts = {k: sum(1 for f in s.findings if f.status == k) for k in STATUS_ICON}
+        by_status = Counter(f.status for f in s.findings)
+        counts = {k: by_status[k] for k in STATUS_ICON}
         rows = ["| Where | Severity | Status | Finding |", "|---|---|---|---|"]
         rows += [_finding_row(f) for f in s.findings[:FINDINGS_SHOWN]]
         more = len(s.findings) - FINDINGS_SHOWN
@@ -183,7 +184,7 @@ def findings_of(comments: Sequence[ReviewComment], review_ids: set[int],
         if c.in_reply_to_id is not None or c.pull_request_review_id not in review_ids \
                 or not me.wrote(c):
             continue
-        sev, text = parse_severity((c.body or "").strip())
+        sev, first = headline(c.body)
         state = states.get(c.id)
         resolved = bool(state and state.resolved)
         fixed_by_bot = c.id in fixed_in
@@ -194,7 +195,7 @@ def findings_of(comments: Sequence[ReviewComment], review_ids: set[int],
         else:
             status = "open"
         out.append(Finding(path=c.path or "", line=c.line, severity=sev, status=status,
-                           text=text.split("\n", 1)[0], url=c.html_url, side=c.side,
+                           text=first, url=c.html_url, side=c.side,
                            start_line=c.start_line))
     return out
 
@@ -220,14 +221,14 @@ def listed_findings(drafted: Sequence[Drafted], reviews: dict[Trigger, str],
     review's URL. Matched to the bot's inline comments by place (the line they were posted
     at, which stays when a push outdates them) and text, so each finding shows once."""
     seen = {(c.path, c.original_line or c.line, c.side or "RIGHT",
-             parse_severity((c.body or "").strip())[1].split("\n", 1)[0])
+             headline(c.body)[1])
             for c in comments
             if c.in_reply_to_id is None and c.pull_request_review_id in review_ids}
     out = []
     for d in drafted:
         if d.trigger not in reviews:
             continue   # that turn's review is not on GitHub: nothing of it was reported
-        text = redact_secrets(d.body).strip().split("\n", 1)[0]
+        text = _drafted_first_line(d.body)
         ident = (d.path, d.line, d.side or "RIGHT", text)
         if ident in seen:
             continue
@@ -236,6 +237,12 @@ def listed_findings(drafted: Sequence[Drafted], reviews: dict[Trigger, str],
                            text=text, url=reviews[d.trigger], side=d.side,
                            start_line=d.start_line, listed=True))
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _drafted_first_line(body: str) -> str:
+    # A PR's drafted findings are all listed again at every summary update.
+    return redact_secrets(body).strip().split("\n", 1)[0]
 
 
 async def upsert(client: GitHubClient, owner: str, repo: str, number: int,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from ..config import ReviewSettings
 from ..core.sanitizer import redact_secrets, sanitize, sanitize_line
-from ..core.severity import parse as parse_severity
+from ..core.severity import headline
 from ..core.triggers import BotIdentity, marks_fixed_in
 from ..github import votes
 from ..github.client import GitHubClient
@@ -357,7 +357,7 @@ def open_threads(comments: Sequence[ReviewComment], mine: Sequence[Review],
                 or state is None or state.resolved or c.id in fixed or not me.wrote(c):
             continue
         where = sanitize_line(c.path or "", 200) + (f":{c.line}" if c.line else "")
-        first = sanitize_line(parse_severity((c.body or "").strip())[1].split("\n", 1)[0], 160)
+        first = sanitize_line(headline(c.body)[1], 160)
         out[c.id] = (where, first)
         if len(out) >= OPEN_THREADS_SHOWN:
             break
@@ -391,7 +391,7 @@ def thread_places(comments: Sequence[ReviewComment], ids: set[int]) -> dict[str,
     out: dict[str, ThreadPlace] = {}
     for c in comments:
         if c.id in ids and c.in_reply_to_id is None:
-            first = parse_severity((c.body or "").strip())[1].split("\n", 1)[0]
+            first = headline(c.body)[1]
             out[str(c.id)] = ThreadPlace(path=c.path or "", line=c.original_line or c.line,
                                          first=first[:160])
     return out

@@ -109,9 +109,10 @@ async def _voted_down(ctx: ReviewDeps | WorkContext, owner: str, name: str, numb
                       comments: list[ReviewComment], ids: set[int]) -> set[int]:
     """The bot's threads a 👎 that counts dismissed (``github/votes.py``); the PR (for its
     author) and the reaction lists are read only when some thread's roll-up shows a 👎."""
-    roots = [c for c in comments if c.in_reply_to_id is None
-             and c.pull_request_review_id in ids and ctx.acct.identity.wrote(c)
-             and c.reactions is not None and c.reactions.minus_one > 0]
+    # (The 👎 test first: it is rare, and this runs over every comment at every update.)
+    roots = [c for c in comments if c.reactions is not None and c.reactions.minus_one > 0
+             and c.in_reply_to_id is None and c.pull_request_review_id in ids
+             and ctx.acct.identity.wrote(c)]
     if not roots:
         return set()
     author = (await ctx.client.get_pull(owner, name, number)).user.login
