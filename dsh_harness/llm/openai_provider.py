@@ -14,7 +14,7 @@ import asyncio
 import logging
 import os
 import random
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -137,7 +137,7 @@ class _Body:
         self.chunks = chunks
         self.length = sum(map(len, chunks))
 
-    async def __aiter__(self):
+    async def __aiter__(self) -> AsyncIterator[bytes]:
         for chunk in self.chunks:
             yield chunk
 
