@@ -124,11 +124,6 @@ def chat_chunks(request: LLMRequest) -> list[bytes]:
     return [head, *request.message_runs(), tail + b"}"]
 
 
-def chat_body(request: LLMRequest) -> bytes:
-    """``chat_chunks`` as one body."""
-    return b"".join(chat_chunks(request))
-
-
 class _Body:
     """A request body sent chunk by chunk (httpx iterates it; the Content-Length header is
     set by the caller, so no chunked transfer encoding). Iterable again for a resend."""

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import DshError
 from ..sessions.events import ToolCall
-from ..sessions.transcript import encode
+from ..sessions.transcript import comma_run, encode
 
 # on_retry(attempt, error text, wait seconds): lets the agent log a retry notice.
 RetryCallback = Callable[[int, str, float], Awaitable[None]]
@@ -49,7 +49,7 @@ class LLMRequest:
     keeps so a request costs a join of bytes, not a serialization of the whole history: the
     compact JSON (``encode``) of the system message, of each item of ``messages`` (same order)
     and of ``tools``. Providers must treat them as equal to encoding the plain fields.
-    ``encoded_runs`` (with ``encoded_messages``) holds the same encodings pre-joined: each
+    ``encoded_runs`` holds the same encodings as ``encoded_messages`` pre-joined: each
     preceded by a comma, in runs of consecutive messages (``b"".join(encoded_runs) ==
     b"".join(b"," + e for e in encoded_messages)``), so a body is sent from buffers the caller
     keeps across requests instead of a fresh history-sized copy per request.
@@ -83,10 +83,10 @@ class LLMRequest:
     def message_runs(self) -> list[bytes]:
         """The encodings of ``messages`` (not the system message), each preceded by a comma,
         as a few runs: ``encoded_runs`` where given, else one run joined here."""
-        if self.encoded_runs is not None and self.encoded_messages is not None:
+        if self.encoded_runs is not None:
             return self.encoded_runs
         messages = self.wire_encoded()[1:]
-        return [b"," + b",".join(messages)] if messages else []
+        return [comma_run(messages)] if messages else []
 
     def tools_encoded(self) -> bytes:
         if self.encoded_tools is not None:

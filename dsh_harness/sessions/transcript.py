@@ -82,7 +82,7 @@ class Transcript:
         runs are the very objects of every request until the next commit."""
         running = self._running()
         if running and running.encoded:
-            return [*self._runs, _run(running.encoded)]
+            return [*self._runs, comma_run(running.encoded)]
         return list(self._runs)
 
     def encoded_size(self) -> int:
@@ -149,7 +149,7 @@ class Transcript:
         self._encoded += turn.encoded
         self._bytes += sum(map(len, turn.encoded))
         if turn.encoded:
-            self._add_run(_run(turn.encoded))
+            self._add_run(comma_run(turn.encoded))
 
     def _compact(self, e: Compaction) -> None:
         self._first_turn = e.through_turn + 1
@@ -170,7 +170,7 @@ class Transcript:
         self._bytes = sum(map(len, self._encoded))
         self._runs = []
         if self._encoded:
-            self._add_run(_run(self._encoded))
+            self._add_run(comma_run(self._encoded))
 
     def _add_run(self, run: bytes) -> None:
         runs = self._runs
@@ -180,6 +180,6 @@ class Transcript:
             runs[-1] += last
 
 
-def _run(encoded: list[bytes]) -> bytes:
-    """Encodings as one run: each preceded by its comma."""
+def comma_run(encoded: list[bytes]) -> bytes:
+    """Encodings as one run of a request's messages array: each preceded by its comma."""
     return b"," + b",".join(encoded)
