@@ -8,10 +8,10 @@ the result is a fixed point — sanitizing twice gives the same text.
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
 
+from .text_cache import short_text_cache
 from .triggers import defuse_markers
 
 REDACTED = "[REDACTED_SECRET]"
@@ -55,11 +55,11 @@ def redact_secrets(text: str, keep_lines: bool = False) -> str:
 
     Every text the bot posts that it did not compose itself passes here before the bot
     appends its own marker, so the bot's markers are defused here too (``defuse_markers``)."""
-    if len(text) <= _LINE_CACHED_CHARS:
-        return _redact_short(text, keep_lines)
     return _redact(text, keep_lines)
 
 
+# The summary redacts every finding's first line at every update: the same short texts.
+@short_text_cache(max_chars=2000)
 def _redact(text: str, keep_lines: bool) -> str:
     def replace(m: re.Match[str]) -> str:
         return REDACTED + "\n" * m.group(0).count("\n") if keep_lines else REDACTED
@@ -121,19 +121,13 @@ def sanitize(text: str | None) -> str:
 
 def sanitize_line(text: str | None, limit: int = 300) -> str:
     """A single-line field (PR title, login): sanitized, whitespace folded, length-capped."""
-    if text and len(text) <= _LINE_CACHED_CHARS:
-        return _sanitize_line(text, limit)
     return _fold(text, limit)
 
 
+# A review lists the same paths, logins and first lines of the bot's threads at every turn of
+# a PR: a pure function of its input, remembered for short texts.
+@short_text_cache(max_chars=2000)
 def _fold(text: str | None, limit: int) -> str:
     flat = " ".join(sanitize(text).split())
     return flat if len(flat) <= limit else flat[:limit] + "…"
 
-
-# A review lists the same paths, logins and first lines of the bot's threads at every turn of
-# a PR: a pure function of its input, remembered for short texts (bounded memory).
-_LINE_CACHED_CHARS = 2000
-_sanitize_line = functools.lru_cache(maxsize=4096)(_fold)
-# The summary redacts every finding's first line at every update: the same short texts.
-_redact_short = functools.lru_cache(maxsize=4096)(_redact)

@@ -7,9 +7,10 @@ back from GitHub and from the session log alike.
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Literal
+
+from .text_cache import short_text_cache
 
 Severity = Literal["critical", "major", "minor", "nit"]
 SEVERITIES: tuple[Severity, ...] = ("critical", "major", "minor", "nit")
@@ -37,10 +38,10 @@ def parse(body: str) -> tuple[Severity | None, str]:
     return m.group(1), body[m.end():]  # type: ignore[return-value]
 
 
-@functools.lru_cache(maxsize=8192)
+@short_text_cache(max_chars=4000)
 def headline(body: str | None) -> tuple[Severity | None, str]:
     """(severity, the first line of the rest) of a comment body, stripped. The bot's own
     comments are read this way at every review of a PR (thread list, summary, fix tracking):
-    a pure function of the body, so each body is parsed once (bounded memory)."""
+    a pure function of the body, so each body is parsed once."""
     sev, rest = parse((body or "").strip())
     return sev, rest.split("\n", 1)[0]

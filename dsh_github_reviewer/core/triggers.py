@@ -28,13 +28,14 @@ author; in anyone else's text a marker is plain text.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Protocol, TypeVar, get_args
 
 from pydantic import PlainSerializer, PlainValidator
+
+from .text_cache import short_text_cache
 
 _P = TypeVar("_P", bound="_Posted")
 
@@ -265,7 +266,7 @@ def posted_trigger(item: Authored, me: BotIdentity) -> Trigger | None:
     return _marked_trigger(item.body or "") if me.wrote(item) else None
 
 
-@functools.lru_cache(maxsize=4096)
+@short_text_cache(max_chars=4000)
 def _marked_trigger(body: str) -> Trigger | None:
     # Every review of a PR is read this way several times per review of it: a pure function
     # of the body (Trigger is frozen), so each body is searched and parsed once.

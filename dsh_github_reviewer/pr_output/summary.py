@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 
 from ..core.sanitizer import redact_secrets, sanitize_line
 from ..core.severity import headline
+from ..core.text_cache import short_text_cache
 from ..core.triggers import BotIdentity, Trigger, is_summary, marks_fixed_in, summary_marker
 from ..github.client import GitHubClient
 from ..github.models import IssueComment, PullFile, ReviewComment
@@ -239,7 +240,7 @@ def listed_findings(drafted: Sequence[Drafted], reviews: dict[Trigger, str],
     return out
 
 
-@functools.lru_cache(maxsize=4096)
+@short_text_cache(max_chars=4000)
 def _drafted_first_line(body: str) -> str:
     # A PR's drafted findings are all listed again at every summary update.
     return redact_secrets(body).strip().split("\n", 1)[0]
